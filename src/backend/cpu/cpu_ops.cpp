@@ -1,0 +1,124 @@
+#include "backend/cpu/cpu_ops.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace dllm::cpu {
+
+void matmul_nt(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo, int64_t m,
+               int64_t n, int64_t k, bool accumulate) {
+  if (m == 0 || n == 0) return;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
+              static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), w, static_cast<blasint>(ldw),
+              accumulate ? 1.0f : 0.0f, out, static_cast<blasint>(ldo));
+}
+
+void rms_norm(const float* x, int64_t x_stride, const float* weight, float* out, int64_t out_stride, int64_t rows,
+              int64_t dim, float eps) {
+#pragma omp parallel for if (rows * dim > 32768)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * x_stride;
+    float* o = out + r * out_stride;
+    double ss = 0.0;
+    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(dim)) + eps);
+    for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
+  }
+}
+
+std::vector<float> rope_inv_freq(double theta, int64_t rotary_dim) {
+  // HF: 1.0 / (base ** (arange(0, dim, 2).float() / dim)) evaluated in fp32.
+  std::vector<float> inv(static_cast<size_t>(rotary_dim / 2));
+  const float base = static_cast<float>(theta);
+  for (int64_t i = 0; i < rotary_dim / 2; ++i) {
+    const float e = static_cast<float>(2 * i) / static_cast<float>(rotary_dim);
+    inv[static_cast<size_t>(i)] = 1.0f / std::pow(base, e);
+  }
+  return inv;
+}
+
+void rope_neox(float* x, int64_t stride, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
+               std::span<const int32_t> positions, std::span<const float> inv_freq) {
+  const int64_t half = rotary_dim / 2;
+#pragma omp parallel if (rows * heads * head_dim > 32768)
+  {
+    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+#pragma omp for
+    for (int64_t r = 0; r < rows; ++r) {
+      const float pos = static_cast<float>(positions[static_cast<size_t>(r)]);
+      for (int64_t i = 0; i < half; ++i) {
+        const float angle = pos * inv_freq[static_cast<size_t>(i)];
+        cs[static_cast<size_t>(i)] = std::cos(angle);
+        sn[static_cast<size_t>(i)] = std::sin(angle);
+      }
+      for (int64_t h = 0; h < heads; ++h) {
+        float* v = x + r * stride + h * head_dim;
+        for (int64_t i = 0; i < half; ++i) {
+          const float a = v[i], b = v[i + half];
+          v[i] = a * cs[static_cast<size_t>(i)] - b * sn[static_cast<size_t>(i)];
+          v[i + half] = b * cs[static_cast<size_t>(i)] + a * sn[static_cast<size_t>(i)];
+        }
+      }
+    }
+  }
+}
+
+void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
+#pragma omp parallel for if (n > 65536)
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void attention(const float* q, int64_t q_stride, std::span<const float* const> k_rows,
+               std::span<const float* const> v_rows, std::span<const uint8_t> visible, float* out, int64_t out_stride,
+               int64_t n_q, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale) {
+  const int64_t n_k = static_cast<int64_t>(k_rows.size());
+  const int64_t group = num_heads / num_kv_heads;
+  // Gather each KV head's keys and values into contiguous [n_k, head_dim] matrices so the two
+  // products per head are plain GEMMs, whatever slots the keys came from.
+  std::vector<float> kg(static_cast<size_t>(n_k * head_dim)), vg(static_cast<size_t>(n_k * head_dim));
+  std::vector<float> scores(static_cast<size_t>(n_q * n_k));
+  for (int64_t g = 0; g < num_kv_heads; ++g) {
+#pragma omp parallel for if (n_k * head_dim > 65536)
+    for (int64_t j = 0; j < n_k; ++j) {
+      std::copy_n(k_rows[static_cast<size_t>(j)] + g * head_dim, head_dim, &kg[static_cast<size_t>(j * head_dim)]);
+      std::copy_n(v_rows[static_cast<size_t>(j)] + g * head_dim, head_dim, &vg[static_cast<size_t>(j * head_dim)]);
+    }
+    for (int64_t hh = 0; hh < group; ++hh) {
+      const int64_t h = g * group + hh;
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n_q), static_cast<blasint>(n_k),
+                  static_cast<blasint>(head_dim), scale, q + h * head_dim, static_cast<blasint>(q_stride), kg.data(),
+                  static_cast<blasint>(head_dim), 0.0f, scores.data(), static_cast<blasint>(n_k));
+#pragma omp parallel for if (n_q * n_k > 32768)
+      for (int64_t i = 0; i < n_q; ++i) {
+        float* s = &scores[static_cast<size_t>(i * n_k)];
+        const uint8_t* vis = &visible[static_cast<size_t>(i * n_k)];
+        float mx = -std::numeric_limits<float>::infinity();
+        for (int64_t j = 0; j < n_k; ++j)
+          if (vis[j]) mx = std::max(mx, s[j]);
+        if (mx == -std::numeric_limits<float>::infinity()) {
+          std::fill_n(s, n_k, 0.0f);  // sees nothing: zero output
+          continue;
+        }
+        double sum = 0.0;
+        for (int64_t j = 0; j < n_k; ++j) {
+          s[j] = vis[j] ? std::exp(s[j] - mx) : 0.0f;
+          sum += s[j];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        for (int64_t j = 0; j < n_k; ++j) s[j] *= inv;
+      }
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n_q),
+                  static_cast<blasint>(head_dim), static_cast<blasint>(n_k), 1.0f, scores.data(),
+                  static_cast<blasint>(n_k), vg.data(), static_cast<blasint>(head_dim), 0.0f, out + h * head_dim,
+                  static_cast<blasint>(out_stride));
+    }
+  }
+}
+
+}  // namespace dllm::cpu

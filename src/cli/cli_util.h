@@ -1,0 +1,13 @@
+// Small parsing helpers shared by the subcommands.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dllm::cli {
+
+// "5,17,42" -> {5, 17, 42}; errors name the option and the bad item.
+std::vector<int32_t> parse_int_list(const std::string& text, const std::string& option);
+
+}  // namespace dllm::cli

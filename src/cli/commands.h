@@ -1,0 +1,11 @@
+// Each `dllm` subcommand lives in its own cmd_*.cpp and registers itself here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace dllm::cli {
+
+void add_info_command(CLI::App& app);
+void add_forward_command(CLI::App& app);
+
+}  // namespace dllm::cli

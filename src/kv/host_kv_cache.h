@@ -1,0 +1,26 @@
+// HostKvCache: KvCache storage in host memory for the CPU backend, fp32,
+// laid out [layer][slot][kv_heads * head_dim] for K and V.
+#pragma once
+
+#include <vector>
+
+#include "kv/kv_cache.h"
+
+namespace dllm {
+
+class HostKvCache final : public KvCache {
+ public:
+  HostKvCache(int64_t num_layers, int64_t kv_dim, int64_t initial_capacity);
+
+  float* k(int64_t layer, int64_t slot) { return &k_[layer][static_cast<size_t>(slot * kv_dim_)]; }
+  float* v(int64_t layer, int64_t slot) { return &v_[layer][static_cast<size_t>(slot * kv_dim_)]; }
+  void set_position(int64_t slot, int32_t pos) { positions_[static_cast<size_t>(slot)] = pos; }
+  int64_t kv_dim() const { return kv_dim_; }
+
+ private:
+  void grow_storage(int64_t new_capacity) override;
+  int64_t kv_dim_;
+  std::vector<std::vector<float>> k_, v_;
+};
+
+}  // namespace dllm

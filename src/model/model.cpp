@@ -1,0 +1,147 @@
+#include "model/model.h"
+
+#include <set>
+
+#include "core/error.h"
+#include "io/json_file.h"
+
+namespace dllm {
+
+namespace {
+
+// Stop ids are the config's eos plus generation_config.json's eos_token_id (int or list).
+void add_stop_ids(ModelConfig& c, const std::optional<nlohmann::json>& gen, const std::string& gen_source) {
+  std::vector<int64_t> ids;
+  if (c.eos_token_id >= 0) ids.push_back(c.eos_token_id);
+  if (gen && gen->contains("eos_token_id")) {
+    const auto& e = (*gen)["eos_token_id"];
+    auto add = [&](const nlohmann::json& v) {
+      if (!v.is_number_integer()) fail(gen_source, ": eos_token_id must hold integer token ids");
+      ids.push_back(v.get<int64_t>());
+    };
+    if (e.is_array()) {
+      for (const auto& v : e) add(v);
+    } else if (!e.is_null()) {
+      add(e);
+    }
+  }
+  for (int64_t id : ids) {
+    if (id < 0 || id >= c.vocab_size)
+      fail(gen_source, ": stop token id ", id, " is outside the vocabulary (size ", c.vocab_size, ")");
+    bool seen = false;
+    for (int64_t s : c.stop_token_ids) seen = seen || s == id;
+    if (!seen) c.stop_token_ids.push_back(id);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Model> Model::load(const std::filesystem::path& dir) {
+  if (!std::filesystem::is_directory(dir)) fail(dir.string(), ": not a model directory");
+  const auto config_path = dir / "config.json";
+  if (!std::filesystem::exists(config_path)) fail(dir.string(), ": no config.json");
+  const nlohmann::json config = read_json_file(config_path);
+  if (!config.is_object()) fail(config_path.string(), ": not a JSON object");
+
+  std::unique_ptr<Model> m(new Model());
+  m->dir_ = dir;
+  m->family_ = &find_family(config, config_path.string());
+  m->config_ = m->family_->parse_config(config, config_path.string());
+  const auto gen_path = dir / "generation_config.json";
+  add_stop_ids(m->config_, read_json_file_if_exists(gen_path), gen_path.string());
+  m->config_.validate(config_path.string());
+  m->store_ = TensorStore::open(dir);
+  m->resolve_tensors();
+  return m;
+}
+
+std::unique_ptr<Model> Model::from_parts(const nlohmann::json& config, TensorStore store, std::string source) {
+  std::unique_ptr<Model> m(new Model());
+  m->family_ = &find_family(config, source);
+  m->config_ = m->family_->parse_config(config, source);
+  add_stop_ids(m->config_, std::nullopt, source);
+  m->config_.validate(source);
+  m->store_ = std::move(store);
+  m->resolve_tensors();
+  return m;
+}
+
+void Model::resolve_tensors() {
+  const ModelConfig& c = config_;
+  auto want = [&](const std::string& name, std::vector<int64_t> shape) -> const TensorEntry* {
+    const TensorEntry& t = store_.get(name);
+    if (t.shape != shape)
+      fail(t.file, ": tensor '", name, "' has shape ", shape_string(t.shape), ", expected ", shape_string(shape),
+           " from config.json");
+    if (!t.dtype) fail(t.file, ": tensor '", name, "' has dtype ", t.dtype_name, "; supported: BF16, F16, F32");
+    return &t;
+  };
+  const int64_t h = c.hidden_size;
+  tensors_.embed = want(family_->global_tensor(GlobalTensor::kEmbed), {c.vocab_size, h});
+  tensors_.final_norm = want(family_->global_tensor(GlobalTensor::kFinalNorm), {h});
+  tensors_.lm_head = c.tied_embeddings ? tensors_.embed
+                                       : want(family_->global_tensor(GlobalTensor::kLmHead), {c.vocab_size, h});
+  tensors_.layers.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    LayerTensors& l = tensors_.layers[static_cast<size_t>(i)];
+    auto name = [&](LayerTensor t) { return family_->layer_tensor(i, t); };
+    l.attn_norm = want(name(LayerTensor::kAttnNorm), {h});
+    l.q = want(name(LayerTensor::kQ), {c.q_dim(), h});
+    l.k = want(name(LayerTensor::kK), {c.kv_dim(), h});
+    l.v = want(name(LayerTensor::kV), {c.kv_dim(), h});
+    l.o = want(name(LayerTensor::kO), {h, c.q_dim()});
+    if (c.qkv_bias) {
+      l.q_bias = want(name(LayerTensor::kQBias), {c.q_dim()});
+      l.k_bias = want(name(LayerTensor::kKBias), {c.kv_dim()});
+      l.v_bias = want(name(LayerTensor::kVBias), {c.kv_dim()});
+    }
+    if (c.qk_norm) {
+      l.q_norm = want(name(LayerTensor::kQNorm), {c.head_dim});
+      l.k_norm = want(name(LayerTensor::kKNorm), {c.head_dim});
+    }
+    l.mlp_norm = want(name(LayerTensor::kMlpNorm), {h});
+    l.gate = want(name(LayerTensor::kGate), {c.intermediate_size, h});
+    l.up = want(name(LayerTensor::kUp), {c.intermediate_size, h});
+    l.down = want(name(LayerTensor::kDown), {h, c.intermediate_size});
+  }
+}
+
+namespace {
+template <class F>
+void for_each_used(const ModelTensors& t, F f) {
+  std::set<const TensorEntry*> seen;
+  auto visit = [&](const TensorEntry* e) {
+    if (e && seen.insert(e).second) f(*e);
+  };
+  visit(t.embed);
+  visit(t.final_norm);
+  visit(t.lm_head);
+  for (const auto& l : t.layers)
+    for (const TensorEntry* e : {l.attn_norm, l.q, l.k, l.v, l.o, l.q_bias, l.k_bias, l.v_bias, l.q_norm, l.k_norm,
+                                 l.mlp_norm, l.gate, l.up, l.down})
+      visit(e);
+}
+}  // namespace
+
+int64_t Model::parameter_count() const {
+  int64_t n = 0;
+  for_each_used(tensors_, [&](const TensorEntry& e) { n += e.numel(); });
+  return n;
+}
+
+size_t Model::weight_bytes() const {
+  size_t n = 0;
+  for_each_used(tensors_, [&](const TensorEntry& e) { n += e.nbytes; });
+  return n;
+}
+
+std::vector<std::string> Model::unused_tensors() const {
+  std::set<std::string> used;
+  for_each_used(tensors_, [&](const TensorEntry& e) { used.insert(e.name); });
+  std::vector<std::string> out;
+  for (const TensorEntry* e : store_.all())
+    if (!used.count(e->name)) out.push_back(e->name);
+  return out;
+}
+
+}  // namespace dllm

@@ -1,0 +1,71 @@
+// Model: a checkpoint directory opened and validated — config normalised, every weight the forward
+// needs located and shape-checked. Weights stay memory-mapped; each backend converts/uploads them
+// in the layout it computes with.
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <vector>
+
+#include "io/safetensors.h"
+#include "model/families/family.h"
+#include "model/model_config.h"
+
+namespace dllm {
+
+struct LayerTensors {
+  const TensorEntry* attn_norm = nullptr;
+  const TensorEntry* q = nullptr;
+  const TensorEntry* k = nullptr;
+  const TensorEntry* v = nullptr;
+  const TensorEntry* o = nullptr;
+  const TensorEntry* q_bias = nullptr;  // qkv_bias only
+  const TensorEntry* k_bias = nullptr;
+  const TensorEntry* v_bias = nullptr;
+  const TensorEntry* q_norm = nullptr;  // qk_norm only
+  const TensorEntry* k_norm = nullptr;
+  const TensorEntry* mlp_norm = nullptr;
+  const TensorEntry* gate = nullptr;
+  const TensorEntry* up = nullptr;
+  const TensorEntry* down = nullptr;
+};
+
+struct ModelTensors {
+  const TensorEntry* embed = nullptr;
+  const TensorEntry* final_norm = nullptr;
+  const TensorEntry* lm_head = nullptr;  // == embed when embeddings are tied
+  std::vector<LayerTensors> layers;
+};
+
+class Model {
+ public:
+  // Opens `dir` (config.json, optional generation_config.json, safetensors). Errors name the file
+  // and the field or tensor at fault.
+  static std::unique_ptr<Model> load(const std::filesystem::path& dir);
+  // Builds a model from an in-memory config and an already-open tensor store (tests, benchmarks).
+  static std::unique_ptr<Model> from_parts(const nlohmann::json& config, TensorStore store, std::string source);
+
+  const ModelConfig& config() const { return config_; }
+  const Family& family() const { return *family_; }
+  const ModelTensors& tensors() const { return tensors_; }
+  const TensorStore& store() const { return store_; }
+  const std::filesystem::path& dir() const { return dir_; }
+
+  int64_t parameter_count() const;  // elements of the tensors the forward uses (tied counted once)
+  size_t weight_bytes() const;      // bytes of those tensors as stored
+  std::vector<std::string> unused_tensors() const;  // in the checkpoint but not used by the forward
+
+ private:
+  Model() = default;
+  void resolve_tensors();
+
+  std::filesystem::path dir_;
+  ModelConfig config_;
+  const Family* family_ = nullptr;
+  TensorStore store_;
+  ModelTensors tensors_;
+};
+
+}  // namespace dllm

@@ -1,0 +1,53 @@
+// ModelConfig: one normalised description of a checkpoint, whatever family wrote it. Families
+// (families/*.cpp) translate their config.json dialect into it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "attention/attention_rule.h"
+
+namespace dllm {
+
+struct ModelConfig {
+  std::string family;        // "sdar", "wedlm", "fast_dllm_v2", "dream", "llada"
+  std::string model_type;    // config.json model_type as written
+  std::string architecture;  // config.json architectures[0]
+  std::string torch_dtype;   // as declared ("bfloat16"), informational
+
+  int64_t vocab_size = 0;  // rows of the embedding == columns of the logits
+  int64_t hidden_size = 0;
+  int64_t intermediate_size = 0;
+  int64_t num_layers = 0;
+  int64_t num_heads = 0;
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+  int64_t max_position_embeddings = 0;
+
+  double rope_theta = 10000.0;
+  double partial_rotary_factor = 1.0;
+  int64_t rotary_dim = 0;  // head_dim * partial_rotary_factor, even
+  double norm_eps = 1e-6;
+
+  bool qk_norm = false;          // per-head RMSNorm on q and k before RoPE (Qwen3 style)
+  bool qkv_bias = false;         // q/k/v projections carry biases (Qwen2 style)
+  bool tied_embeddings = false;  // lm_head shares the embedding matrix
+
+  int64_t mask_token_id = -1;  // -1: unknown
+  int64_t eos_token_id = -1;
+  int64_t pad_token_id = -1;
+  int64_t bos_token_id = -1;
+  std::vector<int64_t> stop_token_ids;  // eos plus generation_config.json eos_token_id list
+
+  AttentionKind attention = AttentionKind::kCausal;  // how the family decodes
+  int64_t block_size = 0;       // trained block length of block-causal families, 0 otherwise
+  bool shifted_logits = false;  // token i is predicted by the logit at i-1 (Fast-dLLM v2, Dream)
+
+  int64_t q_dim() const { return num_heads * head_dim; }
+  int64_t kv_dim() const { return num_kv_heads * head_dim; }
+  // Checks the numbers are usable (positive, divisible, in range); errors name `source` and the field.
+  void validate(const std::string& source) const;
+};
+
+}  // namespace dllm
