@@ -25,10 +25,14 @@ AttentionRule AttentionRule::parse(const std::string& text) {
 
 std::string AttentionRule::to_string() const {
   switch (kind) {
-    case AttentionKind::kCausal: return "causal";
-    case AttentionKind::kBidirectional: return "bidirectional";
-    case AttentionKind::kBlockCausal: return "block:" + std::to_string(block_size);
-    case AttentionKind::kCustom: return "custom";
+    case AttentionKind::kCausal:
+      return "causal";
+    case AttentionKind::kBidirectional:
+      return "bidirectional";
+    case AttentionKind::kBlockCausal:
+      return "block:" + std::to_string(block_size);
+    case AttentionKind::kCustom:
+      return "custom";
   }
   return "?";
 }
@@ -62,8 +66,8 @@ void build_visibility(const AttentionRule& rule, std::span<const int32_t> cache_
     }
     case AttentionKind::kCustom:
       if (rule.custom_mask.size() != nq * nk)
-        fail("custom attention mask has ", rule.custom_mask.size(), " entries, expected ", nq, " x ", nk,
-             " (queries x [visible cache | queries])");
+        fail("custom attention mask has ", rule.custom_mask.size(), " entries, expected ", nq,
+             " x ", nk, " (queries x [visible cache | queries])");
       for (size_t i = 0; i < nq * nk; ++i) visible[i] = rule.custom_mask[i] != 0;
       return;
   }

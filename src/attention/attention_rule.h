@@ -15,7 +15,8 @@ namespace dllm {
 enum class AttentionKind {
   kCausal,         // cache entries visible; among queries, j <= i in physical order
   kBidirectional,  // everything visible
-  kBlockCausal,    // visible iff block(pos_key) <= block(pos_query), blocks aligned to absolute positions
+  kBlockCausal,    // visible iff block(pos_key) <= block(pos_query), blocks aligned to absolute
+                   // positions
   kCustom,         // explicit boolean mask [n_queries, n_visible + n_queries]
 };
 
@@ -26,8 +27,12 @@ struct AttentionRule {
 
   static AttentionRule causal() { return {AttentionKind::kCausal, 0, {}}; }
   static AttentionRule bidirectional() { return {AttentionKind::kBidirectional, 0, {}}; }
-  static AttentionRule block_causal(int64_t block) { return {AttentionKind::kBlockCausal, block, {}}; }
-  static AttentionRule custom(std::vector<uint8_t> mask) { return {AttentionKind::kCustom, 0, std::move(mask)}; }
+  static AttentionRule block_causal(int64_t block) {
+    return {AttentionKind::kBlockCausal, block, {}};
+  }
+  static AttentionRule custom(std::vector<uint8_t> mask) {
+    return {AttentionKind::kCustom, 0, std::move(mask)};
+  }
 
   // Parses the CLI spelling: "causal", "bidirectional", "block:N".
   static AttentionRule parse(const std::string& text);

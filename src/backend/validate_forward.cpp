@@ -10,25 +10,30 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
   const size_t n = seq.tokens.size();
   if (n == 0) fail(where, "no query tokens");
   if (seq.positions.size() != n)
-    fail(where, seq.positions.size(), " positions for ", n, " tokens (they must have the same length)");
+    fail(where, seq.positions.size(), " positions for ", n,
+         " tokens (they must have the same length)");
   for (size_t i = 0; i < n; ++i) {
     if (seq.tokens[i] < 0 || seq.tokens[i] >= config.vocab_size)
       fail(where, "token id ", seq.tokens[i], " at index ", i, " is outside the vocabulary (size ",
            config.vocab_size, ")");
-    if (seq.positions[i] < 0) fail(where, "position ", seq.positions[i], " at index ", i, " is negative");
+    if (seq.positions[i] < 0)
+      fail(where, "position ", seq.positions[i], " at index ", i, " is negative");
   }
   if (!seq.cache) {
     if (seq.write != CacheWrite::kNone) fail(where, "a cache write needs a cache");
-    if (seq.visible_slots && !seq.visible_slots->empty()) fail(where, "visible cache slots given without a cache");
+    if (seq.visible_slots && !seq.visible_slots->empty())
+      fail(where, "visible cache slots given without a cache");
   } else if (seq.visible_slots) {
     std::set<int32_t> seen;
     for (int32_t s : *seq.visible_slots) {
-      if (s < 0 || s >= seq.cache->capacity()) fail(where, "visible slot ", s, " is outside the cache");
+      if (s < 0 || s >= seq.cache->capacity())
+        fail(where, "visible slot ", s, " is outside the cache");
       if (!seen.insert(s).second) fail(where, "visible slot ", s, " is listed twice");
     }
   }
   if (seq.write == CacheWrite::kAtSlots) {
-    if (seq.write_slots.size() != n) fail(where, seq.write_slots.size(), " write slots for ", n, " tokens");
+    if (seq.write_slots.size() != n)
+      fail(where, seq.write_slots.size(), " write slots for ", n, " tokens");
     std::set<int32_t> seen;
     for (int32_t s : seq.write_slots) {
       if (s < 0) fail(where, "write slot ", s, " is negative");
@@ -40,7 +45,8 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
   if (seq.rule.kind == AttentionKind::kBlockCausal && seq.rule.block_size <= 0)
     fail(where, "block-causal attention needs a positive block size");
   for (int32_t r : seq.output_rows)
-    if (r < 0 || static_cast<size_t>(r) >= n) fail(where, "output row ", r, " is outside the ", n, " queries");
+    if (r < 0 || static_cast<size_t>(r) >= n)
+      fail(where, "output row ", r, " is outside the ", n, " queries");
 }
 
 }  // namespace dllm

@@ -1,5 +1,6 @@
 // dllm forward: one raw model forward, logits dumped as .npy — the debugging and parity tool.
-//   dllm forward -m DIR --ids 5,17,42 [--positions 0,1,2] [--attention causal|bidirectional|block:N]
+//   dllm forward -m DIR --ids 5,17,42 [--positions 0,1,2] [--attention
+//   causal|bidirectional|block:N]
 //                [--prefix N] --dump-logits OUT.npy
 // --prefix N runs the first N tokens as a cached prefill (append) and the rest as queries against
 // the cache under the same rule; only the query rows are dumped.
@@ -33,10 +34,12 @@ void run_forward(const ForwardArgs& a) {
     pos = parse_int_list(a.positions, "--positions");
   }
   if (pos.size() != ids.size())
-    fail("--positions has ", pos.size(), " entries but --ids has ", ids.size(), " (they must match)");
+    fail("--positions has ", pos.size(), " entries but --ids has ", ids.size(),
+         " (they must match)");
   for (size_t i = 0; i < ids.size(); ++i)
     if (ids[i] < 0 || ids[i] >= c.vocab_size)
-      fail("--ids: token id ", ids[i], " (index ", i, ") is outside the vocabulary of size ", c.vocab_size);
+      fail("--ids: token id ", ids[i], " (index ", i, ") is outside the vocabulary of size ",
+           c.vocab_size);
 
   AttentionRule rule;
   if (!a.attention.empty()) {
@@ -70,8 +73,9 @@ void run_forward(const ForwardArgs& a) {
   auto results = backend->forward(std::span(&f, 1));
   const int64_t rows = static_cast<int64_t>(f.tokens.size());
   write_npy_f32(a.dump, results[0].logits, {rows, c.vocab_size});
-  std::fprintf(stderr, "dllm forward: %lld rows x %lld logits (%s attention) -> %s\n", static_cast<long long>(rows),
-               static_cast<long long>(c.vocab_size), rule.to_string().c_str(), a.dump.c_str());
+  std::fprintf(stderr, "dllm forward: %lld rows x %lld logits (%s attention) -> %s\n",
+               static_cast<long long>(rows), static_cast<long long>(c.vocab_size),
+               rule.to_string().c_str(), a.dump.c_str());
 }
 
 }  // namespace
@@ -81,10 +85,14 @@ void add_forward_command(CLI::App& app) {
   auto a = std::make_shared<ForwardArgs>();
   cmd->add_option("-m,--model", a->model_dir, "Checkpoint directory")->required();
   cmd->add_option("--ids", a->ids, "Comma-separated token ids")->required();
-  cmd->add_option("--positions", a->positions, "Comma-separated logical positions (default 0..n-1)");
-  cmd->add_option("--attention", a->attention, "causal | bidirectional | block:N (default: the family's rule)");
-  cmd->add_option("--prefix", a->prefix, "Run the first N tokens as a cached prefill, dump the rest");
-  cmd->add_option("--dump-logits", a->dump, "Output .npy file, float32 [n_tokens, vocab]")->required();
+  cmd->add_option("--positions", a->positions,
+                  "Comma-separated logical positions (default 0..n-1)");
+  cmd->add_option("--attention", a->attention,
+                  "causal | bidirectional | block:N (default: the family's rule)");
+  cmd->add_option("--prefix", a->prefix,
+                  "Run the first N tokens as a cached prefill, dump the rest");
+  cmd->add_option("--dump-logits", a->dump, "Output .npy file, float32 [n_tokens, vocab]")
+      ->required();
   cmd->callback([a] { run_forward(*a); });
 }
 

@@ -38,43 +38,54 @@ void run_info(const std::string& dir) {
 
   std::printf("model            %s\n", dir.c_str());
   std::printf("family           %s — %s\n", c.family.c_str(), model->family().description.c_str());
-  std::printf("architecture     %s (model_type %s)\n", c.architecture.c_str(), c.model_type.c_str());
+  std::printf("architecture     %s (model_type %s)\n", c.architecture.c_str(),
+              c.model_type.c_str());
   std::printf("layers           %lld\n", static_cast<long long>(c.num_layers));
   std::printf("hidden           %lld (intermediate %lld)\n", static_cast<long long>(c.hidden_size),
               static_cast<long long>(c.intermediate_size));
-  std::printf("heads            %lld query, %lld key/value, head_dim %lld\n", static_cast<long long>(c.num_heads),
-              static_cast<long long>(c.num_kv_heads), static_cast<long long>(c.head_dim));
+  std::printf("heads            %lld query, %lld key/value, head_dim %lld\n",
+              static_cast<long long>(c.num_heads), static_cast<long long>(c.num_kv_heads),
+              static_cast<long long>(c.head_dim));
   std::printf("vocab            %lld\n", static_cast<long long>(c.vocab_size));
   std::printf("rope             theta %g, rotary dims %lld of %lld\n", c.rope_theta,
               static_cast<long long>(c.rotary_dim), static_cast<long long>(c.head_dim));
-  std::printf("norm             RMSNorm eps %g%s\n", c.norm_eps, c.qk_norm ? ", per-head q/k norm" : "");
+  std::printf("norm             RMSNorm eps %g%s\n", c.norm_eps,
+              c.qk_norm ? ", per-head q/k norm" : "");
   std::printf("qkv bias         %s\n", c.qkv_bias ? "yes" : "no");
   std::printf("tied embeddings  %s\n", c.tied_embeddings ? "yes" : "no");
-  std::printf("attention        %s\n", c.attention == AttentionKind::kBlockCausal
-                                           ? ("block-causal, block " + std::to_string(c.block_size)).c_str()
-                                           : AttentionRule{c.attention, 0, {}}.to_string().c_str());
-  std::printf("logits           %s\n", c.shifted_logits ? "right-shifted (token i from logit i-1)" : "position-aligned");
+  std::printf("attention        %s\n",
+              c.attention == AttentionKind::kBlockCausal
+                  ? ("block-causal, block " + std::to_string(c.block_size)).c_str()
+                  : AttentionRule{c.attention, 0, {}}.to_string().c_str());
+  std::printf("logits           %s\n",
+              c.shifted_logits ? "right-shifted (token i from logit i-1)" : "position-aligned");
   std::printf("mask id          %lld\n", static_cast<long long>(c.mask_token_id));
   std::printf("eos / pad / bos  %lld / %lld / %lld\n", static_cast<long long>(c.eos_token_id),
               static_cast<long long>(c.pad_token_id), static_cast<long long>(c.bos_token_id));
   std::printf("stop ids         %s\n", ids_string(c.stop_token_ids).c_str());
-  std::printf("parameters       %lld (%.3f B)\n", static_cast<long long>(params), static_cast<double>(params) / 1e9);
+  std::printf("parameters       %lld (%.3f B)\n", static_cast<long long>(params),
+              static_cast<double>(params) / 1e9);
   std::printf("dtype            %s\n", dtype_list.c_str());
-  std::printf("weights on disk  %s in %zu file(s)\n", human_bytes(static_cast<double>(model->weight_bytes())).c_str(),
+  std::printf("weights on disk  %s in %zu file(s)\n",
+              human_bytes(static_cast<double>(model->weight_bytes())).c_str(),
               model->store().num_files());
-  std::printf("cpu memory       %s (fp32 weights)\n", human_bytes(static_cast<double>(params) * 4).c_str());
+  std::printf("cpu memory       %s (fp32 weights)\n",
+              human_bytes(static_cast<double>(params) * 4).c_str());
   std::printf("kv per token     %s (fp32, all layers)\n",
               human_bytes(static_cast<double>(2 * c.num_layers * c.kv_dim() * 4)).c_str());
   const auto unused = model->unused_tensors();
-  if (!unused.empty()) std::printf("unused tensors   %zu (e.g. %s)\n", unused.size(), unused.front().c_str());
+  if (!unused.empty())
+    std::printf("unused tensors   %zu (e.g. %s)\n", unused.size(), unused.front().c_str());
 }
 
 }  // namespace
 
 void add_info_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("info", "Describe a checkpoint: family, shapes, parameters, memory");
+  auto* cmd =
+      app.add_subcommand("info", "Describe a checkpoint: family, shapes, parameters, memory");
   auto dir = std::make_shared<std::string>();
-  cmd->add_option("model_dir", *dir, "Checkpoint directory (config.json + safetensors)")->required();
+  cmd->add_option("model_dir", *dir, "Checkpoint directory (config.json + safetensors)")
+      ->required();
   cmd->callback([dir] { run_info(*dir); });
 }
 

@@ -4,14 +4,19 @@ namespace dllm {
 
 std::string_view dtype_name(DType dtype) {
   switch (dtype) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
   }
   return "?";
 }
 
-size_t dtype_size(DType dtype) { return dtype == DType::kF32 ? 4 : 2; }
+size_t dtype_size(DType dtype) {
+  return dtype == DType::kF32 ? 4 : 2;
+}
 
 std::optional<DType> parse_dtype(std::string_view name) {
   if (name == "F32") return DType::kF32;

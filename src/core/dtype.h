@@ -11,8 +11,8 @@ namespace dllm {
 
 enum class DType { kF32, kF16, kBF16 };
 
-std::string_view dtype_name(DType dtype);     // "F32", "F16", "BF16" as safetensors spells them
-size_t dtype_size(DType dtype);               // bytes per element
+std::string_view dtype_name(DType dtype);  // "F32", "F16", "BF16" as safetensors spells them
+size_t dtype_size(DType dtype);            // bytes per element
 std::optional<DType> parse_dtype(std::string_view name);
 
 inline float bf16_to_f32(uint16_t bits) {
@@ -26,7 +26,8 @@ inline float bf16_to_f32(uint16_t bits) {
 inline uint16_t f32_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu)) return static_cast<uint16_t>((u >> 16) | 0x40);
+  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu))
+    return static_cast<uint16_t>((u >> 16) | 0x40);
   u += 0x7fffu + ((u >> 16) & 1u);
   return static_cast<uint16_t>(u >> 16);
 }

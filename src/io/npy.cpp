@@ -11,9 +11,11 @@
 
 namespace dllm {
 
-void write_npy_f32(const std::filesystem::path& path, std::span<const float> data, const std::vector<int64_t>& shape) {
+void write_npy_f32(const std::filesystem::path& path, std::span<const float> data,
+                   const std::vector<int64_t>& shape) {
   std::string dict = "{'descr': '<f4', 'fortran_order': False, 'shape': (";
-  for (size_t i = 0; i < shape.size(); ++i) dict += std::to_string(shape[i]) + (shape.size() == 1 ? "," : i + 1 < shape.size() ? ", " : "");
+  for (size_t i = 0; i < shape.size(); ++i)
+    dict += std::to_string(shape[i]) + (shape.size() == 1 ? "," : i + 1 < shape.size() ? ", " : "");
   dict += "), }";
   // Pad with spaces so that magic(6) + version(2) + len(2) + header ends on a 64-byte boundary.
   size_t total = 10 + dict.size() + 1;
@@ -27,18 +29,21 @@ void write_npy_f32(const std::filesystem::path& path, std::span<const float> dat
   const char lenbytes[2] = {static_cast<char>(hlen & 0xff), static_cast<char>(hlen >> 8)};
   out.write(lenbytes, 2);
   out.write(dict.data(), static_cast<std::streamsize>(dict.size()));
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size_bytes()));
+  out.write(reinterpret_cast<const char*>(data.data()),
+            static_cast<std::streamsize>(data.size_bytes()));
   if (!out) fail(path.string(), ": write failed");
 }
 
 NpyArray read_npy(const std::filesystem::path& path) {
   const std::string bytes = read_text_file(path);
   const std::string name = path.string();
-  if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0) fail(name, ": not a .npy file");
+  if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0)
+    fail(name, ": not a .npy file");
   const int major = static_cast<unsigned char>(bytes[6]);
   size_t hlen, hstart;
   if (major == 1) {
-    hlen = static_cast<unsigned char>(bytes[8]) | (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
+    hlen = static_cast<unsigned char>(bytes[8]) |
+           (static_cast<size_t>(static_cast<unsigned char>(bytes[9])) << 8);
     hstart = 10;
   } else {
     if (bytes.size() < 12) fail(name, ": truncated .npy header");
@@ -49,14 +54,18 @@ NpyArray read_npy(const std::filesystem::path& path) {
   if (hstart + hlen > bytes.size()) fail(name, ": truncated .npy header");
   const std::string header = bytes.substr(hstart, hlen);
   std::smatch m;
-  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([<|=]?[a-z][0-9])'"))) fail(name, ": no descr");
+  if (!std::regex_search(header, m, std::regex("'descr':\\s*'([<|=]?[a-z][0-9])'")))
+    fail(name, ": no descr");
   const std::string descr = m[1];
-  if (header.find("'fortran_order': False") == std::string::npos) fail(name, ": only C-order arrays are supported");
-  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)"))) fail(name, ": no shape");
+  if (header.find("'fortran_order': False") == std::string::npos)
+    fail(name, ": only C-order arrays are supported");
+  if (!std::regex_search(header, m, std::regex("'shape':\\s*\\(([^)]*)\\)")))
+    fail(name, ": no shape");
   NpyArray arr;
   const std::string dims = m[1];
   std::regex num("[0-9]+");
-  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(dims.begin(), dims.end(), num); it != std::sregex_iterator();
+       ++it)
     arr.shape.push_back(std::stoll(it->str()));
   const int64_t n = HostTensor::count(arr.shape);
   const char* data = bytes.data() + hstart + hlen;

@@ -16,7 +16,8 @@ struct NpyArray {
   bool is_float = true;
 };
 
-void write_npy_f32(const std::filesystem::path& path, std::span<const float> data, const std::vector<int64_t>& shape);
+void write_npy_f32(const std::filesystem::path& path, std::span<const float> data,
+                   const std::vector<int64_t>& shape);
 NpyArray read_npy(const std::filesystem::path& path);
 
 }  // namespace dllm

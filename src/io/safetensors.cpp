@@ -21,9 +21,9 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 // with are validated and listed but cannot be loaded as weights.
 std::optional<size_t> element_size(std::string_view dtype) {
   static const std::map<std::string, size_t, std::less<>> sizes = {
-      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2},
-      {"U16", 2},  {"F16", 2}, {"BF16", 2}, {"I32", 4},    {"U32", 4},     {"F32", 4},
-      {"F64", 8},  {"I64", 8}, {"U64", 8}};
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1},
+      {"I16", 2},  {"U16", 2}, {"F16", 2}, {"BF16", 2},    {"I32", 4},
+      {"U32", 4},  {"F32", 4}, {"F64", 8}, {"I64", 8},     {"U64", 8}};
   auto it = sizes.find(dtype);
   if (it == sizes.end()) return std::nullopt;
   return it->second;
@@ -39,12 +39,14 @@ uint64_t read_u64_le(const unsigned char* p) {
 
 SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path) {
   const std::string& fname = file_.path();
-  if (file_.size() < 8) fail(fname, ": not a safetensors file (", file_.size(), " bytes, need at least 8)");
+  if (file_.size() < 8)
+    fail(fname, ": not a safetensors file (", file_.size(), " bytes, need at least 8)");
   const uint64_t header_len = read_u64_le(file_.data());
-  if (header_len > kMaxHeaderBytes) fail(fname, ": safetensors header length ", header_len, " is too large");
+  if (header_len > kMaxHeaderBytes)
+    fail(fname, ": safetensors header length ", header_len, " is too large");
   if (header_len > file_.size() - 8)
-    fail(fname, ": truncated: header claims ", header_len, " bytes but the file has only ", file_.size() - 8,
-         " after the length field");
+    fail(fname, ": truncated: header claims ", header_len, " bytes but the file has only ",
+         file_.size() - 8, " after the length field");
   const char* hbegin = reinterpret_cast<const char*>(file_.data() + 8);
   json header;
   try {
@@ -63,7 +65,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
     if (name == "__metadata__") {
       if (!v.is_object()) fail(fname, ": __metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) fail(fname, ": __metadata__ value '", m.key(), "' is not a string");
+        if (!m.value().is_string())
+          fail(fname, ": __metadata__ value '", m.key(), "' is not a string");
         metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
@@ -72,7 +75,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
     if (!v.is_object()) bad("entry is not an object");
     if (!v.contains("dtype") || !v["dtype"].is_string()) bad("missing or non-string 'dtype'");
     if (!v.contains("shape") || !v["shape"].is_array()) bad("missing or non-array 'shape'");
-    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() || v["data_offsets"].size() != 2)
+    if (!v.contains("data_offsets") || !v["data_offsets"].is_array() ||
+        v["data_offsets"].size() != 2)
       bad("'data_offsets' must be an array of two integers");
 
     TensorEntry t;
@@ -87,7 +91,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
     uint64_t bytes = *esize;
     bool overflow = false, has_zero = false;
     for (const json& d : v["shape"]) {
-      if (!d.is_number_integer() || d.get<int64_t>() < 0) bad("shape entries must be non-negative integers");
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        bad("shape entries must be non-negative integers");
       const int64_t dim = d.get<int64_t>();
       t.shape.push_back(dim);
       has_zero = has_zero || dim == 0;
@@ -105,8 +110,8 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
               " bytes; file truncated?)"));
     if (has_zero) bytes = 0;
     if (bytes != end - begin)
-      bad(cat("dtype ", t.dtype_name, " x shape ", shape_string(t.shape), " does not match its byte range of ",
-              end - begin, " bytes"));
+      bad(cat("dtype ", t.dtype_name, " x shape ", shape_string(t.shape),
+              " does not match its byte range of ", end - begin, " bytes"));
     t.data = data_begin + begin;
     t.nbytes = end - begin;
     tensors_.push_back(std::move(t));
@@ -119,8 +124,10 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
             [](const TensorEntry* a, const TensorEntry* b) { return a->data < b->data; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
     const TensorEntry* prev = by_offset[i - 1];
-    if (prev->nbytes > 0 && by_offset[i]->nbytes > 0 && prev->data + prev->nbytes > by_offset[i]->data)
-      fail(fname, ": tensors '", prev->name, "' and '", by_offset[i]->name, "' have overlapping byte ranges");
+    if (prev->nbytes > 0 && by_offset[i]->nbytes > 0 &&
+        prev->data + prev->nbytes > by_offset[i]->data)
+      fail(fname, ": tensors '", prev->name, "' and '", by_offset[i]->name,
+           "' have overlapping byte ranges");
   }
   std::sort(tensors_.begin(), tensors_.end(),
             [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
@@ -143,7 +150,8 @@ TensorStore TensorStore::open(const std::filesystem::path& path) {
   auto index_file = [&](const SafetensorsFile& f) {
     for (const auto& t : f.tensors()) {
       if (!store.by_name_.emplace(t.name, &t).second)
-        fail(store.source_, ": tensor '", t.name, "' appears in more than one shard (", f.path(), ")");
+        fail(store.source_, ": tensor '", t.name, "' appears in more than one shard (", f.path(),
+             ")");
     }
   };
 
@@ -160,15 +168,19 @@ TensorStore TensorStore::open(const std::filesystem::path& path) {
       fail(index_path.string(), ": missing object 'weight_map'");
     std::map<std::string, SafetensorsFile*> shards;
     for (auto it = index["weight_map"].begin(); it != index["weight_map"].end(); ++it) {
-      if (!it.value().is_string()) fail(index_path.string(), ": weight_map['", it.key(), "'] is not a string");
+      if (!it.value().is_string())
+        fail(index_path.string(), ": weight_map['", it.key(), "'] is not a string");
       const std::string shard = it.value().get<std::string>();
       const fs::path rel(shard);
       bool escapes = rel.is_absolute() || shard.empty();
       for (const auto& part : rel) escapes = escapes || part == "..";
-      if (escapes) fail(index_path.string(), ": shard name '", shard, "' must be a file inside the checkpoint");
+      if (escapes)
+        fail(index_path.string(), ": shard name '", shard,
+             "' must be a file inside the checkpoint");
       if (!shards.count(shard)) shards[shard] = &add_file(path / rel);
       if (!shards[shard]->find(it.key()))
-        fail(index_path.string(), ": tensor '", it.key(), "' is mapped to ", shard, " but that shard does not hold it");
+        fail(index_path.string(), ": tensor '", it.key(), "' is mapped to ", shard,
+             " but that shard does not hold it");
     }
     for (const auto& [_, f] : shards) index_file(*f);
     return store;
@@ -185,7 +197,8 @@ TensorStore TensorStore::open(const std::filesystem::path& path) {
     return store;
   }
   if (found.empty()) fail(path.string(), ": no model.safetensors or model.safetensors.index.json");
-  fail(path.string(), ": several .safetensors files but no model.safetensors.index.json to say how they fit");
+  fail(path.string(),
+       ": several .safetensors files but no model.safetensors.index.json to say how they fit");
 }
 
 const TensorEntry* TensorStore::find(std::string_view name) const {
@@ -211,7 +224,27 @@ size_t TensorStore::total_bytes() const {
   return n;
 }
 
-HostTensor TensorStore::load_f32(std::string_view name, const std::vector<int64_t>& expected_shape) const {
+void TensorStore::add_owned(std::string name, DType dtype, std::vector<int64_t> shape,
+                            std::vector<unsigned char> bytes) {
+  auto owned = std::make_unique<std::pair<TensorEntry, std::vector<unsigned char>>>();
+  TensorEntry& t = owned->first;
+  t.name = std::move(name);
+  t.dtype = dtype;
+  t.dtype_name = std::string(dtype_name(dtype));
+  t.shape = std::move(shape);
+  if (static_cast<size_t>(t.numel()) * dtype_size(dtype) != bytes.size())
+    fail("in-memory tensor '", t.name, "': ", bytes.size(), " bytes do not match shape ",
+         shape_string(t.shape));
+  owned->second = std::move(bytes);
+  t.data = owned->second.data();
+  t.nbytes = owned->second.size();
+  t.file = "<memory>";
+  if (!by_name_.emplace(t.name, &t).second) fail("in-memory tensor '", t.name, "' added twice");
+  owned_.push_back(std::move(owned));
+}
+
+HostTensor TensorStore::load_f32(std::string_view name,
+                                 const std::vector<int64_t>& expected_shape) const {
   const TensorEntry& t = get(name);
   if (t.shape != expected_shape)
     fail(t.file, ": tensor '", name, "' has shape ", shape_string(t.shape), ", expected ",

@@ -24,12 +24,12 @@ namespace dllm {
 
 struct TensorEntry {
   std::string name;
-  std::string dtype_name;        // as written in the header ("BF16", "I64", ...)
-  std::optional<DType> dtype;    // set when it is one we compute with (BF16, F16, F32)
+  std::string dtype_name;      // as written in the header ("BF16", "I64", ...)
+  std::optional<DType> dtype;  // set when it is one we compute with (BF16, F16, F32)
   std::vector<int64_t> shape;
   const unsigned char* data = nullptr;  // inside the file mapping
   size_t nbytes = 0;
-  std::string file;              // path of the file holding it, for error messages
+  std::string file;  // path of the file holding it, for error messages
 
   int64_t numel() const { return HostTensor::count(shape); }
 };
@@ -63,12 +63,17 @@ class TensorStore {
   const std::string& source() const { return source_; }
   size_t num_files() const { return files_.size(); }
 
-  // Reads a tensor as fp32, checking its shape. `what` names the role for the error message.
+  // Adds a tensor whose bytes the store owns (random-weight models for benchmarks and tests).
+  void add_owned(std::string name, DType dtype, std::vector<int64_t> shape,
+                 std::vector<unsigned char> bytes);
+
+  // Reads a tensor as fp32, checking its shape.
   HostTensor load_f32(std::string_view name, const std::vector<int64_t>& expected_shape) const;
 
  private:
   std::string source_;  // the directory or file the user named
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  std::vector<std::unique_ptr<std::pair<TensorEntry, std::vector<unsigned char>>>> owned_;
   std::map<std::string, const TensorEntry*, std::less<>> by_name_;
 };
 

@@ -10,7 +10,8 @@ namespace dllm {
 namespace {
 
 // Stop ids are the config's eos plus generation_config.json's eos_token_id (int or list).
-void add_stop_ids(ModelConfig& c, const std::optional<nlohmann::json>& gen, const std::string& gen_source) {
+void add_stop_ids(ModelConfig& c, const std::optional<nlohmann::json>& gen,
+                  const std::string& gen_source) {
   std::vector<int64_t> ids;
   if (c.eos_token_id >= 0) ids.push_back(c.eos_token_id);
   if (gen && gen->contains("eos_token_id")) {
@@ -27,7 +28,8 @@ void add_stop_ids(ModelConfig& c, const std::optional<nlohmann::json>& gen, cons
   }
   for (int64_t id : ids) {
     if (id < 0 || id >= c.vocab_size)
-      fail(gen_source, ": stop token id ", id, " is outside the vocabulary (size ", c.vocab_size, ")");
+      fail(gen_source, ": stop token id ", id, " is outside the vocabulary (size ", c.vocab_size,
+           ")");
     bool seen = false;
     for (int64_t s : c.stop_token_ids) seen = seen || s == id;
     if (!seen) c.stop_token_ids.push_back(id);
@@ -55,7 +57,8 @@ std::unique_ptr<Model> Model::load(const std::filesystem::path& dir) {
   return m;
 }
 
-std::unique_ptr<Model> Model::from_parts(const nlohmann::json& config, TensorStore store, std::string source) {
+std::unique_ptr<Model> Model::from_parts(const nlohmann::json& config, TensorStore store,
+                                         std::string source) {
   std::unique_ptr<Model> m(new Model());
   m->family_ = &find_family(config, source);
   m->config_ = m->family_->parse_config(config, source);
@@ -71,16 +74,18 @@ void Model::resolve_tensors() {
   auto want = [&](const std::string& name, std::vector<int64_t> shape) -> const TensorEntry* {
     const TensorEntry& t = store_.get(name);
     if (t.shape != shape)
-      fail(t.file, ": tensor '", name, "' has shape ", shape_string(t.shape), ", expected ", shape_string(shape),
-           " from config.json");
-    if (!t.dtype) fail(t.file, ": tensor '", name, "' has dtype ", t.dtype_name, "; supported: BF16, F16, F32");
+      fail(t.file, ": tensor '", name, "' has shape ", shape_string(t.shape), ", expected ",
+           shape_string(shape), " from config.json");
+    if (!t.dtype)
+      fail(t.file, ": tensor '", name, "' has dtype ", t.dtype_name, "; supported: BF16, F16, F32");
     return &t;
   };
   const int64_t h = c.hidden_size;
   tensors_.embed = want(family_->global_tensor(GlobalTensor::kEmbed), {c.vocab_size, h});
   tensors_.final_norm = want(family_->global_tensor(GlobalTensor::kFinalNorm), {h});
-  tensors_.lm_head = c.tied_embeddings ? tensors_.embed
-                                       : want(family_->global_tensor(GlobalTensor::kLmHead), {c.vocab_size, h});
+  tensors_.lm_head = c.tied_embeddings
+                         ? tensors_.embed
+                         : want(family_->global_tensor(GlobalTensor::kLmHead), {c.vocab_size, h});
   tensors_.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     LayerTensors& l = tensors_.layers[static_cast<size_t>(i)];
@@ -117,8 +122,8 @@ void for_each_used(const ModelTensors& t, F f) {
   visit(t.final_norm);
   visit(t.lm_head);
   for (const auto& l : t.layers)
-    for (const TensorEntry* e : {l.attn_norm, l.q, l.k, l.v, l.o, l.q_bias, l.k_bias, l.v_bias, l.q_norm, l.k_norm,
-                                 l.mlp_norm, l.gate, l.up, l.down})
+    for (const TensorEntry* e : {l.attn_norm, l.q, l.k, l.v, l.o, l.q_bias, l.k_bias, l.v_bias,
+                                 l.q_norm, l.k_norm, l.mlp_norm, l.gate, l.up, l.down})
       visit(e);
 }
 }  // namespace

@@ -45,7 +45,8 @@ class Model {
   // and the field or tensor at fault.
   static std::unique_ptr<Model> load(const std::filesystem::path& dir);
   // Builds a model from an in-memory config and an already-open tensor store (tests, benchmarks).
-  static std::unique_ptr<Model> from_parts(const nlohmann::json& config, TensorStore store, std::string source);
+  static std::unique_ptr<Model> from_parts(const nlohmann::json& config, TensorStore store,
+                                           std::string source);
 
   const ModelConfig& config() const { return config_; }
   const Family& family() const { return *family_; }

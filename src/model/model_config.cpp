@@ -16,15 +16,16 @@ void ModelConfig::validate(const std::string& source) const {
   positive(num_kv_heads, "num_key_value_heads");
   positive(head_dim, "head_dim");
   if (num_heads % num_kv_heads != 0)
-    fail(source, ": num_attention_heads (", num_heads, ") is not a multiple of num_key_value_heads (",
-         num_kv_heads, ")");
+    fail(source, ": num_attention_heads (", num_heads,
+         ") is not a multiple of num_key_value_heads (", num_kv_heads, ")");
   if (rotary_dim <= 0 || rotary_dim > head_dim || rotary_dim % 2 != 0)
-    fail(source, ": rotary dimension ", rotary_dim, " (head_dim ", head_dim, " x partial_rotary_factor ",
-         partial_rotary_factor, ") must be even and within head_dim");
+    fail(source, ": rotary dimension ", rotary_dim, " (head_dim ", head_dim,
+         " x partial_rotary_factor ", partial_rotary_factor, ") must be even and within head_dim");
   if (!(rope_theta > 0)) fail(source, ": rope_theta must be positive");
   if (!(norm_eps > 0)) fail(source, ": rms_norm_eps must be positive");
-  for (auto [id, field] : {std::pair{mask_token_id, "mask_token_id"}, std::pair{eos_token_id, "eos_token_id"},
-                           std::pair{pad_token_id, "pad_token_id"}, std::pair{bos_token_id, "bos_token_id"}}) {
+  for (auto [id, field] :
+       {std::pair{mask_token_id, "mask_token_id"}, std::pair{eos_token_id, "eos_token_id"},
+        std::pair{pad_token_id, "pad_token_id"}, std::pair{bos_token_id, "bos_token_id"}}) {
     if (id < -1 || id >= vocab_size)
       fail(source, ": ", field, " ", id, " is outside the vocabulary (size ", vocab_size, ")");
   }

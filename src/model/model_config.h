@@ -46,7 +46,8 @@ struct ModelConfig {
 
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
-  // Checks the numbers are usable (positive, divisible, in range); errors name `source` and the field.
+  // Checks the numbers are usable (positive, divisible, in range); errors name `source` and the
+  // field.
   void validate(const std::string& source) const;
 };
 

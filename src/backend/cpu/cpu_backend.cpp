@@ -13,7 +13,8 @@ namespace dllm {
 namespace {
 
 struct CpuLayer {
-  HostTensor attn_norm, q, k, v, o, q_bias, k_bias, v_bias, q_norm, k_norm, mlp_norm, gate, up, down;
+  HostTensor attn_norm, q, k, v, o, q_bias, k_bias, v_bias, q_norm, k_norm, mlp_norm, gate, up,
+      down;
 };
 
 HostTensor to_f32(const TensorEntry* t) {
@@ -42,10 +43,10 @@ class CpuBackend final : public Backend {
     tied_ = t.lm_head == t.embed;
     if (!tied_) lm_head_ = to_f32(t.lm_head);
     for (const LayerTensors& l : t.layers) {
-      layers_.push_back(CpuLayer{to_f32(l.attn_norm), to_f32(l.q), to_f32(l.k), to_f32(l.v), to_f32(l.o),
-                                 to_f32(l.q_bias), to_f32(l.k_bias), to_f32(l.v_bias), to_f32(l.q_norm),
-                                 to_f32(l.k_norm), to_f32(l.mlp_norm), to_f32(l.gate), to_f32(l.up),
-                                 to_f32(l.down)});
+      layers_.push_back(CpuLayer{to_f32(l.attn_norm), to_f32(l.q), to_f32(l.k), to_f32(l.v),
+                                 to_f32(l.o), to_f32(l.q_bias), to_f32(l.k_bias), to_f32(l.v_bias),
+                                 to_f32(l.q_norm), to_f32(l.k_norm), to_f32(l.mlp_norm),
+                                 to_f32(l.gate), to_f32(l.up), to_f32(l.down)});
     }
     inv_freq_ = cpu::rope_inv_freq(config_.rope_theta, config_.rotary_dim);
   }
@@ -88,7 +89,8 @@ SequenceLayout CpuBackend::plan_layout(const SequenceForward& seq, size_t index)
     for (int64_t s = 0; s < cache.length(); ++s) visible_slots.push_back(static_cast<int32_t>(s));
   }
   for (int32_t s : visible_slots)
-    if (cache.positions()[static_cast<size_t>(s)] < 0) fail(where, "visible slot ", s, " was never written");
+    if (cache.positions()[static_cast<size_t>(s)] < 0)
+      fail(where, "visible slot ", s, " was never written");
 
   switch (seq.write) {
     case CacheWrite::kNone:
@@ -113,7 +115,8 @@ SequenceLayout CpuBackend::plan_layout(const SequenceForward& seq, size_t index)
   cache.reserve(max_slot + 1);
 
   std::vector<int32_t> cache_positions;
-  for (int32_t s : visible_slots) cache_positions.push_back(cache.positions()[static_cast<size_t>(s)]);
+  for (int32_t s : visible_slots)
+    cache_positions.push_back(cache.positions()[static_cast<size_t>(s)]);
   build_visibility(seq.rule, cache_positions, seq.positions, lay.visible);
   lay.key_slots = visible_slots;
   lay.key_slots.insert(lay.key_slots.end(), lay.query_slots.begin(), lay.query_slots.end());
@@ -132,18 +135,23 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     total += static_cast<int64_t>(batch[i].tokens.size());
   }
 
-  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim, inter = c.intermediate_size;
+  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim,
+                inter = c.intermediate_size;
   std::vector<int32_t> positions;
-  for (const auto& seq : batch) positions.insert(positions.end(), seq.positions.begin(), seq.positions.end());
+  for (const auto& seq : batch)
+    positions.insert(positions.end(), seq.positions.begin(), seq.positions.end());
 
   std::vector<float> x(static_cast<size_t>(total * h)), xn(x.size());
-  std::vector<float> q(static_cast<size_t>(total * qd)), k(static_cast<size_t>(total * kvd)), v(k.size());
+  std::vector<float> q(static_cast<size_t>(total * qd)), k(static_cast<size_t>(total * kvd)),
+      v(k.size());
   std::vector<float> attn(q.size());
   std::vector<float> gate(static_cast<size_t>(total * inter)), up(gate.size());
 
   int64_t row = 0;
   for (const auto& seq : batch)
-    for (int32_t tok : seq.tokens) std::copy_n(embed_.ptr() + static_cast<int64_t>(tok) * h, h, &x[static_cast<size_t>(row++ * h)]);
+    for (int32_t tok : seq.tokens)
+      std::copy_n(embed_.ptr() + static_cast<int64_t>(tok) * h, h,
+                  &x[static_cast<size_t>(row++ * h)]);
 
   const float eps = static_cast<float>(c.norm_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
@@ -155,7 +163,8 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     cpu::matmul_nt(xn.data(), h, L.v.ptr(), h, v.data(), kvd, total, kvd, h);
     if (c.qkv_bias) {
       for (int64_t r = 0; r < total; ++r) {
-        for (int64_t i = 0; i < qd; ++i) q[static_cast<size_t>(r * qd + i)] += L.q_bias.data[static_cast<size_t>(i)];
+        for (int64_t i = 0; i < qd; ++i)
+          q[static_cast<size_t>(r * qd + i)] += L.q_bias.data[static_cast<size_t>(i)];
         for (int64_t i = 0; i < kvd; ++i) {
           k[static_cast<size_t>(r * kvd + i)] += L.k_bias.data[static_cast<size_t>(i)];
           v[static_cast<size_t>(r * kvd + i)] += L.v_bias.data[static_cast<size_t>(i)];
@@ -188,7 +197,8 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
         vrows.push_back(cache.v(li, s));
       }
       cpu::attention(&q[static_cast<size_t>(lay.row_offset * qd)], qd, krows, vrows, lay.visible,
-                     &attn[static_cast<size_t>(lay.row_offset * qd)], qd, n, c.num_heads, c.num_kv_heads, hd, scale);
+                     &attn[static_cast<size_t>(lay.row_offset * qd)], qd, n, c.num_heads,
+                     c.num_kv_heads, hd, scale);
     }
     cpu::matmul_nt(attn.data(), qd, L.o.ptr(), qd, x.data(), h, total, h, qd, /*accumulate=*/true);
 
@@ -196,15 +206,18 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     cpu::matmul_nt(xn.data(), h, L.gate.ptr(), h, gate.data(), inter, total, inter, h);
     cpu::matmul_nt(xn.data(), h, L.up.ptr(), h, up.data(), inter, total, inter, h);
     cpu::silu_mul(gate.data(), up.data(), gate.data(), total * inter);
-    cpu::matmul_nt(gate.data(), inter, L.down.ptr(), inter, x.data(), h, total, h, inter, /*accumulate=*/true);
+    cpu::matmul_nt(gate.data(), inter, L.down.ptr(), inter, x.data(), h, total, h, inter,
+                   /*accumulate=*/true);
   }
 
   // Commit: positions of every written slot, and the new length for appends.
   for (size_t si = 0; si < batch.size(); ++si) {
     SequenceLayout& lay = layouts[si];
     const auto& seq = batch[si];
-    for (size_t i = 0; i < lay.query_slots.size(); ++i) lay.cache->set_position(lay.query_slots[i], seq.positions[i]);
-    if (seq.write == CacheWrite::kAppend) lay.cache->set_length(lay.cache->length() + static_cast<int64_t>(seq.tokens.size()));
+    for (size_t i = 0; i < lay.query_slots.size(); ++i)
+      lay.cache->set_position(lay.query_slots[i], seq.positions[i]);
+    if (seq.write == CacheWrite::kAppend)
+      lay.cache->set_length(lay.cache->length() + static_cast<int64_t>(seq.tokens.size()));
   }
 
   // Outputs: final norm + LM head on the wanted rows only.
@@ -217,17 +230,20 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     std::vector<float> rows(static_cast<size_t>(m * h));
     for (int64_t i = 0; i < m; ++i) {
       const int64_t r = layouts[si].row_offset + seq.output_rows[static_cast<size_t>(i)];
-      cpu::rms_norm(&x[static_cast<size_t>(r * h)], h, final_norm_.ptr(), &rows[static_cast<size_t>(i * h)], h, 1, h,
-                    eps);
+      cpu::rms_norm(&x[static_cast<size_t>(r * h)], h, final_norm_.ptr(),
+                    &rows[static_cast<size_t>(i * h)], h, 1, h, eps);
     }
     results[si].logits.resize(static_cast<size_t>(m * c.vocab_size));
-    cpu::matmul_nt(rows.data(), h, head.ptr(), h, results[si].logits.data(), c.vocab_size, m, c.vocab_size, h);
+    cpu::matmul_nt(rows.data(), h, head.ptr(), h, results[si].logits.data(), c.vocab_size, m,
+                   c.vocab_size, h);
   }
   return results;
 }
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(const Model& model) { return std::make_unique<CpuBackend>(model); }
+std::unique_ptr<Backend> make_cpu_backend(const Model& model) {
+  return std::make_unique<CpuBackend>(model);
+}
 
 }  // namespace dllm

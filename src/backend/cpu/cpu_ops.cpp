@@ -8,16 +8,17 @@
 
 namespace dllm::cpu {
 
-void matmul_nt(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo, int64_t m,
-               int64_t n, int64_t k, bool accumulate) {
+void matmul_nt(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
+               int64_t m, int64_t n, int64_t k, bool accumulate) {
   if (m == 0 || n == 0) return;
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m), static_cast<blasint>(n),
-              static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda), w, static_cast<blasint>(ldw),
-              accumulate ? 1.0f : 0.0f, out, static_cast<blasint>(ldo));
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m),
+              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda),
+              w, static_cast<blasint>(ldw), accumulate ? 1.0f : 0.0f, out,
+              static_cast<blasint>(ldo));
 }
 
-void rms_norm(const float* x, int64_t x_stride, const float* weight, float* out, int64_t out_stride, int64_t rows,
-              int64_t dim, float eps) {
+void rms_norm(const float* x, int64_t x_stride, const float* weight, float* out, int64_t out_stride,
+              int64_t rows, int64_t dim, float eps) {
 #pragma omp parallel for if (rows * dim > 32768)
   for (int64_t r = 0; r < rows; ++r) {
     const float* xr = x + r * x_stride;
@@ -40,8 +41,9 @@ std::vector<float> rope_inv_freq(double theta, int64_t rotary_dim) {
   return inv;
 }
 
-void rope_neox(float* x, int64_t stride, int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
-               std::span<const int32_t> positions, std::span<const float> inv_freq) {
+void rope_neox(float* x, int64_t stride, int64_t rows, int64_t heads, int64_t head_dim,
+               int64_t rotary_dim, std::span<const int32_t> positions,
+               std::span<const float> inv_freq) {
   const int64_t half = rotary_dim / 2;
 #pragma omp parallel if (rows * heads * head_dim > 32768)
   {
@@ -75,24 +77,29 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 }
 
 void attention(const float* q, int64_t q_stride, std::span<const float* const> k_rows,
-               std::span<const float* const> v_rows, std::span<const uint8_t> visible, float* out, int64_t out_stride,
-               int64_t n_q, int64_t num_heads, int64_t num_kv_heads, int64_t head_dim, float scale) {
+               std::span<const float* const> v_rows, std::span<const uint8_t> visible, float* out,
+               int64_t out_stride, int64_t n_q, int64_t num_heads, int64_t num_kv_heads,
+               int64_t head_dim, float scale) {
   const int64_t n_k = static_cast<int64_t>(k_rows.size());
   const int64_t group = num_heads / num_kv_heads;
   // Gather each KV head's keys and values into contiguous [n_k, head_dim] matrices so the two
   // products per head are plain GEMMs, whatever slots the keys came from.
-  std::vector<float> kg(static_cast<size_t>(n_k * head_dim)), vg(static_cast<size_t>(n_k * head_dim));
+  std::vector<float> kg(static_cast<size_t>(n_k * head_dim)),
+      vg(static_cast<size_t>(n_k * head_dim));
   std::vector<float> scores(static_cast<size_t>(n_q * n_k));
   for (int64_t g = 0; g < num_kv_heads; ++g) {
 #pragma omp parallel for if (n_k * head_dim > 65536)
     for (int64_t j = 0; j < n_k; ++j) {
-      std::copy_n(k_rows[static_cast<size_t>(j)] + g * head_dim, head_dim, &kg[static_cast<size_t>(j * head_dim)]);
-      std::copy_n(v_rows[static_cast<size_t>(j)] + g * head_dim, head_dim, &vg[static_cast<size_t>(j * head_dim)]);
+      std::copy_n(k_rows[static_cast<size_t>(j)] + g * head_dim, head_dim,
+                  &kg[static_cast<size_t>(j * head_dim)]);
+      std::copy_n(v_rows[static_cast<size_t>(j)] + g * head_dim, head_dim,
+                  &vg[static_cast<size_t>(j * head_dim)]);
     }
     for (int64_t hh = 0; hh < group; ++hh) {
       const int64_t h = g * group + hh;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n_q), static_cast<blasint>(n_k),
-                  static_cast<blasint>(head_dim), scale, q + h * head_dim, static_cast<blasint>(q_stride), kg.data(),
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n_q),
+                  static_cast<blasint>(n_k), static_cast<blasint>(head_dim), scale,
+                  q + h * head_dim, static_cast<blasint>(q_stride), kg.data(),
                   static_cast<blasint>(head_dim), 0.0f, scores.data(), static_cast<blasint>(n_k));
 #pragma omp parallel for if (n_q * n_k > 32768)
       for (int64_t i = 0; i < n_q; ++i) {
@@ -115,8 +122,8 @@ void attention(const float* q, int64_t q_stride, std::span<const float* const> k
       }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n_q),
                   static_cast<blasint>(head_dim), static_cast<blasint>(n_k), 1.0f, scores.data(),
-                  static_cast<blasint>(n_k), vg.data(), static_cast<blasint>(head_dim), 0.0f, out + h * head_dim,
-                  static_cast<blasint>(out_stride));
+                  static_cast<blasint>(n_k), vg.data(), static_cast<blasint>(head_dim), 0.0f,
+                  out + h * head_dim, static_cast<blasint>(out_stride));
     }
   }
 }

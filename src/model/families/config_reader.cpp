@@ -9,7 +9,8 @@ namespace dllm {
 int64_t ConfigReader::get_int(const std::string& key) const {
   if (!has(key)) fail(source_, ": missing field '", key, "'");
   const auto& v = j_[key];
-  if (!v.is_number_integer()) fail(source_, ": field '", key, "' must be an integer (got ", v.dump(), ")");
+  if (!v.is_number_integer())
+    fail(source_, ": field '", key, "' must be an integer (got ", v.dump(), ")");
   return v.get<int64_t>();
 }
 
@@ -27,7 +28,8 @@ double ConfigReader::get_double(const std::string& key, double fallback) const {
 bool ConfigReader::get_bool(const std::string& key, bool fallback) const {
   if (!has(key)) return fallback;
   const auto& v = j_[key];
-  if (!v.is_boolean()) fail(source_, ": field '", key, "' must be true or false (got ", v.dump(), ")");
+  if (!v.is_boolean())
+    fail(source_, ": field '", key, "' must be true or false (got ", v.dump(), ")");
   return v.get<bool>();
 }
 
@@ -46,7 +48,8 @@ int64_t ConfigReader::get_token_id(const std::string& key, int64_t fallback) con
     if (!v[0].is_number_integer()) fail(source_, ": field '", key, "' must hold integer token ids");
     return v[0].get<int64_t>();
   }
-  if (!v.is_number_integer()) fail(source_, ": field '", key, "' must be a token id (got ", v.dump(), ")");
+  if (!v.is_number_integer())
+    fail(source_, ": field '", key, "' must be a token id (got ", v.dump(), ")");
   return v.get<int64_t>();
 }
 
@@ -89,7 +92,8 @@ void read_qwen_style_config(const ConfigReader& r, ModelConfig& c) {
     if (!rp.is_object()) fail(r.source(), ": field '", key, "' must be an object or null");
     const std::string type = rp.value("rope_type", rp.value("type", std::string("default")));
     if (type != "default") r.unsupported(key, "RoPE scaling type '" + type + "'");
-    if (rp.contains("rope_theta") && rp["rope_theta"].is_number()) c.rope_theta = rp["rope_theta"].get<double>();
+    if (rp.contains("rope_theta") && rp["rope_theta"].is_number())
+      c.rope_theta = rp["rope_theta"].get<double>();
     if (rp.contains("partial_rotary_factor") && rp["partial_rotary_factor"].is_number())
       c.partial_rotary_factor = rp["partial_rotary_factor"].get<double>();
   }
@@ -97,7 +101,8 @@ void read_qwen_style_config(const ConfigReader& r, ModelConfig& c) {
 
   const std::string act = r.get_string("hidden_act", "silu");
   if (act != "silu") r.unsupported("hidden_act", "activation '" + act + "'");
-  if (r.get_bool("use_sliding_window", false)) r.unsupported("use_sliding_window", "sliding-window attention");
+  if (r.get_bool("use_sliding_window", false))
+    r.unsupported("use_sliding_window", "sliding-window attention");
 
   c.bos_token_id = r.get_token_id("bos_token_id", -1);
   c.eos_token_id = r.get_token_id("eos_token_id", -1);
@@ -106,9 +111,12 @@ void read_qwen_style_config(const ConfigReader& r, ModelConfig& c) {
 
 std::string qwen_global_tensor(GlobalTensor t) {
   switch (t) {
-    case GlobalTensor::kEmbed: return "model.embed_tokens.weight";
-    case GlobalTensor::kFinalNorm: return "model.norm.weight";
-    case GlobalTensor::kLmHead: return "lm_head.weight";
+    case GlobalTensor::kEmbed:
+      return "model.embed_tokens.weight";
+    case GlobalTensor::kFinalNorm:
+      return "model.norm.weight";
+    case GlobalTensor::kLmHead:
+      return "lm_head.weight";
   }
   return "";
 }
@@ -116,20 +124,34 @@ std::string qwen_global_tensor(GlobalTensor t) {
 std::string qwen_layer_tensor(int64_t layer, LayerTensor t) {
   const std::string p = "model.layers." + std::to_string(layer) + ".";
   switch (t) {
-    case LayerTensor::kAttnNorm: return p + "input_layernorm.weight";
-    case LayerTensor::kQ: return p + "self_attn.q_proj.weight";
-    case LayerTensor::kK: return p + "self_attn.k_proj.weight";
-    case LayerTensor::kV: return p + "self_attn.v_proj.weight";
-    case LayerTensor::kO: return p + "self_attn.o_proj.weight";
-    case LayerTensor::kQBias: return p + "self_attn.q_proj.bias";
-    case LayerTensor::kKBias: return p + "self_attn.k_proj.bias";
-    case LayerTensor::kVBias: return p + "self_attn.v_proj.bias";
-    case LayerTensor::kQNorm: return p + "self_attn.q_norm.weight";
-    case LayerTensor::kKNorm: return p + "self_attn.k_norm.weight";
-    case LayerTensor::kMlpNorm: return p + "post_attention_layernorm.weight";
-    case LayerTensor::kGate: return p + "mlp.gate_proj.weight";
-    case LayerTensor::kUp: return p + "mlp.up_proj.weight";
-    case LayerTensor::kDown: return p + "mlp.down_proj.weight";
+    case LayerTensor::kAttnNorm:
+      return p + "input_layernorm.weight";
+    case LayerTensor::kQ:
+      return p + "self_attn.q_proj.weight";
+    case LayerTensor::kK:
+      return p + "self_attn.k_proj.weight";
+    case LayerTensor::kV:
+      return p + "self_attn.v_proj.weight";
+    case LayerTensor::kO:
+      return p + "self_attn.o_proj.weight";
+    case LayerTensor::kQBias:
+      return p + "self_attn.q_proj.bias";
+    case LayerTensor::kKBias:
+      return p + "self_attn.k_proj.bias";
+    case LayerTensor::kVBias:
+      return p + "self_attn.v_proj.bias";
+    case LayerTensor::kQNorm:
+      return p + "self_attn.q_norm.weight";
+    case LayerTensor::kKNorm:
+      return p + "self_attn.k_norm.weight";
+    case LayerTensor::kMlpNorm:
+      return p + "post_attention_layernorm.weight";
+    case LayerTensor::kGate:
+      return p + "mlp.gate_proj.weight";
+    case LayerTensor::kUp:
+      return p + "mlp.up_proj.weight";
+    case LayerTensor::kDown:
+      return p + "mlp.down_proj.weight";
   }
   return "";
 }

@@ -12,7 +12,8 @@ namespace dllm {
 
 class ConfigReader {
  public:
-  ConfigReader(const nlohmann::json& config, std::string source) : j_(config), source_(std::move(source)) {}
+  ConfigReader(const nlohmann::json& config, std::string source)
+      : j_(config), source_(std::move(source)) {}
 
   bool has(const std::string& key) const { return j_.contains(key) && !j_[key].is_null(); }
   int64_t get_int(const std::string& key) const;  // required

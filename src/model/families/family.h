@@ -13,12 +13,25 @@ namespace dllm {
 
 enum class GlobalTensor { kEmbed, kFinalNorm, kLmHead };
 enum class LayerTensor {
-  kAttnNorm, kQ, kK, kV, kO, kQBias, kKBias, kVBias, kQNorm, kKNorm, kMlpNorm, kGate, kUp, kDown
+  kAttnNorm,
+  kQ,
+  kK,
+  kV,
+  kO,
+  kQBias,
+  kKBias,
+  kVBias,
+  kQNorm,
+  kKNorm,
+  kMlpNorm,
+  kGate,
+  kUp,
+  kDown
 };
 
 struct Family {
-  std::string name;         // our name, ModelConfig::family
-  std::string description;  // one line for `dllm info`
+  std::string name;                        // our name, ModelConfig::family
+  std::string description;                 // one line for `dllm info`
   std::vector<std::string> model_types;    // config.json model_type values
   std::vector<std::string> architectures;  // config.json architectures[0] values
   std::string unsupported;  // non-empty: recognised but not supported yet (the reason)

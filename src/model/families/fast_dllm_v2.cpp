@@ -23,7 +23,8 @@ ModelConfig parse_fast_dllm_v2(const nlohmann::json& j, const std::string& sourc
 
 const Family kFastDllmV2Family{
     .name = "fast_dllm_v2",
-    .description = "Fast-dLLM v2 block diffusion (Qwen2.5 layers, block-causal, right-shifted logits)",
+    .description =
+        "Fast-dLLM v2 block diffusion (Qwen2.5 layers, block-causal, right-shifted logits)",
     .model_types = {"Fast_dLLM_Qwen"},
     .architectures = {"Fast_dLLM_QwenForCausalLM"},
     .unsupported = "",

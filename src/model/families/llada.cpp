@@ -23,7 +23,8 @@ ModelConfig parse_llada(const nlohmann::json& j, const std::string& source) {
   if (r.has("mlp_hidden_size")) {
     c.intermediate_size = r.get_int("mlp_hidden_size");
   } else {
-    c.intermediate_size = static_cast<int64_t>(r.get_double("mlp_ratio", 4.0) * static_cast<double>(c.hidden_size));
+    c.intermediate_size =
+        static_cast<int64_t>(r.get_double("mlp_ratio", 4.0) * static_cast<double>(c.hidden_size));
   }
   // The embedding (and the LM head) may be padded beyond vocab_size to embedding_size.
   c.vocab_size = r.get_int("embedding_size", r.get_int("vocab_size"));
@@ -37,13 +38,17 @@ ModelConfig parse_llada(const nlohmann::json& j, const std::string& source) {
   c.qkv_bias = false;
 
   // Variants of the OLMo code that LLaDA's released checkpoints never use: refuse them clearly.
-  if (r.get_string("block_type", "llama") != "llama") r.unsupported("block_type", "block type other than 'llama'");
-  if (r.get_string("layer_norm_type", "rms") != "rms") r.unsupported("layer_norm_type", "norm other than 'rms'");
-  if (r.get_string("activation_type", "silu") != "silu") r.unsupported("activation_type", "activation other than silu");
+  if (r.get_string("block_type", "llama") != "llama")
+    r.unsupported("block_type", "block type other than 'llama'");
+  if (r.get_string("layer_norm_type", "rms") != "rms")
+    r.unsupported("layer_norm_type", "norm other than 'rms'");
+  if (r.get_string("activation_type", "silu") != "silu")
+    r.unsupported("activation_type", "activation other than silu");
   if (!r.get_bool("rope", true)) r.unsupported("rope", "absolute (non-RoPE) positions");
   if (r.get_bool("include_bias", false)) r.unsupported("include_bias", "linear biases");
   if (r.get_bool("include_qkv_bias", false)) r.unsupported("include_qkv_bias", "q/k/v biases");
-  if (r.get_bool("attention_layer_norm", false)) r.unsupported("attention_layer_norm", "q/k layer norm");
+  if (r.get_bool("attention_layer_norm", false))
+    r.unsupported("attention_layer_norm", "q/k layer norm");
   if (r.get_bool("input_emb_norm", false)) r.unsupported("input_emb_norm", "embedding norm");
   if (r.get_bool("scale_logits", false)) r.unsupported("scale_logits", "logit scaling");
 
@@ -59,9 +64,12 @@ ModelConfig parse_llada(const nlohmann::json& j, const std::string& source) {
 
 std::string llada_global_tensor(GlobalTensor t) {
   switch (t) {
-    case GlobalTensor::kEmbed: return "model.transformer.wte.weight";
-    case GlobalTensor::kFinalNorm: return "model.transformer.ln_f.weight";
-    case GlobalTensor::kLmHead: return "model.transformer.ff_out.weight";
+    case GlobalTensor::kEmbed:
+      return "model.transformer.wte.weight";
+    case GlobalTensor::kFinalNorm:
+      return "model.transformer.ln_f.weight";
+    case GlobalTensor::kLmHead:
+      return "model.transformer.ff_out.weight";
   }
   return "";
 }
@@ -69,16 +77,26 @@ std::string llada_global_tensor(GlobalTensor t) {
 std::string llada_layer_tensor(int64_t layer, LayerTensor t) {
   const std::string p = "model.transformer.blocks." + std::to_string(layer) + ".";
   switch (t) {
-    case LayerTensor::kAttnNorm: return p + "attn_norm.weight";
-    case LayerTensor::kQ: return p + "q_proj.weight";
-    case LayerTensor::kK: return p + "k_proj.weight";
-    case LayerTensor::kV: return p + "v_proj.weight";
-    case LayerTensor::kO: return p + "attn_out.weight";
-    case LayerTensor::kMlpNorm: return p + "ff_norm.weight";
-    case LayerTensor::kGate: return p + "ff_proj.weight";
-    case LayerTensor::kUp: return p + "up_proj.weight";
-    case LayerTensor::kDown: return p + "ff_out.weight";
-    default: return "";  // LLaDA has no biases and no q/k norms
+    case LayerTensor::kAttnNorm:
+      return p + "attn_norm.weight";
+    case LayerTensor::kQ:
+      return p + "q_proj.weight";
+    case LayerTensor::kK:
+      return p + "k_proj.weight";
+    case LayerTensor::kV:
+      return p + "v_proj.weight";
+    case LayerTensor::kO:
+      return p + "attn_out.weight";
+    case LayerTensor::kMlpNorm:
+      return p + "ff_norm.weight";
+    case LayerTensor::kGate:
+      return p + "ff_proj.weight";
+    case LayerTensor::kUp:
+      return p + "up_proj.weight";
+    case LayerTensor::kDown:
+      return p + "ff_out.weight";
+    default:
+      return "";  // LLaDA has no biases and no q/k norms
   }
 }
 
@@ -86,7 +104,8 @@ std::string llada_layer_tensor(int64_t layer, LayerTensor t) {
 
 const Family kLladaFamily{
     .name = "llada",
-    .description = "LLaDA full diffusion (Llama-style blocks, bidirectional, position-aligned logits)",
+    .description =
+        "LLaDA full diffusion (Llama-style blocks, bidirectional, position-aligned logits)",
     .model_types = {"llada"},
     .architectures = {"LLaDAModelLM"},
     .unsupported = "",

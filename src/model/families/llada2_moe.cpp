@@ -9,7 +9,8 @@ const Family kLlada2MoeFamily{
     .description = "LLaDA2.x block diffusion (BailingMoeV2 mixture of experts)",
     .model_types = {"llada2_moe"},
     .architectures = {"LLaDA2MoeModelLM"},
-    .unsupported = "LLaDA2.x (llada2_moe, BailingMoeV2 mixture-of-experts) checkpoints are not supported yet",
+    .unsupported =
+        "LLaDA2.x (llada2_moe, BailingMoeV2 mixture-of-experts) checkpoints are not supported yet",
     .parse_config = nullptr,
     .global_tensor = nullptr,
     .layer_tensor = nullptr,

@@ -6,8 +6,9 @@
 namespace dllm {
 
 const std::vector<const Family*>& all_families() {
-  static const std::vector<const Family*> families = {&kSdarFamily, &kWedlmFamily, &kFastDllmV2Family,
-                                                      &kDreamFamily, &kLladaFamily, &kLlada2MoeFamily};
+  static const std::vector<const Family*> families = {&kSdarFamily,       &kWedlmFamily,
+                                                      &kFastDllmV2Family, &kDreamFamily,
+                                                      &kLladaFamily,      &kLlada2MoeFamily};
   return families;
 }
 
@@ -16,9 +17,10 @@ const Family& find_family(const nlohmann::json& config, const std::string& sourc
     return std::find(v.begin(), v.end(), s) != v.end();
   };
   std::string model_type, arch;
-  if (config.contains("model_type") && config["model_type"].is_string()) model_type = config["model_type"];
-  if (config.contains("architectures") && config["architectures"].is_array() && !config["architectures"].empty() &&
-      config["architectures"][0].is_string())
+  if (config.contains("model_type") && config["model_type"].is_string())
+    model_type = config["model_type"];
+  if (config.contains("architectures") && config["architectures"].is_array() &&
+      !config["architectures"].empty() && config["architectures"][0].is_string())
     arch = config["architectures"][0];
 
   const Family* found = nullptr;

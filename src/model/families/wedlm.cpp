@@ -25,7 +25,8 @@ ModelConfig parse_wedlm(const nlohmann::json& j, const std::string& source) {
 
 const Family kWedlmFamily{
     .name = "wedlm",
-    .description = "WeDLM causal diffusion (Qwen3 or Qwen2.5 layers, causal, position-aligned logits)",
+    .description =
+        "WeDLM causal diffusion (Qwen3 or Qwen2.5 layers, causal, position-aligned logits)",
     .model_types = {"wedlm"},
     .architectures = {"WeDLMForCausalLM"},
     .unsupported = "",

@@ -1,0 +1,79 @@
+#include "model/random_model.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/dtype.h"
+
+namespace dllm {
+
+namespace {
+
+// splitmix64: a tiny counter-based generator, so each tensor's values depend only on (seed, name).
+uint64_t splitmix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+std::vector<unsigned char> random_bf16(int64_t n, uint64_t key, float center, float scale) {
+  std::vector<unsigned char> bytes(static_cast<size_t>(n) * 2);
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) {
+    // Uniform in [-sqrt(3), sqrt(3)]: unit variance, cheap.
+    const double u =
+        static_cast<double>(splitmix(key ^ static_cast<uint64_t>(i)) >> 11) * 0x1.0p-53;
+    const float v = center + scale * static_cast<float>((u * 2.0 - 1.0) * 1.7320508075688772);
+    const uint16_t b = f32_to_bf16(v);
+    std::memcpy(&bytes[static_cast<size_t>(i) * 2], &b, 2);
+  }
+  return bytes;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> make_random_model(const nlohmann::json& config, uint64_t seed) {
+  const Family& family = find_family(config, "<random model config>");
+  const ModelConfig c = family.parse_config(config, "<random model config>");
+  c.validate("<random model config>");
+  TensorStore store;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape, float center, float scale) {
+    if (name.empty()) return;
+    const uint64_t key = splitmix(seed ^ std::hash<std::string>{}(name));
+    store.add_owned(name, DType::kBF16, shape,
+                    random_bf16(HostTensor::count(shape), key, center, scale));
+  };
+  const int64_t h = c.hidden_size;
+  const float inv_h = 1.0f / std::sqrt(static_cast<float>(h));
+  add(family.global_tensor(GlobalTensor::kEmbed), {c.vocab_size, h}, 0.0f, 1.0f);
+  add(family.global_tensor(GlobalTensor::kFinalNorm), {h}, 1.0f, 0.1f);
+  if (!c.tied_embeddings)
+    add(family.global_tensor(GlobalTensor::kLmHead), {c.vocab_size, h}, 0.0f, inv_h);
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    auto name = [&](LayerTensor t) { return family.layer_tensor(i, t); };
+    add(name(LayerTensor::kAttnNorm), {h}, 1.0f, 0.1f);
+    add(name(LayerTensor::kQ), {c.q_dim(), h}, 0.0f, inv_h);
+    add(name(LayerTensor::kK), {c.kv_dim(), h}, 0.0f, inv_h);
+    add(name(LayerTensor::kV), {c.kv_dim(), h}, 0.0f, inv_h);
+    add(name(LayerTensor::kO), {h, c.q_dim()}, 0.0f,
+        1.0f / std::sqrt(static_cast<float>(c.q_dim())));
+    if (c.qkv_bias) {
+      add(name(LayerTensor::kQBias), {c.q_dim()}, 0.0f, 0.1f);
+      add(name(LayerTensor::kKBias), {c.kv_dim()}, 0.0f, 0.1f);
+      add(name(LayerTensor::kVBias), {c.kv_dim()}, 0.0f, 0.1f);
+    }
+    if (c.qk_norm) {
+      add(name(LayerTensor::kQNorm), {c.head_dim}, 1.0f, 0.1f);
+      add(name(LayerTensor::kKNorm), {c.head_dim}, 1.0f, 0.1f);
+    }
+    add(name(LayerTensor::kMlpNorm), {h}, 1.0f, 0.1f);
+    add(name(LayerTensor::kGate), {c.intermediate_size, h}, 0.0f, inv_h);
+    add(name(LayerTensor::kUp), {c.intermediate_size, h}, 0.0f, inv_h);
+    add(name(LayerTensor::kDown), {h, c.intermediate_size}, 0.0f,
+        1.0f / std::sqrt(static_cast<float>(c.intermediate_size)));
+  }
+  return Model::from_parts(config, std::move(store), "<random model config>");
+}
+
+}  // namespace dllm

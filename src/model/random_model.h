@@ -1,0 +1,18 @@
+// Random-weight models of real shapes, no checkpoint needed: benchmarks (`dllm bench`, bench/) and
+// tests build them from a config.json-style description.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "model/model.h"
+
+namespace dllm {
+
+// `config` is a config.json in any supported family dialect. Weights are bf16, drawn from a
+// counter-based generator keyed by `seed` (same seed, same weights), scaled like a trained model
+// (projections ~ 1/sqrt(fan_in), norm weights ~ 1).
+std::unique_ptr<Model> make_random_model(const nlohmann::json& config, uint64_t seed);
+
+}  // namespace dllm

@@ -1,0 +1,156 @@
+// Loading checkpoints: configs of every family normalise correctly; bad checkpoints fail with an
+// error naming the file and the field or tensor.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <functional>
+
+#include "core/error.h"
+#include "io/json_file.h"
+#include "model/model.h"
+#include "support/safetensors_writer.h"
+#include "support/test_paths.h"
+
+namespace dllm {
+namespace {
+
+namespace fs = std::filesystem;
+
+template <class F>
+void expect_error(F f, std::initializer_list<std::string> needles) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an error mentioning " << *needles.begin();
+  } catch (const Error& e) {
+    for (const auto& n : needles)
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos) << e.what();
+  }
+}
+
+// A copy of a fixture we can damage.
+fs::path copy_fixture(const std::string& name) {
+  const auto dir = test::temp_dir("model-" + name);
+  fs::copy(test::model_fixture(name), dir,
+           fs::copy_options::recursive | fs::copy_options::overwrite_existing);
+  return dir;
+}
+
+void edit_config(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {
+  auto j = read_json_file(dir / "config.json");
+  edit(j);
+  std::ofstream(dir / "config.json") << j.dump(2);
+}
+
+TEST(ModelLoad, NormalisesEveryFamily) {
+  struct Expect {
+    std::string dir, family;
+    AttentionKind attention;
+    int64_t block;
+    bool shifted, qk_norm, bias, tied;
+    int64_t mask, heads, kv_heads, head_dim;
+  };
+  const std::vector<Expect> expects = {
+      {"sdar-tiny", "sdar", AttentionKind::kBlockCausal, 4, false, true, false, false, 290, 4, 2,
+       32},
+      {"wedlm-qwen3-tiny", "wedlm", AttentionKind::kCausal, 0, false, true, false, false, 291, 8, 2,
+       16},
+      {"wedlm-qwen25-tiny", "wedlm", AttentionKind::kCausal, 0, false, false, true, false, 291, 7,
+       1, 16},
+      {"fast-dllm-v2-tiny", "fast_dllm_v2", AttentionKind::kBlockCausal, 32, true, false, true,
+       true, 292, 4, 2, 16},
+      {"dream-tiny", "dream", AttentionKind::kBidirectional, 0, true, false, true, false, 293, 6, 2,
+       16},
+      {"llada-tiny", "llada", AttentionKind::kBidirectional, 0, false, false, false, false, 294, 4,
+       4, 16},
+  };
+  for (const auto& e : expects) {
+    SCOPED_TRACE(e.dir);
+    auto m = Model::load(test::model_fixture(e.dir));
+    const ModelConfig& c = m->config();
+    EXPECT_EQ(c.family, e.family);
+    EXPECT_EQ(c.attention, e.attention);
+    EXPECT_EQ(c.block_size, e.block);
+    EXPECT_EQ(c.shifted_logits, e.shifted);
+    EXPECT_EQ(c.qk_norm, e.qk_norm);
+    EXPECT_EQ(c.qkv_bias, e.bias);
+    EXPECT_EQ(c.tied_embeddings, e.tied);
+    EXPECT_EQ(c.mask_token_id, e.mask);
+    EXPECT_EQ(c.num_heads, e.heads);
+    EXPECT_EQ(c.num_kv_heads, e.kv_heads);
+    EXPECT_EQ(c.head_dim, e.head_dim);
+    EXPECT_EQ(c.rotary_dim, c.head_dim);
+    EXPECT_GT(m->parameter_count(), 10000);
+    EXPECT_TRUE(m->unused_tensors().empty());
+  }
+  auto sdar = Model::load(test::model_fixture("sdar-tiny"));
+  EXPECT_EQ(sdar->config().stop_token_ids, (std::vector<int64_t>{250, 251}));
+  auto llada = Model::load(test::model_fixture("llada-tiny"));
+  EXPECT_DOUBLE_EQ(llada->config().rope_theta, 5e5);
+  EXPECT_DOUBLE_EQ(llada->config().norm_eps, 1e-5);
+}
+
+TEST(ModelLoad, MissingTensorIsNamed) {
+  const auto dir = copy_fixture("llada-tiny");
+  test::write_file(dir / "model.safetensors",
+                   test::safetensors_bytes({test::f32_tensor("x", {1}, {1})}));
+  expect_error([&] { Model::load(dir); }, {"missing tensor 'model.transformer.wte.weight'"});
+}
+
+TEST(ModelLoad, WrongShapeIsNamed) {
+  const auto dir = copy_fixture("sdar-tiny");
+  edit_config(dir, [](auto& j) { j["intermediate_size"] = 100; });
+  expect_error([&] { Model::load(dir); }, {"model.layers.", "mlp.", "[96, 64]", "[100, 64]"});
+}
+
+TEST(ModelLoad, UnknownAndUnsupportedArchitectures) {
+  const auto dir = copy_fixture("dream-tiny");
+  edit_config(dir, [](auto& j) {
+    j["model_type"] = "mamba";
+    j["architectures"] = {"MambaForCausalLM"};
+  });
+  expect_error([&] { Model::load(dir); }, {"config.json", "unknown architecture", "mamba", "sdar"});
+  edit_config(dir, [](auto& j) {
+    j["model_type"] = "llada2_moe";
+    j["architectures"] = {"LLaDA2MoeModelLM"};
+  });
+  expect_error([&] { Model::load(dir); }, {"config.json", "LLaDA2", "not supported yet"});
+}
+
+TEST(ModelLoad, BadConfigFieldsAreNamed) {
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> edits = {
+      {[](auto& j) { j["hidden_size"] = "64"; }, "'hidden_size' must be an integer"},
+      {[](auto& j) { j.erase("num_hidden_layers"); }, "missing field 'num_hidden_layers'"},
+      {[](auto& j) { j["num_key_value_heads"] = 3; }, "not a multiple of num_key_value_heads"},
+      {[](auto& j) {
+         j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4}};
+       },
+       "RoPE scaling type 'yarn'"},
+      {[](auto& j) { j["mask_token_id"] = 100000; },
+       "mask_token_id 100000 is outside the vocabulary"},
+      {[](auto& j) { j["hidden_act"] = "gelu"; }, "activation 'gelu'"},
+      {[](auto& j) { j["block_size"] = 0; }, "positive block size"},
+  };
+  for (const auto& [edit, needle] : edits) {
+    SCOPED_TRACE(needle);
+    const auto dir = copy_fixture("sdar-tiny");
+    edit_config(dir, edit);
+    expect_error([&] { Model::load(dir); }, {"config.json", needle});
+  }
+  const auto dir = copy_fixture("sdar-tiny");
+  std::ofstream(dir / "config.json") << "{\"model_type\": ";
+  expect_error([&] { Model::load(dir); }, {"config.json", "invalid JSON"});
+  fs::remove(dir / "config.json");
+  expect_error([&] { Model::load(dir); }, {"no config.json"});
+  expect_error([&] { Model::load(dir / "nope"); }, {"not a model directory"});
+}
+
+TEST(ModelLoad, CorruptShardIsNamed) {
+  const auto dir = copy_fixture("sdar-tiny");
+  const auto shard = dir / "model-00002-of-00002.safetensors";
+  const auto size = fs::file_size(shard);
+  fs::resize_file(shard, size - 100);
+  expect_error([&] { Model::load(dir); }, {"model-00002-of-00002.safetensors", "past the end"});
+}
+
+}  // namespace
+}  // namespace dllm
