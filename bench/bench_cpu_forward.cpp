@@ -120,6 +120,7 @@ int main(int argc, char** argv) {
     }
     f.rule = AttentionRule::block_causal(c.block_size);
     f.output_rows = {n - 1};
+    f.want_stats = true;
     const double s = median_seconds(reps, [&] { backend->forward(std::span(&f, 1)); });
     // Attention products: 2 * n * n * head_dim * heads * 2 (scores + values), all keys computed.
     const double attn = 4.0 * n * double(n) * c.head_dim * c.num_heads * c.num_layers;
@@ -151,6 +152,7 @@ int main(int argc, char** argv) {
       f.positions.push_back(512 + i);
     }
     f.rule = AttentionRule::bidirectional();  // the block sees the whole prefix and itself
+    f.want_stats = true;
     f.output_rows.resize(size_t(b));
     std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
     const double s = median_seconds(reps + 2, [&] { backend->forward(std::span(&f, 1)); });

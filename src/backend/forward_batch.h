@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attention/attention_rule.h"
+#include "decode/token_stats.h"
 #include "kv/kv_cache.h"
 
 namespace dllm {
@@ -31,13 +32,25 @@ struct SequenceForward {
 
   CacheWrite write = CacheWrite::kNone;
   std::vector<int32_t> write_slots;  // kAtSlots: one slot per query
+  // kAppend: commit only the first N queries; the K/V of the rest are scratch for this forward.
+  // -1 commits all. Lets one forward commit a finished block and start the next.
+  int32_t append_count = -1;
 
   std::vector<int32_t> output_rows;  // query rows whose outputs are wanted, in the order returned
-  bool want_logits = true;           // full-vocabulary logits for output_rows (tests, parity)
+  bool want_logits = false;          // full-vocabulary logits for output_rows (tests, parity, S2D2)
+  bool want_stats = false;           // TokenStats for output_rows
+
+  // Sampling for want_stats: the row's draw is uniform(rng, rng_positions[i], kTokenSample);
+  // rng_positions defaults to the logical position of each output row. Right-shifted families
+  // pass the position of the token being decided instead.
+  SamplerConfig sampler;
+  RngKey rng;
+  std::vector<int32_t> rng_positions;
 };
 
 struct SequenceResult {
-  std::vector<float> logits;  // [output_rows.size(), vocab] when want_logits
+  std::vector<float> logits;      // [output_rows.size(), vocab] when want_logits
+  std::vector<TokenStats> stats;  // [output_rows.size()] when want_stats
 };
 
 }  // namespace dllm

@@ -42,6 +42,14 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
   } else if (!seq.write_slots.empty()) {
     fail(where, "write slots given but the cache write policy is not 'at slots'");
   }
+  if (seq.append_count != -1 && (seq.write != CacheWrite::kAppend || seq.append_count < 0 ||
+                                 static_cast<size_t>(seq.append_count) > n))
+    fail(where, "append_count ", seq.append_count, " needs an append write and at most ", n,
+         " queries");
+  if (!seq.rng_positions.empty() && seq.rng_positions.size() != seq.output_rows.size())
+    fail(where, seq.rng_positions.size(), " rng positions for ", seq.output_rows.size(),
+         " output rows");
+  if (seq.want_stats) seq.sampler.validate();
   if (seq.rule.kind == AttentionKind::kBlockCausal && seq.rule.block_size <= 0)
     fail(where, "block-causal attention needs a positive block size");
   for (int32_t r : seq.output_rows)

@@ -68,6 +68,7 @@ void run_forward(const ForwardArgs& a) {
   f.positions.assign(pos.begin() + static_cast<std::ptrdiff_t>(p), pos.end());
   f.rule = rule;
   f.write = CacheWrite::kNone;
+  f.want_logits = true;
   f.output_rows.resize(f.tokens.size());
   std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
   auto results = backend->forward(std::span(&f, 1));

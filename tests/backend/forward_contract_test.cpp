@@ -26,6 +26,7 @@ SequenceForward request(std::vector<int32_t> ids, std::vector<int32_t> pos, Atte
   f.tokens = std::move(ids);
   f.positions = std::move(pos);
   f.rule = std::move(rule);
+  f.want_logits = true;
   f.output_rows.resize(f.tokens.size());
   std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
   return f;

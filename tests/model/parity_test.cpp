@@ -29,6 +29,7 @@ std::vector<float> run_full(Backend& backend, const std::vector<int32_t>& ids,
   f.tokens = ids;
   f.positions = pos;
   f.rule = rule;
+  f.want_logits = true;
   f.output_rows.resize(ids.size());
   std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
   return backend.forward(std::span(&f, 1))[0].logits;
@@ -89,6 +90,7 @@ TEST_P(FamilyParity, CachedPrefixEqualsFullForward) {
     q.tokens.assign(ids.begin() + cut.prefix, ids.end());
     q.positions.assign(pos.begin() + cut.prefix, pos.end());
     q.rule = cut.rule;
+    q.want_logits = true;
     q.output_rows.resize(q.tokens.size());
     std::iota(q.output_rows.begin(), q.output_rows.end(), 0);
     const auto rows = backend->forward(std::span(&q, 1))[0].logits;

@@ -216,8 +216,11 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     const auto& seq = batch[si];
     for (size_t i = 0; i < lay.query_slots.size(); ++i)
       lay.cache->set_position(lay.query_slots[i], seq.positions[i]);
-    if (seq.write == CacheWrite::kAppend)
-      lay.cache->set_length(lay.cache->length() + static_cast<int64_t>(seq.tokens.size()));
+    if (seq.write == CacheWrite::kAppend) {
+      const int64_t committed =
+          seq.append_count >= 0 ? seq.append_count : static_cast<int64_t>(seq.tokens.size());
+      lay.cache->set_length(lay.cache->length() + committed);
+    }
   }
 
   // Outputs: final norm + LM head on the wanted rows only.
@@ -226,16 +229,32 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
   for (size_t si = 0; si < batch.size(); ++si) {
     const auto& seq = batch[si];
     const int64_t m = static_cast<int64_t>(seq.output_rows.size());
-    if (m == 0 || !seq.want_logits) continue;
+    if (m == 0 || !(seq.want_logits || seq.want_stats)) continue;
     std::vector<float> rows(static_cast<size_t>(m * h));
     for (int64_t i = 0; i < m; ++i) {
       const int64_t r = layouts[si].row_offset + seq.output_rows[static_cast<size_t>(i)];
       cpu::rms_norm(&x[static_cast<size_t>(r * h)], h, final_norm_.ptr(),
                     &rows[static_cast<size_t>(i * h)], h, 1, h, eps);
     }
-    results[si].logits.resize(static_cast<size_t>(m * c.vocab_size));
-    cpu::matmul_nt(rows.data(), h, head.ptr(), h, results[si].logits.data(), c.vocab_size, m,
-                   c.vocab_size, h);
+    std::vector<float>& logits = results[si].logits;
+    logits.resize(static_cast<size_t>(m * c.vocab_size));
+    cpu::matmul_nt(rows.data(), h, head.ptr(), h, logits.data(), c.vocab_size, m, c.vocab_size, h);
+    if (seq.want_stats) {
+      auto& stats = results[si].stats;
+      stats.resize(static_cast<size_t>(m));
+#pragma omp parallel for if (m > 1)
+      for (int64_t i = 0; i < m; ++i) {
+        const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
+        const int32_t pos = seq.rng_positions.empty() ? seq.positions[row]
+                                                      : seq.rng_positions[static_cast<size_t>(i)];
+        const double u =
+            seq.sampler.greedy() ? 0.0 : uniform(seq.rng, pos, RngStream::kTokenSample);
+        const auto row_logits = std::span<const float>(logits).subspan(
+            static_cast<size_t>(i * c.vocab_size), static_cast<size_t>(c.vocab_size));
+        stats[static_cast<size_t>(i)] = compute_token_stats(row_logits, seq.sampler, u);
+      }
+    }
+    if (!seq.want_logits) logits.clear();
   }
   return results;
 }

@@ -1,0 +1,106 @@
+#include "decode/block_diffusion_decoder.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "decode/block_schedule.h"
+
+namespace dllm {
+
+BlockDiffusionDecoder::BlockDiffusionDecoder(const ModelConfig& config, const DecodeParams& params,
+                                             const std::vector<int32_t>& prompt)
+    : params_(params),
+      mask_id_(static_cast<int32_t>(config.mask_token_id)),
+      prompt_len_(static_cast<int32_t>(prompt.size())) {
+  const int32_t b = params_.block_length;
+  num_blocks_ = (prompt_len_ + params_.max_tokens + b - 1) / b;
+  x_.assign(static_cast<size_t>(num_blocks_ * b), mask_id_);
+  std::copy(prompt.begin(), prompt.end(), x_.begin());
+  schedule_ = transfer_schedule(b, params_.steps);
+  block_ = prompt_len_ / b;
+  phase_ = block_ > 0 ? Phase::kPrefill : Phase::kDenoise;
+}
+
+bool BlockDiffusionDecoder::block_has_mask() const {
+  const auto begin = x_.begin() + block_start();
+  return std::find(begin, begin + params_.block_length, mask_id_) != begin + params_.block_length;
+}
+
+bool BlockDiffusionDecoder::plan(SequenceForward& fwd) {
+  const int32_t b = params_.block_length;
+  fwd.rule = AttentionRule::block_causal(b);
+  if (phase_ == Phase::kDone) return false;
+  if (phase_ == Phase::kPrefill) {
+    const int32_t n = block_ * b;
+    fwd.tokens.assign(x_.begin(), x_.begin() + n);
+    for (int32_t i = 0; i < n; ++i) fwd.positions.push_back(i);
+    fwd.write = CacheWrite::kAppend;
+    ++forwards_;
+    return true;
+  }
+  if (phase_ == Phase::kDenoise && !block_has_mask()) phase_ = Phase::kCommit;
+  const int32_t s = block_start();
+  fwd.tokens.assign(x_.begin() + s, x_.begin() + s + b);
+  for (int32_t i = 0; i < b; ++i) fwd.positions.push_back(s + i);
+  if (phase_ == Phase::kCommit) {
+    fwd.write = CacheWrite::kAppend;
+  } else {
+    fwd.write = CacheWrite::kNone;
+    pending_rows_.clear();
+    for (int32_t i = 0; i < b; ++i)
+      if (x_[static_cast<size_t>(s + i)] == mask_id_) pending_rows_.push_back(i);
+    fwd.output_rows = pending_rows_;
+    fwd.want_stats = true;
+    fwd.sampler = params_.sampler;
+    fwd.rng = RngKey{params_.seed, params_.sequence_id, static_cast<uint32_t>(forwards_)};
+  }
+  ++forwards_;
+  return true;
+}
+
+void BlockDiffusionDecoder::observe(const SequenceResult& result) {
+  switch (phase_) {
+    case Phase::kPrefill:
+      phase_ = Phase::kDenoise;
+      return;
+    case Phase::kCommit:
+      ++block_;
+      step_ = 0;
+      phase_ = block_ < num_blocks_ ? Phase::kDenoise : Phase::kDone;
+      return;
+    case Phase::kDone:
+      return;
+    case Phase::kDenoise:
+      break;
+  }
+  const int32_t b = params_.block_length, s = block_start();
+  std::vector<float> confidence(static_cast<size_t>(b), 0.0f);
+  std::vector<int32_t> sampled(static_cast<size_t>(b), mask_id_);
+  std::vector<bool> masked(static_cast<size_t>(b), false);
+  for (size_t r = 0; r < pending_rows_.size(); ++r) {
+    const TokenStats& st = result.stats[r];
+    const size_t i = static_cast<size_t>(pending_rows_[r]);
+    masked[i] = true;
+    sampled[i] = st.token;
+    confidence[i] =
+        params_.confidence == ConfidenceKind::kTempered ? st.p_token_tempered : st.p_token;
+  }
+  const int32_t k = schedule_[static_cast<size_t>(std::min<int32_t>(step_, params_.steps - 1))];
+  for (int32_t i : select_unmask(params_.remasking, confidence, masked, k, params_.threshold))
+    x_[static_cast<size_t>(s + i)] = sampled[static_cast<size_t>(i)];
+  ++step_;
+  update_final();
+}
+
+void BlockDiffusionDecoder::update_final() {
+  size_t i = static_cast<size_t>(prompt_len_) + final_.size();
+  while (i < x_.size() && x_[i] != mask_id_) final_.push_back(x_[i++]);
+}
+
+std::vector<int32_t> BlockDiffusionDecoder::canvas() const {
+  const int32_t end =
+      std::min<int32_t>(static_cast<int32_t>(x_.size()), (block_ + 1) * params_.block_length);
+  return {x_.begin() + prompt_len_, x_.begin() + std::max(prompt_len_, end)};
+}
+
+}  // namespace dllm

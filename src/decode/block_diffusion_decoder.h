@@ -1,0 +1,38 @@
+// SDAR block diffusion (model-specs §1.5): blocks of B aligned to absolute positions (the prompt
+// tail shares the first block), prefill of floor(P/B)*B prompt tokens, S denoising forwards per
+// block that do not write the cache, then one commit forward (append) of the finished block.
+#pragma once
+
+#include "decode/decoder.h"
+
+namespace dllm {
+
+class BlockDiffusionDecoder final : public Decoder {
+ public:
+  BlockDiffusionDecoder(const ModelConfig& config, const DecodeParams& params,
+                        const std::vector<int32_t>& prompt);
+
+  bool plan(SequenceForward& fwd) override;
+  void observe(const SequenceResult& result) override;
+  std::vector<int32_t> canvas() const override;
+  int64_t cache_capacity() const override { return static_cast<int64_t>(x_.size()); }
+
+ private:
+  enum class Phase { kPrefill, kDenoise, kCommit, kDone };
+  int32_t block_start() const { return block_ * params_.block_length; }
+  bool block_has_mask() const;
+  void update_final();
+
+  DecodeParams params_;
+  int32_t mask_id_;
+  int32_t prompt_len_;
+  std::vector<int32_t> x_;  // whole canvas: prompt, then masks up to the last block boundary
+  std::vector<int32_t> schedule_;
+  int32_t num_blocks_ = 0;
+  int32_t block_ = 0;  // current block index
+  int32_t step_ = 0;   // denoising step within the block
+  Phase phase_ = Phase::kPrefill;
+  std::vector<int32_t> pending_rows_;  // block offsets of the masks asked about in the last plan
+};
+
+}  // namespace dllm

@@ -1,0 +1,99 @@
+// Strategy x family: which decoder runs, with which defaults (model-specs per family).
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "decode/ar_decoder.h"
+#include "decode/block_diffusion_decoder.h"
+#include "decode/decoder.h"
+#include "decode/fast_dllm_v2_decoder.h"
+
+namespace dllm {
+
+namespace {
+
+std::string default_strategy(const ModelConfig& c) {
+  if (c.family == "sdar" || c.family == "fast_dllm_v2") return "block";
+  if (c.family == "wedlm") return "ar";  // streaming decoding (--strategy wedlm) is a later issue
+  return "full";
+}
+
+std::vector<std::string> strategies_for(const ModelConfig& c) {
+  if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar"};
+  if (c.family == "wedlm") return {"ar"};
+  return {};
+}
+
+}  // namespace
+
+DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t prompt_tokens) {
+  if (p.strategy.empty()) p.strategy = default_strategy(c);
+  const auto allowed = strategies_for(c);
+  if (std::find(allowed.begin(), allowed.end(), p.strategy) == allowed.end()) {
+    std::string list;
+    for (const auto& s : allowed) list += (list.empty() ? "" : ", ") + s;
+    fail("--strategy '", p.strategy, "' is not available for ", c.family, " checkpoints",
+         list.empty() ? std::string(" (no decoder for this family yet)")
+                      : " (available: " + list + ")");
+  }
+  if (prompt_tokens <= 0) fail("the prompt is empty");
+  if (p.max_tokens <= 0) fail("--max-tokens must be positive (got ", p.max_tokens, ")");
+  if (c.mask_token_id < 0 && !(p.strategy == "ar" && c.shifted_logits))
+    fail("the checkpoint has no mask token id (set mask_token_id in config.json)");
+
+  if (p.strategy == "block") {
+    if (p.block_length == 0) p.block_length = static_cast<int32_t>(c.block_size);
+    if (p.block_length <= 0) fail("--block-length must be positive (got ", p.block_length, ")");
+    if (c.family == "fast_dllm_v2") {
+      if (p.sub_block_length == 0) p.sub_block_length = std::min<int32_t>(8, p.block_length);
+      if (p.sub_block_length <= 0 || p.block_length % p.sub_block_length != 0)
+        fail("--sub-block-length ", p.sub_block_length,
+             " must be positive and divide the block length ", p.block_length);
+      if (p.steps != 0)
+        fail("--steps does not apply to Fast-dLLM v2 (it decodes each sub-block until done)");
+      if (p.threshold < 0) p.threshold = 0.9f;  // run_chatbot.py
+      if (p.sampler.top_p < 0) p.sampler.top_p = 0.95f;
+    } else {
+      if (p.steps == 0) p.steps = p.block_length;
+      if (p.steps < 0) fail("--steps must be positive (got ", p.steps, ")");
+      if (p.steps > p.block_length)
+        fail("--steps ", p.steps, " exceeds the block length ", p.block_length,
+             " (at most one step per token)");
+      if (p.remasking.empty()) p.remasking = "low_confidence_dynamic";
+      if (p.remasking != "low_confidence_dynamic" && p.remasking != "low_confidence_static" &&
+          p.remasking != "sequential")
+        fail("--remasking '", p.remasking,
+             "' (expected low_confidence_dynamic, low_confidence_static or sequential)");
+      if (p.threshold < 0) p.threshold = 0.9f;  // SDAR README recommendation
+    }
+  } else {
+    if (p.block_length != 0 && p.block_length != 1)
+      fail("--block-length does not apply to --strategy ar");
+    p.block_length = 1;
+    if (p.threshold < 0) p.threshold = 0.0f;
+  }
+  if (p.sampler.top_p < 0) p.sampler.top_p = 1.0f;
+  if (std::isnan(p.threshold) || p.threshold > 1.0f)
+    fail("--threshold must be in [0, 1] (got ", p.threshold, ")");
+  p.sampler.order = FilterOrder::kTemperatureTopKTopP;
+  // A decoder never decides a [MASK]: untrained (or tiny) models can put mass on it.
+  if (c.mask_token_id >= 0) p.sampler.banned_tokens = {static_cast<int32_t>(c.mask_token_id)};
+  p.sampler.validate();
+  if (c.max_position_embeddings > 0 &&
+      prompt_tokens + p.max_tokens + p.block_length > c.max_position_embeddings)
+    fail("prompt (", prompt_tokens, " tokens) + --max-tokens ", p.max_tokens,
+         " exceeds the model's context of ", c.max_position_embeddings, " positions");
+  return p;
+}
+
+std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& p,
+                                      const std::vector<int32_t>& prompt) {
+  for (int32_t id : prompt)
+    if (id < 0 || id >= c.vocab_size)
+      fail("prompt token id ", id, " is outside the vocabulary (size ", c.vocab_size, ")");
+  if (p.strategy == "ar") return std::make_unique<ArDecoder>(c, p, prompt);
+  if (c.family == "fast_dllm_v2") return std::make_unique<FastDllmV2Decoder>(c, p, prompt);
+  return std::make_unique<BlockDiffusionDecoder>(c, p, prompt);
+}
+
+}  // namespace dllm

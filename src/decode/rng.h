@@ -1,0 +1,29 @@
+// Counter-based random numbers (Philox4x32-10): a draw depends only on (seed, sequence, step,
+// position, stream), never on batch composition or call order — the same request gives the same
+// tokens alone or batched, on CPU or GPU, and a reference implementation given the same key
+// reproduces our trajectory exactly (tools/dllm_rng.py is the Python twin).
+#pragma once
+
+#include <array>
+#include <cstdint>
+
+namespace dllm {
+
+enum class RngStream : uint32_t {
+  kTokenSample = 0,  // sampling a token from a filtered distribution
+  kAccept = 1,       // S2D2 accept/reject draws
+  kRemask = 2,       // random remasking orders (LLaDA 'random')
+};
+
+struct RngKey {
+  uint64_t seed = 0;
+  uint32_t sequence = 0;  // request-derived id, not a batch slot
+  uint32_t step = 0;      // decoder step (forward index within the request)
+};
+
+std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
+
+// A uniform double in [0, 1) with 53 random bits for (key, position, stream).
+double uniform(const RngKey& key, int32_t position, RngStream stream);
+
+}  // namespace dllm

@@ -1,0 +1,159 @@
+#include "decode/token_stats.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <vector>
+
+#include "core/error.h"
+
+namespace dllm {
+
+void SamplerConfig::validate() const {
+  if (std::isnan(temperature) || temperature < 0)
+    fail("--temperature must be >= 0 (got ", temperature, ")");
+  if (top_k < 0) fail("--top-k must be >= 0 (got ", top_k, ")");
+  if (!(top_p > 0.0f) || top_p > 1.0f) fail("--top-p must be in (0, 1] (got ", top_p, ")");
+}
+
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// Keeps logits >= the k-th largest (ties at the boundary are kept, like torch.topk-based filters).
+void apply_top_k(std::vector<float>& x, int32_t k) {
+  if (k <= 0 || static_cast<size_t>(k) >= x.size()) return;
+  std::vector<float> tmp(x);
+  std::nth_element(tmp.begin(), tmp.begin() + (k - 1), tmp.end(), std::greater<float>());
+  const float kth = tmp[static_cast<size_t>(k - 1)];
+  for (float& v : x)
+    if (v < kth) v = kNegInf;
+}
+
+// Nucleus filter on softmax(x): sort descending, drop tokens once the cumulative probability
+// *before* them exceeds p (the first token is always kept).
+void apply_top_p(std::vector<float>& x, float p) {
+  if (!(p < 1.0f)) return;
+  std::vector<int32_t> order(x.size());
+  std::iota(order.begin(), order.end(), 0);
+  // Stable: among equal logits the lower id comes first.
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return x[a] > x[b]; });
+  const float mx = x[order[0]];
+  double z = 0;
+  for (float v : x) z += std::exp(static_cast<double>(v) - mx);
+  double cum = 0;
+  bool drop = false;
+  for (int32_t id : order) {
+    if (drop) {
+      x[id] = kNegInf;
+      continue;
+    }
+    cum += std::exp(static_cast<double>(x[id]) - mx) / z;
+    if (cum > p) drop = true;  // this one stays, everything after goes
+  }
+}
+
+struct Softmax {
+  std::vector<double> p;
+  int32_t top1 = 0;
+  double p1 = 0, p2 = 0, entropy = 0;
+};
+
+Softmax softmax_stats(const std::vector<float>& x) {
+  Softmax s;
+  const float mx = *std::max_element(x.begin(), x.end());
+  s.p.resize(x.size());
+  double z = 0;
+  for (size_t i = 0; i < x.size(); ++i)
+    z += s.p[i] = x[i] == kNegInf ? 0.0 : std::exp(double(x[i]) - mx);
+  double h = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    s.p[i] /= z;
+    if (s.p[i] > 0) h -= s.p[i] * std::log(s.p[i]);
+    if (s.p[i] > s.p1) {
+      s.p2 = s.p1;
+      s.p1 = s.p[i];
+      s.top1 = static_cast<int32_t>(i);
+    } else if (s.p[i] > s.p2) {
+      s.p2 = s.p[i];
+    }
+  }
+  s.entropy = h;
+  return s;
+}
+
+}  // namespace
+
+TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfig& sampler,
+                               double u) {
+  TokenStats st;
+  std::vector<float> x(logits.begin(), logits.end());
+  for (int32_t id : sampler.banned_tokens)
+    if (id >= 0 && static_cast<size_t>(id) < x.size()) x[static_cast<size_t>(id)] = kNegInf;
+  const std::vector<float> raw_logits = x;
+  const Softmax raw = softmax_stats(x);
+  st.argmax = raw.top1;
+  st.p_max = static_cast<float>(raw.p1);
+  st.entropy = static_cast<float>(raw.entropy);
+  st.margin = static_cast<float>(raw.p1 - raw.p2);
+
+  const bool greedy = sampler.greedy();
+  const float t = greedy ? 1.0f : sampler.temperature;
+  auto scale = [&] {
+    if (t != 1.0f)
+      for (float& v : x) v /= t;
+  };
+  switch (sampler.order) {
+    case FilterOrder::kTemperatureTopKTopP:
+      scale();
+      apply_top_k(x, sampler.top_k);
+      apply_top_p(x, sampler.top_p);
+      break;
+    case FilterOrder::kTemperatureTopPTopK:
+      scale();
+      apply_top_p(x, sampler.top_p);
+      apply_top_k(x, sampler.top_k);
+      break;
+    case FilterOrder::kTopKTopPTemperature:
+      apply_top_k(x, sampler.top_k);
+      apply_top_p(x, sampler.top_p);
+      scale();
+      break;
+  }
+  const Softmax filt = softmax_stats(x);
+  if (greedy) {
+    st.token = filt.top1;
+  } else {
+    // Inverse CDF in id order with double accumulation (tools/dllm_rng.py does the same).
+    const double target = u;
+    double cum = 0;
+    st.token = -1;
+    int32_t last_kept = 0;
+    for (size_t i = 0; i < filt.p.size(); ++i) {
+      if (filt.p[i] <= 0) continue;
+      last_kept = static_cast<int32_t>(i);
+      cum += filt.p[i];
+      if (cum > target) {
+        st.token = static_cast<int32_t>(i);
+        break;
+      }
+    }
+    if (st.token < 0) st.token = last_kept;  // u within rounding of 1
+  }
+  st.p_token = static_cast<float>(filt.p[static_cast<size_t>(st.token)]);
+  st.entropy_filtered = static_cast<float>(filt.entropy);
+  st.margin_filtered = static_cast<float>(filt.p1 - filt.p2);
+  // Probability under softmax(logits / T) before any filter.
+  {
+    const float mx = *std::max_element(raw_logits.begin(), raw_logits.end());
+    double z = 0;
+    for (float v : raw_logits)
+      if (v != kNegInf) z += std::exp((double(v) - mx) / t);
+    st.p_token_tempered = static_cast<float>(
+        std::exp((double(raw_logits[static_cast<size_t>(st.token)]) - mx) / t) / z);
+  }
+  return st;
+}
+
+}  // namespace dllm

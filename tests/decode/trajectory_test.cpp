@@ -1,0 +1,75 @@
+// Decoder trajectories against tools/reference_decode.py (independent PyTorch implementations of
+// the SDAR and Fast-dLLM v2 reference loops, run with transformers on the tiny fixtures): the
+// canvas after every forward, the generated ids, the finish reason and the number of forwards.
+#include <gtest/gtest.h>
+
+#include "engine/engine.h"
+#include "io/json_file.h"
+#include "support/test_paths.h"
+
+namespace dllm {
+namespace {
+
+DecodeParams params_from(const nlohmann::json& p) {
+  DecodeParams d;
+  d.strategy = p["strategy"];
+  d.max_tokens = p["max_tokens"];
+  d.block_length = p["block_length"];
+  d.steps = p["steps"];
+  d.threshold = p["threshold"];
+  d.remasking = p["remasking"];
+  d.sub_block_length = p["sub_block_length"];
+  d.confidence =
+      p["confidence"] == "filtered" ? ConfidenceKind::kFiltered : ConfidenceKind::kTempered;
+  d.sampler.temperature = p["temperature"];
+  d.sampler.top_k = p["top_k"];
+  d.sampler.top_p = p["top_p"];
+  d.seed = p["seed"];
+  return d;
+}
+
+class Trajectory : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Trajectory, MatchesReferenceAfterEveryForward) {
+  const auto fx = read_json_file(test::fixtures_dir() / "trajectories" / (GetParam() + ".json"));
+  auto model = Model::load(test::model_fixture(fx["model"]));
+  auto backend = make_cpu_backend(*model);
+  Engine engine(*model, *backend);
+  ASSERT_GE(fx["cases"].size(), 10u);
+  for (const auto& c : fx["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    GenerationRequest req;
+    req.prompt = c["prompt"].get<std::vector<int32_t>>();
+    req.params = resolve_decode_params(model->config(), params_from(c["params"]),
+                                       int64_t(req.prompt.size()));
+    req.stop_ids = c["params"]["stop_ids"].get<std::vector<int64_t>>();
+    std::vector<std::vector<int32_t>> canvases;
+    std::vector<int32_t> streamed;
+    const auto r = engine.generate(
+        req,
+        [&](std::span<const int32_t> ids) {
+          streamed.insert(streamed.end(), ids.begin(), ids.end());
+        },
+        [&](const Decoder& d) { canvases.push_back(d.canvas()); });
+    const auto& e = c["expected"];
+    EXPECT_EQ(r.ids, e["ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(streamed, r.ids) << "streamed tokens must equal the result";
+    EXPECT_EQ(r.finish_reason, e["finish_reason"]);
+    EXPECT_EQ(r.stats.forwards, e["forwards"].get<int64_t>());
+    const auto want = e["canvases"].get<std::vector<std::vector<int32_t>>>();
+    ASSERT_EQ(canvases.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(canvases[i], want[i]) << "after forward " << i + 1;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(BlockFamilies, Trajectory,
+                         ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny"), [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& ch : s)
+                             if (ch == '-') ch = '_';
+                           return s;
+                         });
+
+}  // namespace
+}  // namespace dllm

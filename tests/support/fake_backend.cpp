@@ -1,0 +1,51 @@
+#include "support/fake_backend.h"
+
+#include "core/error.h"
+
+namespace dllm::test {
+
+namespace {
+class FakeCache final : public KvCache {
+ public:
+  explicit FakeCache(int64_t capacity) { reserve(capacity); }
+
+ private:
+  void grow_storage(int64_t) override {}
+};
+}  // namespace
+
+std::unique_ptr<KvCache> FakeBackend::create_cache(int64_t capacity) {
+  return std::make_unique<FakeCache>(capacity);
+}
+
+std::vector<SequenceResult> FakeBackend::forward(std::span<const SequenceForward> batch) {
+  std::vector<SequenceResult> out;
+  for (const auto& seq : batch) {
+    calls.push_back(seq);
+    SequenceResult r;
+    if (seq.want_stats)
+      for (size_t i = 0; i < seq.output_rows.size(); ++i) {
+        const int32_t pos = seq.rng_positions.empty()
+                                ? seq.positions[static_cast<size_t>(seq.output_rows[i])]
+                                : seq.rng_positions[i];
+        r.stats.push_back(script_(seq, pos));
+      }
+    if (seq.cache && seq.write == CacheWrite::kAppend) {
+      const int64_t n =
+          seq.append_count >= 0 ? seq.append_count : static_cast<int64_t>(seq.tokens.size());
+      seq.cache->reserve(seq.cache->length() + static_cast<int64_t>(seq.tokens.size()));
+      seq.cache->set_length(seq.cache->length() + n);
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+TokenStats stats(int32_t token, float p) {
+  TokenStats s;
+  s.argmax = s.token = token;
+  s.p_max = s.p_token = s.p_token_tempered = p;
+  return s;
+}
+
+}  // namespace dllm::test

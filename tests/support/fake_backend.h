@@ -1,0 +1,33 @@
+// A scripted stand-in for a model: decoders are pure logic, so their rules are tested against
+// TokenStats chosen by the test, and every forward they plan is recorded for inspection.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+
+namespace dllm::test {
+
+// Returns the stats of one output row. `pos` is the logical position of the token being decided
+// (rng_positions when given, else the row's position); `seq` is the whole planned forward.
+using ScriptFn = std::function<TokenStats(const SequenceForward& seq, int32_t pos)>;
+
+class FakeBackend final : public Backend {
+ public:
+  explicit FakeBackend(ScriptFn script) : script_(std::move(script)) {}
+  std::string name() const override { return "fake"; }
+  std::unique_ptr<KvCache> create_cache(int64_t capacity) override;
+  std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
+
+  std::vector<SequenceForward> calls;  // every forward, in order
+
+ private:
+  ScriptFn script_;
+};
+
+// Stats with p for both confidence kinds, entropy/margin left at zero.
+TokenStats stats(int32_t token, float p);
+
+}  // namespace dllm::test
