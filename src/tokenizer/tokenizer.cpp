@@ -22,6 +22,7 @@ struct TokenizerData {
   PreTokenizer pre_tokenizer;
   std::unique_ptr<BpeModel> model;
   std::vector<AddedToken> added_tokens;  // owns the contents `spelling` points at; never resized
+  std::vector<std::string> normalized_contents;  // likewise, for tokens with normalized=true
   AddedVocabulary added;
   std::unordered_map<std::string_view, int32_t> added_to_id;
   // Per id in [0, vocab_size): its spelling and flags.
@@ -184,8 +185,19 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path_or_dir) {
       data->flags[id] = TokenizerData::kPresent;
     }
   }
-  for (const AddedToken& t : data->added_tokens) {
-    data->spelling[t.id] = t.content;
+  // Hugging Face maps the id of a normalized added token back to its normalized content (which is
+  // what decode then shows); the content as written still maps to the id.
+  data->normalized_contents.resize(data->added_tokens.size());
+  for (size_t i = 0; i < data->added_tokens.size(); ++i) {
+    const AddedToken& t = data->added_tokens[i];
+    std::string_view spelling = t.content;
+    if (t.normalized) {
+      std::string& normalized = data->normalized_contents[i];
+      spelling = data->normalizer.apply(t.content, normalized);
+      if (spelling.data() != normalized.data()) normalized.assign(spelling);
+      spelling = normalized;
+    }
+    data->spelling[t.id] = spelling;
     data->flags[t.id] = TokenizerData::kPresent | (t.special ? TokenizerData::kSpecial : 0);
     data->added_to_id.emplace(t.content, t.id);
   }
