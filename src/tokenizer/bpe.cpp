@@ -45,25 +45,6 @@ void MergeTable::insert(int32_t left, int32_t right, Merge merge) {
   }
 }
 
-// ---- WordCache ----
-
-bool WordCache::lookup(std::string_view word, std::vector<int32_t>& out) const {
-  Shard& shard = shard_of(word);
-  std::lock_guard lock(shard.mutex);
-  const auto it = shard.words.find(word);
-  if (it == shard.words.end()) return false;
-  out.insert(out.end(), it->second.begin(), it->second.end());
-  return true;
-}
-
-void WordCache::insert(std::string_view word, const int32_t* ids, size_t count) {
-  Shard& shard = shard_of(word);
-  std::lock_guard lock(shard.mutex);
-  // Bounded memory: a full shard starts over (cheap, and frequent words come back at once).
-  if (shard.words.size() >= kMaxEntriesPerShard) shard.words.clear();
-  shard.words.try_emplace(std::string(word), ids, ids + count);
-}
-
 // ---- BpeModel ----
 
 BpeModel::BpeModel(BpeSource source, const std::string& file)
@@ -247,8 +228,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
       return;
     }
   }
-  const bool cacheable = word.size() <= WordCache::kMaxWordBytes;
-  if (cacheable && cache_.lookup(word, out)) return;
+  if (cache_.lookup(word, out)) return;
   thread_local std::vector<int32_t> symbols;
   initial_symbols(word, symbols);
   const size_t before = out.size();
@@ -257,7 +237,19 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
   } else {
     merge_by_heap(symbols, out);
   }
-  if (cacheable) cache_.insert(word, out.data() + before, out.size() - before);
+  cache_.insert(word, out.data() + before, out.size() - before);
+}
+
+void BpeModel::encode_words(const std::vector<std::string_view>& words,
+                            std::vector<int32_t>& out) const {
+  // Word-cache entries are scattered over megabytes; asking for the next words' entries early
+  // hides most of the memory latency of the lookups.
+  constexpr size_t kAhead = 4;
+  for (size_t i = 0; i < words.size() && i < kAhead; ++i) cache_.prefetch(words[i]);
+  for (size_t i = 0; i < words.size(); ++i) {
+    if (i + kAhead < words.size()) cache_.prefetch(words[i + kAhead]);
+    encode_word(words[i], out);
+  }
 }
 
 }  // namespace dllm

@@ -6,12 +6,13 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include "tokenizer/word_cache.h"
 
 namespace dllm {
 
@@ -79,30 +80,6 @@ class MergeTable {
   size_t size_ = 0;
 };
 
-// word bytes -> ids, shared by all threads (sharded locks keep concurrent encoders apart).
-class WordCache {
- public:
-  static constexpr size_t kMaxWordBytes = 256;
-  bool lookup(std::string_view word, std::vector<int32_t>& out) const;
-  void insert(std::string_view word, const int32_t* ids, size_t count);
-
- private:
-  static constexpr size_t kShards = 16;
-  static constexpr size_t kMaxEntriesPerShard = 16384;
-  struct Hash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-  struct Shard {
-    mutable std::mutex mutex;
-    std::unordered_map<std::string, std::vector<int32_t>, Hash, std::equal_to<>> words;
-  };
-  Shard& shard_of(std::string_view word) const {
-    return shards_[std::hash<std::string_view>{}(word) % kShards];
-  }
-  mutable std::array<Shard, kShards> shards_;
-};
-
 class BpeModel {
  public:
   // Errors (tokens missing from the vocabulary, bad ids) name `file`.
@@ -110,6 +87,8 @@ class BpeModel {
 
   // Appends the ids of one pre-tokenized piece (raw bytes).
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
+  // Appends the ids of consecutive pieces (overlapping their cache lookups).
+  void encode_words(const std::vector<std::string_view>& words, std::vector<int32_t>& out) const;
 
   std::optional<int32_t> token_to_id(std::string_view token) const;
   // Byte-level spelling of `id`, or nullopt if the vocabulary has no such id.

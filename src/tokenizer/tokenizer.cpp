@@ -220,7 +220,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
     pieces.clear();
     piece_storage.clear();
     d.pre_tokenizer.split(plain, pieces, piece_storage);
-    for (std::string_view piece : pieces) d.model->encode_word(piece, ids);
+    d.model->encode_words(pieces, ids);
   };
 
   // Added tokens are found on the raw text first, the rest is normalized (per segment, as Hugging
