@@ -21,8 +21,8 @@ struct TokenizeOptions {
 };
 
 void run_tokenize(const TokenizeOptions& o, bool have_text) {
-  const Tokenizer tokenizer = Tokenizer::load(o.tokenizer);
   const std::string text = have_text ? o.text : read_text_file(o.file);
+  const Tokenizer tokenizer = Tokenizer::load(o.tokenizer);
   std::string line;
   for (int32_t id : tokenizer.encode(text)) {
     if (!line.empty()) line += ' ';
@@ -38,9 +38,9 @@ struct DetokenizeOptions {
 };
 
 void run_detokenize(const DetokenizeOptions& o) {
-  const Tokenizer tokenizer = Tokenizer::load(o.tokenizer);
   const std::vector<int32_t> ids =
       o.ids.empty() ? std::vector<int32_t>{} : parse_int_list(o.ids, "--ids");
+  const Tokenizer tokenizer = Tokenizer::load(o.tokenizer);
   const std::string text = tokenizer.decode(ids, o.skip_special_tokens);
   std::fwrite(text.data(), 1, text.size(), stdout);
   std::fputc('\n', stdout);
