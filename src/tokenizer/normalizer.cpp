@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/utf8.h"
 
 namespace dllm {
 
@@ -25,12 +26,6 @@ void add_steps(const nlohmann::json& spec, const std::string& file,
   } else {
     fail(file, ": normalizer type '", type, "' is not supported (supported: NFC, Sequence)");
   }
-}
-
-bool is_ascii(std::string_view text) {
-  for (char c : text)
-    if (static_cast<unsigned char>(c) >= 0x80) return false;
-  return true;
 }
 
 }  // namespace
@@ -59,7 +54,7 @@ std::string_view Normalizer::apply(std::string_view text, std::string& storage) 
   for (Step step : steps_) {
     switch (step) {
       case Step::kNfc:
-        if (is_ascii(current)) break;  // ASCII text is already in NFC
+        if (utf8::is_ascii(current)) break;  // ASCII text is already in NFC
         storage = nfc(current);
         current = storage;
         break;

@@ -46,6 +46,17 @@ void find_literal(std::string_view text, std::string_view literal, std::vector<R
 
 void split_on_matches(std::string_view text, const std::vector<Regex::Match>& matches,
                       SplitBehavior behavior, bool invert, std::vector<std::string_view>& out) {
+  if (behavior == SplitBehavior::kIsolated) {
+    // The common case (Qwen, GPT-2): every match and every gap is a piece.
+    size_t prev = 0;
+    for (const Regex::Match& m : matches) {
+      if (prev != m.start) out.push_back(text.substr(prev, m.start - prev));
+      if (m.end != m.start) out.push_back(text.substr(m.start, m.end - m.start));
+      prev = m.end;
+    }
+    if (prev != text.size()) out.push_back(text.substr(prev));
+    return;
+  }
   // Same steps as Hugging Face: cover the text with (span, is_match) ...
   std::vector<Span> spans;
   spans.reserve(matches.size() * 2 + 1);

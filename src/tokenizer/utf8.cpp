@@ -1,5 +1,8 @@
 #include "tokenizer/utf8.h"
 
+#include <cstdint>
+#include <cstring>
+
 namespace dllm::utf8 {
 
 namespace {
@@ -53,11 +56,34 @@ size_t sequence_length(std::string_view text, size_t pos) {
   return s.complete ? s.valid_prefix : 0;
 }
 
+namespace {
+
+constexpr uint64_t kHighBits = 0x8080808080808080ull;
+
+// Length of the all-ASCII run starting at pos (stops within 8 bytes after a non-ASCII byte).
+size_t ascii_run(std::string_view text, size_t pos) {
+  const size_t start = pos;
+  while (pos + 8 <= text.size()) {
+    uint64_t word;
+    std::memcpy(&word, text.data() + pos, 8);
+    if (word & kHighBits) break;
+    pos += 8;
+  }
+  while (pos < text.size() && static_cast<unsigned char>(text[pos]) < 0x80) ++pos;
+  return pos - start;
+}
+
+}  // namespace
+
+bool is_ascii(std::string_view text) {
+  return ascii_run(text, 0) == text.size();
+}
+
 size_t find_invalid(std::string_view text) {
   size_t pos = 0;
   while (pos < text.size()) {
     if (static_cast<unsigned char>(text[pos]) < 0x80) {
-      ++pos;
+      pos += ascii_run(text, pos);
       continue;
     }
     const size_t n = sequence_length(text, pos);

@@ -13,6 +13,9 @@ namespace dllm::utf8 {
 // complete, well-formed sequence (bad lead byte, bad continuation, overlong, surrogate, truncated).
 size_t sequence_length(std::string_view text, size_t pos);
 
+// True if every byte is below 0x80 (checked 8 bytes at a time).
+bool is_ascii(std::string_view text);
+
 // Offset of the first byte that is not part of well-formed UTF-8, or npos if the text is valid.
 size_t find_invalid(std::string_view text);
 
