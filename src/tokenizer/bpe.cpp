@@ -229,7 +229,8 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
     }
   }
   if (cache_.lookup(word, out)) return;
-  thread_local std::vector<int32_t> symbols;
+  thread_local std::vector<int32_t> symbols;  // reused; a huge word's buffer is not kept
+  if (symbols.capacity() > 4096) symbols = {};
   initial_symbols(word, symbols);
   const size_t before = out.size();
   if (symbols.size() <= 64) {

@@ -182,8 +182,10 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& spec, const std::stri
 
 void PreTokenizer::apply(const Step& step, std::string_view piece,
                          std::vector<std::string_view>& out, std::deque<std::string>& storage) {
+  // Reused across calls; a huge input's buffer is not kept (threads of a server live long).
   thread_local std::vector<Regex::Match> matches;
   matches.clear();
+  if (matches.capacity() > (size_t{1} << 16)) matches.shrink_to_fit();
   if (step.kind == Step::Kind::kByteLevel) {
     if (step.add_prefix_space && piece.front() != ' ') {
       storage.push_back(" ");
