@@ -13,6 +13,8 @@ int main(int argc, char** argv) {
   dllm::cli::add_info_command(app);
   dllm::cli::add_forward_command(app);
   dllm::cli::add_generate_command(app);
+  dllm::cli::add_tokenize_command(app);
+  dllm::cli::add_detokenize_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
