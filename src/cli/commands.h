@@ -7,5 +7,6 @@ namespace dllm::cli {
 
 void add_info_command(CLI::App& app);
 void add_forward_command(CLI::App& app);
+void add_chat_template_command(CLI::App& app);
 
 }  // namespace dllm::cli

@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   dllm::cli::add_info_command(app);
   dllm::cli::add_forward_command(app);
+  dllm::cli::add_chat_template_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
