@@ -1,0 +1,66 @@
+// Executes a parsed template against a dict of variables. One Interpreter per render: it holds
+// the scopes (jinja2 rules: a for-loop iteration, macro call, `with` and block `set` get their own
+// scope; `if` does not) and the line of the node being evaluated, for error messages.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tokenizer/jinja/ast.h"
+#include "tokenizer/jinja/value.h"
+
+namespace dllm::jinja {
+
+class Interpreter {
+ public:
+  // `variables` must be a dict; its entries are the template's global names.
+  explicit Interpreter(Value variables);
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
+
+  // Runs `body` and returns the rendered text. Throws TemplateError; line() then names the
+  // template line of the node that failed.
+  std::string render(const Body& body);
+  int line() const { return line_; }
+
+  Value eval(const Expr& expr);
+  Value call(const Value& callee, CallArgs& args);
+  // Used by filters that take another filter or test by name (map, select, selectattr, ...).
+  Value apply_filter(std::string_view name, const Value& input, CallArgs& args);
+  bool apply_test(std::string_view name, const Value& input, CallArgs& args);
+
+ private:
+  struct Scope {
+    std::unordered_map<std::string, Value> variables;
+    std::shared_ptr<Scope> parent;
+  };
+  using ScopePtr = std::shared_ptr<Scope>;
+  enum class Flow { kNormal, kBreak, kContinue };
+  class ScopeSwitch;
+
+  Flow exec(const Body& body, std::string& out);
+  Flow exec(const Stmt& stmt, std::string& out);
+  Flow exec_for(const ForStmt& stmt, std::string& out);
+  std::string render_in_child_scope(const Body& body);
+  void define_macro(const MacroStmt& macro);
+  Value call_macro(const MacroStmt& macro, const ScopePtr& closure, CallArgs& args);
+  void assign(const AssignTarget& target, const Value& value);
+
+  Value lookup(const std::string& name) const;
+  CallArgs eval_arguments(const Arguments& args);
+  Value eval_filter_chain(const Expr& expr, const Value* block_input);
+  Value eval_binary(const BinaryExpr& expr);
+  Value eval_compare(const CompareExpr& expr);
+
+  Value variables_;
+  ScopePtr scope_;
+  // Scopes that hold macros; a macro holds its scope, so the destructor breaks that cycle.
+  std::vector<ScopePtr> macro_scopes_;
+  int line_ = 0;
+  int macro_depth_ = 0;
+};
+
+}  // namespace dllm::jinja

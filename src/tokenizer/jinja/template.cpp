@@ -1,0 +1,34 @@
+#include "tokenizer/jinja/template.h"
+
+#include "core/error.h"
+#include "tokenizer/jinja/interpreter.h"
+#include "tokenizer/jinja/lexer.h"
+#include "tokenizer/jinja/parser.h"
+#include "tokenizer/jinja/template_error.h"
+
+namespace dllm::jinja {
+
+Template::Template(std::string_view source, std::string name) : name_(std::move(name)) {
+  try {
+    body_ = std::make_shared<const Body>(parse(tokenize(source)));
+  } catch (const TemplateError& e) {
+    fail(name_, " line ", e.line(), ": ", e.what());
+  }
+}
+
+std::string Template::render(const Value& variables) const {
+  if (!variables.is_mapping()) fail(name_, ": template variables must be a dict");
+  Interpreter interpreter(variables);
+  try {
+    return interpreter.render(*body_);
+  } catch (const TemplateError& e) {
+    fail(name_, " line ", e.line() ? e.line() : interpreter.line(), ": ", e.what());
+  }
+}
+
+std::string Template::render(const nlohmann::ordered_json& variables) const {
+  if (!variables.is_object()) fail(name_, ": template variables must be a JSON object");
+  return render(from_json(variables));
+}
+
+}  // namespace dllm::jinja
