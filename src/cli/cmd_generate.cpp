@@ -6,14 +6,16 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/error.h"
-#include "engine/engine.h"
+#include "engine/text_generation.h"
 
 namespace dllm::cli {
 
 namespace {
 
 struct GenerateArgs {
-  std::string model_dir, prompt_ids, format = "text", confidence = "tempered";
+  std::string model_dir, prompt, system, prompt_ids, format = "text", confidence = "tempered",
+                                                     enable_thinking;
+  bool chat = false;
   DecodeParams params;
   std::vector<std::string> stops;
   bool trace = false;
@@ -26,10 +28,6 @@ std::string join_ids(std::span<const int32_t> ids) {
 }
 
 void run_generate(GenerateArgs a) {
-  auto model = Model::load(a.model_dir);
-  const ModelConfig& c = model->config();
-  if (a.prompt_ids.empty()) fail("give a prompt: --prompt-ids 1,2,3");
-  const std::vector<int32_t> prompt = parse_int_list(a.prompt_ids, "--prompt-ids");
   if (a.confidence == "tempered") {
     a.params.confidence = ConfidenceKind::kTempered;
   } else if (a.confidence == "filtered") {
@@ -39,18 +37,39 @@ void run_generate(GenerateArgs a) {
   }
   if (a.format != "text" && a.format != "json")
     fail("--format '", a.format, "' (expected text or json)");
-  GenerationRequest req;
-  req.prompt = prompt;
-  req.params = resolve_decode_params(c, a.params, static_cast<int64_t>(prompt.size()));
-  req.stop_ids = c.stop_token_ids;
+  TextRequest req;
+  req.params = a.params;
+  req.stop = a.stops;
+  if (!a.prompt_ids.empty()) {
+    if (!a.prompt.empty() || a.chat) fail("--prompt-ids cannot be combined with -p or --chat");
+    req.prompt_ids = parse_int_list(a.prompt_ids, "--prompt-ids");
+  } else if (a.chat) {
+    if (a.prompt.empty()) fail("--chat needs the user message in -p");
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
+    messages.push_back({{"role", "user"}, {"content", a.prompt}});
+    req.messages = messages;
+  } else {
+    if (!a.system.empty()) fail("--system needs --chat");
+    if (a.prompt.empty())
+      fail("give a prompt: -p TEXT (raw), -p TEXT --chat, or --prompt-ids 1,2,3");
+    req.prompt = a.prompt;
+  }
+  if (!a.enable_thinking.empty()) {
+    if (a.enable_thinking != "true" && a.enable_thinking != "false")
+      fail("--enable-thinking must be true or false (got '", a.enable_thinking, "')");
+    req.template_vars["enable_thinking"] = a.enable_thinking == "true";
+  }
 
+  auto model = Model::load(a.model_dir);
   auto backend = make_cpu_backend(*model);
-  Engine engine(*model, *backend);
+  TextGenerator gen(*model, *backend);
   const bool text = a.format == "text";
-  TokenCallback on_tokens;
-  if (text)
-    on_tokens = [](std::span<const int32_t> ids) {
-      std::printf("%s ", join_ids(ids).c_str());
+  const bool have_text = gen.tokenizer().has_value();
+  TextCallback on_text;
+  if (text && have_text)
+    on_text = [](std::string_view t) {
+      std::fwrite(t.data(), 1, t.size(), stdout);
       std::fflush(stdout);
     };
   TraceCallback trace;
@@ -59,32 +78,34 @@ void run_generate(GenerateArgs a) {
       std::fprintf(stderr, "[trace %lld] %s\n", static_cast<long long>(d.forwards()),
                    join_ids(d.canvas()).c_str());
     };
-  const GenerationResult r = engine.generate(req, on_tokens, trace);
+  const TextResult r = gen.generate(req, on_text, trace);
   const double tpf =
       r.stats.forwards ? double(r.stats.generated_tokens) / double(r.stats.forwards) : 0.0;
   const double tps = r.stats.seconds > 0 ? double(r.stats.generated_tokens) / r.stats.seconds : 0.0;
   if (text) {
+    // Without a tokenizer there is no text to stream: print the ids.
+    if (!have_text) std::printf("%s", join_ids(r.ids).c_str());
     std::printf("\n");
     std::fprintf(stderr,
                  "[%s] prompt %lld tokens, generated %lld tokens, %lld forwards (%.2f "
                  "tokens/forward), %.3f s, "
                  "%.1f tokens/s, finish: %s\n",
-                 req.params.strategy.c_str(), static_cast<long long>(r.stats.prompt_tokens),
+                 r.params.strategy.c_str(), static_cast<long long>(r.stats.prompt_tokens),
                  static_cast<long long>(r.stats.generated_tokens),
                  static_cast<long long>(r.stats.forwards), tpf, r.stats.seconds, tps,
                  r.finish_reason.c_str());
   } else {
-    nlohmann::json j = {{"ids", r.ids},
-                        {"text", ""},
-                        {"finish_reason", r.finish_reason},
-                        {"stats",
-                         {{"forwards", r.stats.forwards},
-                          {"prompt_tokens", r.stats.prompt_tokens},
-                          {"generated_tokens", r.stats.generated_tokens},
-                          {"tokens_per_forward", tpf},
-                          {"seconds", r.stats.seconds},
-                          {"tokens_per_second", tps}}}};
-    std::printf("%s\n", j.dump().c_str());
+    nlohmann::ordered_json j = {{"ids", r.ids},
+                                {"text", r.text},
+                                {"finish_reason", r.finish_reason},
+                                {"stats",
+                                 {{"forwards", r.stats.forwards},
+                                  {"prompt_tokens", r.stats.prompt_tokens},
+                                  {"generated_tokens", r.stats.generated_tokens},
+                                  {"tokens_per_forward", tpf},
+                                  {"seconds", r.stats.seconds},
+                                  {"tokens_per_second", tps}}}};
+    std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
 }
 
@@ -96,6 +117,11 @@ void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   a->params.sampler.top_p = -1.0f;  // unset: family default
   cmd->add_option("-m,--model", a->model_dir, "Checkpoint directory")->required();
+  cmd->add_option("-p,--prompt", a->prompt, "Prompt text (raw), or the user message with --chat");
+  cmd->add_flag("--chat", a->chat, "Apply the checkpoint's chat template to -p (a user turn)");
+  cmd->add_option("--system", a->system, "System message (with --chat)");
+  cmd->add_option("--enable-thinking", a->enable_thinking,
+                  "true | false: the chat template's enable_thinking variable");
   cmd->add_option("--prompt-ids", a->prompt_ids,
                   "Prompt as comma-separated token ids (bypasses the tokenizer)");
   cmd->add_option("--strategy", a->params.strategy, "block | ar (default: the family's)");
@@ -117,6 +143,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-k", a->params.sampler.top_k, "0 = off");
   cmd->add_option("--top-p", a->params.sampler.top_p, "1 = off");
   cmd->add_option("--seed", a->params.seed, "Sampling seed (default 0)");
+  cmd->add_option("--stop", a->stops, "Stop string (repeatable); excluded from the output");
   cmd->add_option("--format", a->format, "text (stream) | json");
   cmd->add_flag("--trace", a->trace, "Print the decoder's canvas after every forward to stderr");
   cmd->callback([a] { run_generate(*a); });

@@ -294,6 +294,12 @@ std::string Tokenizer::id_to_token(int32_t id) const {
   return std::string(data_->spelling[id]);
 }
 
+bool Tokenizer::has_token(int32_t id) const {
+  const TokenizerData& d = *data_;
+  return id >= 0 && id < static_cast<int32_t>(d.flags.size()) &&
+         (d.flags[id] & TokenizerData::kPresent);
+}
+
 int32_t Tokenizer::vocab_size() const {
   return static_cast<int32_t>(data_->flags.size());
 }

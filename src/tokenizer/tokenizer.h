@@ -9,8 +9,7 @@
 //    Added tokens written in the text (e.g. "<|im_start|>") become their single ids
 //    (split_special_tokens=False).
 //  - decode(ids, skip) == Tokenizer.decode(ids, skip_special_tokens=skip), except that an id with
-//  no
-//    token is an error here (Hugging Face silently drops it).
+//    no token is an error here (Hugging Face silently drops it; see has_token()).
 // Unsupported tokenizer.json features are rejected at load time with an error naming the feature.
 #pragma once
 
@@ -42,6 +41,10 @@ class Tokenizer {
   std::string id_to_token(int32_t id) const;
   // One past the largest token id (model vocabulary and added tokens).
   int32_t vocab_size() const;
+  // True when `id` names a token. Models often have more rows than the tokenizer has tokens
+  // (padded vocabularies); generation skips such ids when it turns ids into text, as Hugging
+  // Face's decode does.
+  bool has_token(int32_t id) const;
   // True for added tokens marked "special" (those decode(..., true) drops).
   bool is_special(int32_t id) const;
 
