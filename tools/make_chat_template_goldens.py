@@ -139,7 +139,7 @@ JINJA_CASES = [
      "{{ 3 is odd }} {{ 3 is even }} {{ 6 is divisibleby 3 }} {{ 7 is divisibleby(3) }} {{ 'x' is equalto 'x' }}"
      " {{ 1 is eq 1 }} {{ 1 is ne 2 }} {{ 1 is lt 2 }} {{ 1 is gt 2 }} {{ 2 is le 2 }} {{ 2 is ge 3 }}"
      " {{ 'ab' is lower }} {{ 'AB' is upper }} {{ 'a' is in 'cat' }} {{ n is sameas none }}"
-     " {{ range is callable }} {{ xs is sameas xs }} {{ 2 is greaterthan 1 }} {{ 1 is lessthan 0 }}", COMMON),
+     " {{ range is callable }} {{ missing is callable }} {{ xs is sameas xs }} {{ 2 is greaterthan 1 }} {{ 1 is lessthan 0 }}", COMMON),
     # --- if / for / loop
     ("if_elif_else",
      "{% for v in [1, 2, 3, 4] %}{% if v == 1 %}one{% elif v == 2 %}two{% elif v == 3 %}three"
@@ -249,6 +249,10 @@ JINJA_CASES = [
     ("filter_indent",
      "{{ 'a\nb\n\nc'|indent }}|{{ 'a\nb'|indent(2, true) }}|{{ 'a\n\nb'|indent('> ', blank=true) }}|{{ ''|indent(first=true) }}", {}),
     ("filter_chain_with_tests", "{{ xs|length is odd }} {{ (xs|first) is string }} {{ xs|map('upper')|join|lower }}", COMMON),
+    ("printf_formatting",
+     "{{ 'a%sb' % 1 }} {{ '%s-%s' % (1, 'x') }} {{ '%(a)s %(b)d' % {'a': 'x', 'b': 2} }} {{ 'abc' % [1] }}"
+     " {{ '%d|%5.2f|%r|%-4s|%05d|%+d|%x|%%' % (3, 2.5, 'q', 'ab', 42, 7, 255) }} {{ '%.3f' % 1 }} {{ '%s' % none }}", {}),
+    ("bare_comment_opener_at_end", "text {#", {}),
     # --- methods
     ("string_methods",
      "{{ s.startswith('He') }} {{ s.endswith(('x', 'lo')) }} {{ 'a b  c'.split() }} {{ 'a,b,,c'.split(',') }}"
@@ -302,6 +306,10 @@ JINJA_CASES = [
     ("error_division_by_zero", "{{ 1 / 0 }}", {}),
     ("error_compare_int_str", "{{ 1 < 'a' }}", {}),
     ("error_break_outside_loop", "{% break %}", {}, {"check_line": False, "our_error": "outside of a for loop"}),
+    ("error_printf_too_few_args", "{{ '%s %s' % (1,) }}", {}),
+    ("error_printf_unused_args", "{{ 'abc' % 1 }}", {}),
+    ("error_indent_non_string", "{{ 5|indent }}", {}),
+    ("error_slice_none", "{{ n[1:] }}", COMMON),
     ("error_set_attribute_on_dict", "{% set d.x = 1 %}", COMMON, {"our_error": "not a namespace"}),
 ]
 

@@ -151,6 +151,10 @@ Interpreter::Flow Interpreter::exec_for(const ForStmt& stmt, std::string& out) {
           if (args.positional.empty()) throw_error("loop.cycle() needs at least one argument");
           return args.positional[static_cast<size_t>(i) % args.positional.size()];
         }));
+    info.entries.emplace_back(Value("changed"),
+                              make_function("loop.changed", [](Interpreter&, CallArgs&) -> Value {
+                                throw_error("unsupported: loop.changed()");
+                              }));
     scope->variables["loop"] = std::move(loop);
     ScopeSwitch switch_scope(*this, scope);
     assign(stmt.target, items[static_cast<size_t>(i)]);

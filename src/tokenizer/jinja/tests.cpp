@@ -62,7 +62,7 @@ bool t_sequence(Interpreter& i, const Value& v, CallArgs& args) {
 }
 bool t_callable(Interpreter&, const Value& v, CallArgs& args) {
   BoundArgs a("callable", args, {});
-  return v.is_function();
+  return v.is_function() || v.is_undefined();  // Python's Undefined defines __call__ (to fail)
 }
 bool t_odd(Interpreter&, const Value& v, CallArgs& args) {
   BoundArgs a("odd", args, {});
