@@ -183,6 +183,22 @@ JINJA_CASES = [
      " {{ ns.missing is defined }}", {}),
     ("namespace_repr", "{% set ns = namespace(a=1) %}{{ ns }}", {}),
     ("namespace_from_dict", "{% set ns = namespace({'a': 1}, b=2) %}{{ ns.a + ns.b }}", {}),
+    ("scope_assigned_later_is_undefined_in_inner_frames",
+     "{% for i in [1] %}[{{ a }}]{% endfor %}{% with x = 1 %}[{{ a }}]{% endwith %}{% set c %}[{{ a }}]{% endset %}{{ c }}"
+     "{% macro m() %}[{{ a }}]{% endmacro %}{{ m() }}{% set a = 5 %}{{ m() }}|{% for i in [1] %}[{{ b }}]{% endfor %}", {"a": 10, "b": 20}),
+    ("scope_read_first_resolves_outside",
+     "{{ a }}{% set a = 5 %}{{ a }}|{% if true %}{{ b }}{% endif %}{% set b = 6 %}|{% if false %}{% set d = 1 %}{% endif %}"
+     "{% for i in [1] %}[{{ d }}]{% endfor %}|{% for i in [1, 2] %}[{{ e }}]{% set e = i %}[{{ e }}]{% endfor %}", {"a": 10, "b": 20, "d": 30, "e": 40}),
+    ("scope_loop_frame_locals",
+     "{% for j in [1] %}{% for i in [1] %}[{{ a }}]{% endfor %}{% set a = 7 %}[{{ a }}]{% endfor %}[{{ a }}]", {"a": 10}),
+    ("for_else_after_break_or_continue",
+     "{% for x in [1, 2] %}{% break %}{% else %}E1{% endfor %}|{% for x in [1, 2] %}{{ x }}{% break %}{% else %}E2{% endfor %}|"
+     "{% for x in [1, 2] %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% else %}E3{% endfor %}|"
+     "{% for x in [1, 2] %}{% continue %}{% else %}E4{% endfor %}", {}),
+    ("break_inside_block_set",
+     "{% for x in [1, 2, 3] %}{% set c %}{{ x }}{% if x == 2 %}{% break %}{% endif %}{% endset %}[{{ c }}]{% endfor %}"
+     "{% for x in [1, 2] %}{% filter upper %}a{% continue %}{% endfilter %}b{% endfor %}", {}),
+    ("odd_even_floats", "{{ 0.1 is odd }}{{ 3.0 is odd }}{{ 4.0 is even }}{{ -3 is odd }}{{ 2.5 is even }}", {}),
     ("with_block", "{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}[{{ a }}]", {}),
     # --- macros
     ("macro_defaults_kwargs",
