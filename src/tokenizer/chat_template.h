@@ -74,6 +74,8 @@ class ChatTemplate {
 
  private:
   ChatTemplate() = default;
+  std::string render_checked(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                             const nlohmann::ordered_json& extra_vars) const;
 
   std::string origin_;
   std::string default_source_;

@@ -165,6 +165,12 @@ TEST(ChatTemplateRender, RejectsBadArguments) {
               tmpl.render(kHello, true, ordered_json{{"messages", 1}});
             }).find("'messages'"),
             std::string::npos);
+  ordered_json deep = ordered_json::array();
+  for (int i = 0; i < 2000; ++i) deep = ordered_json::array({deep});
+  ordered_json messages = kHello;
+  messages[0]["meta"] = deep;
+  EXPECT_NE(error_of([&] { tmpl.render(messages, true); }).find("nested too deeply"),
+            std::string::npos);
 }
 
 TEST(ChatTemplateRender, AcceptsPlainJson) {

@@ -31,7 +31,13 @@ std::string Template::render(const Value& variables) const {
 
 std::string Template::render(const nlohmann::ordered_json& variables) const {
   if (!variables.is_object()) fail(name_, ": template variables must be a JSON object");
-  return render(from_json(variables));
+  Value values;
+  try {
+    values = from_json(variables);
+  } catch (const TemplateError& e) {
+    fail(name_, ": template variables: ", e.what());
+  }
+  return render(values);
 }
 
 }  // namespace dllm::jinja
