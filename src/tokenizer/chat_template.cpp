@@ -171,7 +171,7 @@ std::optional<ChatTemplate> ChatTemplate::load_if_present(const fs::path& path) 
   // Separate .jinja files win over the tokenizer config, as in transformers.
   if (const fs::path file = dir / "chat_template.jinja"; fs::exists(file))
     templates["default"] = {read_text_file(file), cat("chat template ", file.string())};
-  if (const fs::path folder = dir / "chat_templates"; fs::is_directory(folder)) {
+  if (const fs::path folder = dir / "additional_chat_templates"; fs::is_directory(folder)) {
     for (const auto& entry : fs::directory_iterator(folder)) {
       if (entry.path().extension() != ".jinja") continue;
       templates[entry.path().stem().string()] = {read_text_file(entry.path()),

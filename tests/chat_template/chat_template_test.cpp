@@ -64,10 +64,10 @@ TEST(ChatTemplateLoad, NamedTemplatesUseDefaultOrToolUse) {
   EXPECT_EQ(tmpl.render(kHello, true, ordered_json{{"tools", nullptr}}), "plain");
 }
 
-TEST(ChatTemplateLoad, ChatTemplatesFolder) {
+TEST(ChatTemplateLoad, AdditionalChatTemplatesFolder) {
   ScratchDir dir;
   write_file(dir.path() / "tokenizer_config.json", R"({"chat_template": "from config"})");
-  write_file(dir.path() / "chat_templates" / "default.jinja", "folder default");
+  write_file(dir.path() / "additional_chat_templates" / "default.jinja", "folder default");
   EXPECT_EQ(ChatTemplate::load(dir.path()).render(kHello, true), "folder default");
 }
 
