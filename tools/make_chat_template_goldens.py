@@ -194,7 +194,8 @@ JINJA_CASES = [
     ("for_else_after_break_or_continue",
      "{% for x in [1, 2] %}{% break %}{% else %}E1{% endfor %}|{% for x in [1, 2] %}{{ x }}{% break %}{% else %}E2{% endfor %}|"
      "{% for x in [1, 2] %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% else %}E3{% endfor %}|"
-     "{% for x in [1, 2] %}{% continue %}{% else %}E4{% endfor %}", {}),
+     "{% for x in [1, 2] %}{% continue %}{% else %}E4{% endfor %}|"
+     "{% for y in [1, 2, 3] %}{{ y }}{% for x in [] %}{% else %}{% if y == 2 %}{% break %}{% endif %}e{% endfor %}{% endfor %}", {}),
     ("break_inside_block_set",
      "{% for x in [1, 2, 3] %}{% set c %}{{ x }}{% if x == 2 %}{% break %}{% endif %}{% endset %}[{{ c }}]{% endfor %}"
      "{% for x in [1, 2] %}{% filter upper %}a{% continue %}{% endfilter %}b{% endfor %}", {}),

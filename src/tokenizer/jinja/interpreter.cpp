@@ -167,8 +167,9 @@ Interpreter::Flow Interpreter::exec_for(const ForStmt& stmt, std::string& out) {
     if (flow == Flow::kNormal) completed_an_iteration = true;
   }
   if (!completed_an_iteration && !stmt.else_body.empty()) {
+    // The else block belongs to the enclosing loop, if any: a break there leaves that loop.
     ScopeSwitch switch_scope(*this, child_scope(stmt.else_undefined));
-    exec(stmt.else_body, out);
+    return exec(stmt.else_body, out);
   }
   return Flow::kNormal;
 }
