@@ -139,7 +139,7 @@ JINJA_CASES = [
      "{{ 3 is odd }} {{ 3 is even }} {{ 6 is divisibleby 3 }} {{ 7 is divisibleby(3) }} {{ 'x' is equalto 'x' }}"
      " {{ 1 is eq 1 }} {{ 1 is ne 2 }} {{ 1 is lt 2 }} {{ 1 is gt 2 }} {{ 2 is le 2 }} {{ 2 is ge 3 }}"
      " {{ 'ab' is lower }} {{ 'AB' is upper }} {{ 'a' is in 'cat' }} {{ n is sameas none }}"
-     " {{ range is callable }} {{ xs is sameas xs }} {{ 2 is greaterthan 1 }} {{ 1 is lessthan 0 }}", COMMON),
+     " {{ range is callable }} {{ missing is callable }} {{ xs is sameas xs }} {{ 2 is greaterthan 1 }} {{ 1 is lessthan 0 }}", COMMON),
     # --- if / for / loop
     ("if_elif_else",
      "{% for v in [1, 2, 3, 4] %}{% if v == 1 %}one{% elif v == 2 %}two{% elif v == 3 %}three"
@@ -183,6 +183,23 @@ JINJA_CASES = [
      " {{ ns.missing is defined }}", {}),
     ("namespace_repr", "{% set ns = namespace(a=1) %}{{ ns }}", {}),
     ("namespace_from_dict", "{% set ns = namespace({'a': 1}, b=2) %}{{ ns.a + ns.b }}", {}),
+    ("scope_assigned_later_is_undefined_in_inner_frames",
+     "{% for i in [1] %}[{{ a }}]{% endfor %}{% with x = 1 %}[{{ a }}]{% endwith %}{% set c %}[{{ a }}]{% endset %}{{ c }}"
+     "{% macro m() %}[{{ a }}]{% endmacro %}{{ m() }}{% set a = 5 %}{{ m() }}|{% for i in [1] %}[{{ b }}]{% endfor %}", {"a": 10, "b": 20}),
+    ("scope_read_first_resolves_outside",
+     "{{ a }}{% set a = 5 %}{{ a }}|{% if true %}{{ b }}{% endif %}{% set b = 6 %}|{% if false %}{% set d = 1 %}{% endif %}"
+     "{% for i in [1] %}[{{ d }}]{% endfor %}|{% for i in [1, 2] %}[{{ e }}]{% set e = i %}[{{ e }}]{% endfor %}", {"a": 10, "b": 20, "d": 30, "e": 40}),
+    ("scope_loop_frame_locals",
+     "{% for j in [1] %}{% for i in [1] %}[{{ a }}]{% endfor %}{% set a = 7 %}[{{ a }}]{% endfor %}[{{ a }}]", {"a": 10}),
+    ("for_else_after_break_or_continue",
+     "{% for x in [1, 2] %}{% break %}{% else %}E1{% endfor %}|{% for x in [1, 2] %}{{ x }}{% break %}{% else %}E2{% endfor %}|"
+     "{% for x in [1, 2] %}{% if x == 2 %}{% break %}{% endif %}{{ x }}{% else %}E3{% endfor %}|"
+     "{% for x in [1, 2] %}{% continue %}{% else %}E4{% endfor %}|"
+     "{% for y in [1, 2, 3] %}{{ y }}{% for x in [] %}{% else %}{% if y == 2 %}{% break %}{% endif %}e{% endfor %}{% endfor %}", {}),
+    ("break_inside_block_set",
+     "{% for x in [1, 2, 3] %}{% set c %}{{ x }}{% if x == 2 %}{% break %}{% endif %}{% endset %}[{{ c }}]{% endfor %}"
+     "{% for x in [1, 2] %}{% filter upper %}a{% continue %}{% endfilter %}b{% endfor %}", {}),
+    ("odd_even_floats", "{{ 0.1 is odd }}{{ 3.0 is odd }}{{ 4.0 is even }}{{ -3 is odd }}{{ 2.5 is even }}", {}),
     ("with_block", "{% with a = 1, b = 2 %}{{ a + b }}{% endwith %}[{{ a }}]", {}),
     # --- macros
     ("macro_defaults_kwargs",
@@ -249,6 +266,10 @@ JINJA_CASES = [
     ("filter_indent",
      "{{ 'a\nb\n\nc'|indent }}|{{ 'a\nb'|indent(2, true) }}|{{ 'a\n\nb'|indent('> ', blank=true) }}|{{ ''|indent(first=true) }}", {}),
     ("filter_chain_with_tests", "{{ xs|length is odd }} {{ (xs|first) is string }} {{ xs|map('upper')|join|lower }}", COMMON),
+    ("printf_formatting",
+     "{{ 'a%sb' % 1 }} {{ '%s-%s' % (1, 'x') }} {{ '%(a)s %(b)d' % {'a': 'x', 'b': 2} }} {{ 'abc' % [1] }}"
+     " {{ '%d|%5.2f|%r|%-4s|%05d|%+d|%x|%%' % (3, 2.5, 'q', 'ab', 42, 7, 255) }} {{ '%.3f' % 1 }} {{ '%s' % none }}", {}),
+    ("bare_comment_opener_at_end", "text {#", {}),
     # --- methods
     ("string_methods",
      "{{ s.startswith('He') }} {{ s.endswith(('x', 'lo')) }} {{ 'a b  c'.split() }} {{ 'a,b,,c'.split(',') }}"
@@ -302,6 +323,10 @@ JINJA_CASES = [
     ("error_division_by_zero", "{{ 1 / 0 }}", {}),
     ("error_compare_int_str", "{{ 1 < 'a' }}", {}),
     ("error_break_outside_loop", "{% break %}", {}, {"check_line": False, "our_error": "outside of a for loop"}),
+    ("error_printf_too_few_args", "{{ '%s %s' % (1,) }}", {}),
+    ("error_printf_unused_args", "{{ 'abc' % 1 }}", {}),
+    ("error_indent_non_string", "{{ 5|indent }}", {}),
+    ("error_slice_none", "{{ n[1:] }}", COMMON),
     ("error_set_attribute_on_dict", "{% set d.x = 1 %}", COMMON, {"our_error": "not a namespace"}),
 ]
 

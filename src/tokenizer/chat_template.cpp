@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "io/json_file.h"
 #include "tokenizer/jinja/template.h"
+#include "tokenizer/jinja/template_error.h"
 #include "tokenizer/jinja/value.h"
 
 namespace dllm {
@@ -170,7 +171,7 @@ std::optional<ChatTemplate> ChatTemplate::load_if_present(const fs::path& path) 
   // Separate .jinja files win over the tokenizer config, as in transformers.
   if (const fs::path file = dir / "chat_template.jinja"; fs::exists(file))
     templates["default"] = {read_text_file(file), cat("chat template ", file.string())};
-  if (const fs::path folder = dir / "chat_templates"; fs::is_directory(folder)) {
+  if (const fs::path folder = dir / "additional_chat_templates"; fs::is_directory(folder)) {
     for (const auto& entry : fs::directory_iterator(folder)) {
       if (entry.path().extension() != ".jinja") continue;
       templates[entry.path().stem().string()] = {read_text_file(entry.path()),
@@ -245,6 +246,16 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
   if (!extra_vars.is_null() && !extra_vars.is_object())
     fail(origin_, ": extra template variables must be a JSON object");
 
+  try {
+    return render_checked(messages, add_generation_prompt, extra_vars);
+  } catch (const jinja::TemplateError& e) {  // from converting the JSON input (too deeply nested)
+    fail(origin_, ": messages or template variables: ", e.what());
+  }
+}
+
+std::string ChatTemplate::render_checked(const nlohmann::ordered_json& messages,
+                                         bool add_generation_prompt,
+                                         const nlohmann::ordered_json& extra_vars) const {
   std::vector<jinja::Value> chat;
   for (size_t i = 0; i < messages.size(); ++i) {
     if (!messages[i].is_object()) fail(origin_, ": message ", i, " is not a JSON object");
@@ -276,7 +287,7 @@ std::string ChatTemplate::render(const nlohmann::ordered_json& messages, bool ad
   const jinja::Template* tmpl =
       has_tools && tool_use_template_ ? tool_use_template_.get() : default_template_.get();
   if (!tmpl) fail(origin_, ": no 'default' chat template (only 'tool_use', which needs tools)");
-  return tmpl->render(variables);
+  return tmpl->render(variables);  // reports its own errors as dllm::Error, not TemplateError
 }
 
 std::string ChatTemplate::render(const nlohmann::json& messages, bool add_generation_prompt,

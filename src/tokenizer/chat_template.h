@@ -31,9 +31,10 @@ class ChatTemplate {
 
   // Loads the template a checkpoint ships. `path` is the checkpoint directory or a file in it
   // (tokenizer_config.json, tokenizer.json, ...). As in transformers, chat_template.jinja and
-  // chat_templates/*.jinja take precedence over tokenizer_config.json's "chat_template" (a string,
-  // or a list of {name, template} of which "default" is used, or "tool_use" when tools are given).
-  // Throws dllm::Error naming the directory when there is none, or naming the file on errors.
+  // additional_chat_templates/*.jinja take precedence over tokenizer_config.json's
+  // "chat_template" (a string, or a list of {name, template}); of several named templates
+  // "default" is used, or "tool_use" when tools are given. Throws dllm::Error naming the
+  // directory when there is none, or naming the file on errors.
   static ChatTemplate load(const std::filesystem::path& path);
   // Same, but nullopt when the checkpoint ships no chat template.
   static std::optional<ChatTemplate> load_if_present(const std::filesystem::path& path);
@@ -74,6 +75,8 @@ class ChatTemplate {
 
  private:
   ChatTemplate() = default;
+  std::string render_checked(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                             const nlohmann::ordered_json& extra_vars) const;
 
   std::string origin_;
   std::string default_source_;

@@ -64,10 +64,10 @@ TEST(ChatTemplateLoad, NamedTemplatesUseDefaultOrToolUse) {
   EXPECT_EQ(tmpl.render(kHello, true, ordered_json{{"tools", nullptr}}), "plain");
 }
 
-TEST(ChatTemplateLoad, ChatTemplatesFolder) {
+TEST(ChatTemplateLoad, AdditionalChatTemplatesFolder) {
   ScratchDir dir;
   write_file(dir.path() / "tokenizer_config.json", R"({"chat_template": "from config"})");
-  write_file(dir.path() / "chat_templates" / "default.jinja", "folder default");
+  write_file(dir.path() / "additional_chat_templates" / "default.jinja", "folder default");
   EXPECT_EQ(ChatTemplate::load(dir.path()).render(kHello, true), "folder default");
 }
 
@@ -164,6 +164,12 @@ TEST(ChatTemplateRender, RejectsBadArguments) {
   EXPECT_NE(error_of([&] {
               tmpl.render(kHello, true, ordered_json{{"messages", 1}});
             }).find("'messages'"),
+            std::string::npos);
+  ordered_json deep = ordered_json::array();
+  for (int i = 0; i < 2000; ++i) deep = ordered_json::array({deep});
+  ordered_json messages = kHello;
+  messages[0]["meta"] = deep;
+  EXPECT_NE(error_of([&] { tmpl.render(messages, true); }).find("nested too deeply"),
             std::string::npos);
 }
 

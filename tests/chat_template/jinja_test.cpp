@@ -70,6 +70,12 @@ TEST(JinjaLimits, RunawayRecursionAndNestingAreErrorsNotCrashes) {
             std::string::npos);
   EXPECT_NE(error_of("{{ 'x' * 10000000000 }}").find("too long"), std::string::npos);
   EXPECT_NE(error_of("{{ 9223372036854775807 + 1 }}").find("integer overflow"), std::string::npos);
+  std::string nested_ifs;
+  for (int i = 0; i < 1000; ++i) nested_ifs += "{% if true %}";
+  EXPECT_NE(error_of(nested_ifs).find("blocks nested too deeply"), std::string::npos);
+  nlohmann::ordered_json deep = nlohmann::ordered_json::array();
+  for (int i = 0; i < 2000; ++i) deep = nlohmann::ordered_json::array({deep});
+  EXPECT_NE(error_of("{{ x }}", {{"x", deep}}).find("nested too deeply"), std::string::npos);
 }
 
 TEST(JinjaGlobals, StrftimeNowUsesTheClock) {

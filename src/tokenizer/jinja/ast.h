@@ -189,6 +189,11 @@ struct AssignTarget {
   std::string namespace_attribute;  // non-empty: names[0] is the namespace variable
 };
 
+// Names a frame (a scope of its own: loop body, macro, with, block set, ...) starts with as
+// undefined rather than looking them up outside. jinja2 decides this statically: a name first
+// assigned in a frame, outside any `if`, that no enclosing frame mentions. See scopes.h.
+using FrameLocals = std::vector<std::string>;
+
 struct ForStmt : Stmt {
   explicit ForStmt(int l) : Stmt(Kind::kFor, l) {}
   AssignTarget target;
@@ -196,6 +201,8 @@ struct ForStmt : Stmt {
   ExprPtr condition;  // `for x in xs if cond`, may be null
   Body body;
   Body else_body;
+  FrameLocals body_undefined;
+  FrameLocals else_undefined;
 };
 
 struct SetStmt : Stmt {
@@ -210,6 +217,7 @@ struct SetBlockStmt : Stmt {  // {% set name | filter %}body{% endset %}
   AssignTarget target;
   ExprPtr filter;  // FilterExpr chain with a null innermost input, may be null
   Body body;
+  FrameLocals body_undefined;
 };
 
 struct MacroStmt : Stmt {
@@ -217,18 +225,21 @@ struct MacroStmt : Stmt {
   std::string name;
   std::vector<std::pair<std::string, ExprPtr>> parameters;  // default may be null
   Body body;
+  FrameLocals body_undefined;
 };
 
 struct FilterBlockStmt : Stmt {  // {% filter upper %}body{% endfilter %}
   explicit FilterBlockStmt(int l) : Stmt(Kind::kFilterBlock, l) {}
   ExprPtr filter;
   Body body;
+  FrameLocals body_undefined;
 };
 
 struct WithStmt : Stmt {
   explicit WithStmt(int l) : Stmt(Kind::kWith, l) {}
   std::vector<std::pair<AssignTarget, ExprPtr>> assignments;
   Body body;
+  FrameLocals body_undefined;
 };
 
 struct LoopControlStmt : Stmt {  // break / continue (jinja2.ext.loopcontrols, enabled by HF)

@@ -186,8 +186,10 @@ Value f_indent(Interpreter&, const Value& in, CallArgs& args) {
     indentation = a[0].is_string()
                       ? a[0].as_string()
                       : std::string(static_cast<size_t>(std::max<int64_t>(0, a.int_or(0, 4))), ' ');
-  const std::string text =
-      to_str(in) + "\n";  // jinja2 appends a newline so splitlines keeps a trailing empty line
+  if (in.is_undefined()) throw_undefined(in);
+  if (!in.is_string()) throw_error("indent() needs a string, not ", type_name(in));
+  // jinja2 appends a newline so that splitlines keeps a trailing empty line.
+  const std::string text = in.as_string() + "\n";
   const std::vector<std::string> lines = py::splitlines(text, false);
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {

@@ -41,8 +41,10 @@ Interpreter::~Interpreter() {
   for (const ScopePtr& scope : macro_scopes_) scope->variables.clear();
 }
 
-std::string Interpreter::render(const Body& body) {
+std::string Interpreter::render(const Body& body, const FrameLocals& root_undefined) {
   scope_ = std::make_shared<Scope>();
+  for (const std::string& name : root_undefined)
+    scope_->variables[name] = Value::undefined(cat("'", name, "' is undefined"));
   std::string out;
   exec(body, out);
   return out;
@@ -80,8 +82,12 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, std::string& out) {
     }
     case Stmt::Kind::kSetBlock: {
       const auto& node = as<SetBlockStmt>(stmt);
-      Value text(render_in_child_scope(node.body));
-      assign(node.target, node.filter ? eval_filter_chain(*node.filter, &text) : text);
+      std::string text;
+      if (const Flow flow = render_block(node.body, node.body_undefined, text);
+          flow != Flow::kNormal)
+        return flow;
+      const Value value(std::move(text));
+      assign(node.target, node.filter ? eval_filter_chain(*node.filter, &value) : value);
       return Flow::kNormal;
     }
     case Stmt::Kind::kMacro:
@@ -89,14 +95,17 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, std::string& out) {
       return Flow::kNormal;
     case Stmt::Kind::kFilterBlock: {
       const auto& node = as<FilterBlockStmt>(stmt);
-      const Value text(render_in_child_scope(node.body));
-      out += to_str(eval_filter_chain(*node.filter, &text));
+      std::string text;
+      if (const Flow flow = render_block(node.body, node.body_undefined, text);
+          flow != Flow::kNormal)
+        return flow;
+      const Value value(std::move(text));
+      out += to_str(eval_filter_chain(*node.filter, &value));
       return Flow::kNormal;
     }
     case Stmt::Kind::kWith: {
       const auto& node = as<WithStmt>(stmt);
-      auto scope = std::make_shared<Scope>();
-      scope->parent = scope_;
+      ScopePtr scope = child_scope(node.body_undefined);
       std::vector<Value> values;
       for (const auto& assignment : node.assignments) values.push_back(eval(*assignment.second));
       ScopeSwitch switch_scope(*this, scope);
@@ -126,17 +135,12 @@ Interpreter::Flow Interpreter::exec_for(const ForStmt& stmt, std::string& out) {
     items = std::move(kept);
   }
   const auto n = static_cast<int64_t>(items.size());
-  if (n == 0) {
-    auto scope = std::make_shared<Scope>();
-    scope->parent = scope_;
-    ScopeSwitch switch_scope(*this, scope);
-    exec(stmt.else_body, out);
-    return Flow::kNormal;
-  }
+  // As in jinja2, `else` runs unless some iteration reached the end of the body: an empty loop,
+  // or one whose iterations all ended in break / continue.
+  bool completed_an_iteration = false;
   for (int64_t i = 0; i < n; ++i) {
     // Each iteration starts from a fresh scope: jinja2 does not carry `set` across iterations.
-    auto scope = std::make_shared<Scope>();
-    scope->parent = scope_;
+    ScopePtr scope = child_scope(stmt.body_undefined);
     Value loop = make_dict();
     DictData& info = loop.as_dict();
     info.entries = {{Value("index"), Value(i + 1)},    {Value("index0"), Value(i)},
@@ -151,21 +155,37 @@ Interpreter::Flow Interpreter::exec_for(const ForStmt& stmt, std::string& out) {
           if (args.positional.empty()) throw_error("loop.cycle() needs at least one argument");
           return args.positional[static_cast<size_t>(i) % args.positional.size()];
         }));
+    info.entries.emplace_back(Value("changed"),
+                              make_function("loop.changed", [](Interpreter&, CallArgs&) -> Value {
+                                throw_error("unsupported: loop.changed()");
+                              }));
     scope->variables["loop"] = std::move(loop);
     ScopeSwitch switch_scope(*this, scope);
     assign(stmt.target, items[static_cast<size_t>(i)]);
-    if (exec(stmt.body, out) == Flow::kBreak) break;
+    const Flow flow = exec(stmt.body, out);
+    if (flow == Flow::kBreak) break;
+    if (flow == Flow::kNormal) completed_an_iteration = true;
+  }
+  if (!completed_an_iteration && !stmt.else_body.empty()) {
+    // The else block belongs to the enclosing loop, if any: a break there leaves that loop.
+    ScopeSwitch switch_scope(*this, child_scope(stmt.else_undefined));
+    return exec(stmt.else_body, out);
   }
   return Flow::kNormal;
 }
 
-std::string Interpreter::render_in_child_scope(const Body& body) {
+Interpreter::ScopePtr Interpreter::child_scope(const FrameLocals& undefined) const {
   auto scope = std::make_shared<Scope>();
   scope->parent = scope_;
-  ScopeSwitch switch_scope(*this, scope);
-  std::string text;
-  exec(body, text);
-  return text;
+  for (const std::string& name : undefined)
+    scope->variables[name] = Value::undefined(cat("'", name, "' is undefined"));
+  return scope;
+}
+
+Interpreter::Flow Interpreter::render_block(const Body& body, const FrameLocals& undefined,
+                                            std::string& text) {
+  ScopeSwitch switch_scope(*this, child_scope(undefined));
+  return exec(body, text);
 }
 
 void Interpreter::define_macro(const MacroStmt& macro) {
@@ -195,6 +215,8 @@ Value Interpreter::call_macro(const MacroStmt& macro, const ScopePtr& closure, C
   }
   auto scope = std::make_shared<Scope>();
   scope->parent = closure;
+  for (const std::string& name : macro.body_undefined)
+    scope->variables[name] = Value::undefined(cat("'", name, "' is undefined"));
   ScopeSwitch switch_scope(*this, scope);
   for (size_t i = 0; i < n; ++i) {
     const auto& [name, default_value] = macro.parameters[i];

@@ -23,7 +23,8 @@ class Interpreter {
 
   // Runs `body` and returns the rendered text. Throws TemplateError; line() then names the
   // template line of the node that failed.
-  std::string render(const Body& body);
+  // `root_undefined`: the root frame's names that start out undefined (analyze_scopes).
+  std::string render(const Body& body, const FrameLocals& root_undefined = {});
   int line() const { return line_; }
 
   Value eval(const Expr& expr);
@@ -44,7 +45,11 @@ class Interpreter {
   Flow exec(const Body& body, std::string& out);
   Flow exec(const Stmt& stmt, std::string& out);
   Flow exec_for(const ForStmt& stmt, std::string& out);
-  std::string render_in_child_scope(const Body& body);
+  // A scope for a new frame, child of the current one, with the frame's locals preset undefined.
+  ScopePtr child_scope(const FrameLocals& undefined) const;
+  // Runs a block body (block set, filter block) into a string; a break or continue inside it
+  // leaves the block (and, as in jinja2, discards its text).
+  Flow render_block(const Body& body, const FrameLocals& undefined, std::string& text);
   void define_macro(const MacroStmt& macro);
   Value call_macro(const MacroStmt& macro, const ScopePtr& closure, CallArgs& args);
   void assign(const AssignTarget& target, const Value& value);

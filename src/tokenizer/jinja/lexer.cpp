@@ -228,6 +228,10 @@ class Lexer {
   }
 
   void lex_comment(size_t after) {
+    if (after >= src_.size()) {  // jinja2 quietly accepts a bare "{#" at the very end
+      pos_ = after;
+      return;
+    }
     const size_t close = src_.find("#}", after);
     if (close == std::string::npos) throw_syntax_error(line_, "missing end of comment tag '#}'");
     char sign = 0;

@@ -379,7 +379,9 @@ Value get_slice(const Value& object, const Value& start, const Value& stop, cons
       out.push_back(items[i]);
     return make_list(std::move(out), object.as_list().is_tuple);
   }
-  throw_error("'", type_name(object), "' object is not subscriptable with a slice");
+  // jinja2 slices with plain Python subscription, so these are type errors (not undefined).
+  if (object.is_mapping()) throw_error("unhashable type: 'slice'");
+  throw_error("'", type_name(object), "' object is not subscriptable");
 }
 
 }  // namespace dllm::jinja

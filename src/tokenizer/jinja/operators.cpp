@@ -1,6 +1,10 @@
 #include "tokenizer/jinja/operators.h"
 
+#include <cctype>
 #include <cmath>
+#include <cstdio>
+#include <string>
+#include <vector>
 
 #include "tokenizer/jinja/template_error.h"
 
@@ -91,6 +95,100 @@ int64_t int_pow(int64_t base, int64_t exponent) {
   return result;
 }
 
+// Python's printf-style `format % args` for the conversions templates use: s r d i f F e E x X o
+// and %%, with flags, width, precision and %(name)s keys.
+std::string printf_format(const std::string& format, const Value& args) {
+  const bool is_tuple = args.is_list() && args.as_list().is_tuple;
+  const std::vector<Value> positional = is_tuple ? args.as_list().items : std::vector<Value>{args};
+  // A list or dict argument (not a tuple) may be left unused, as in Python.
+  const bool extra_allowed = args.is_mapping() || (args.is_list() && !is_tuple);
+  size_t next = 0;
+  std::string out;
+  for (size_t i = 0; i < format.size(); ++i) {
+    if (format[i] != '%') {
+      out.push_back(format[i]);
+      continue;
+    }
+    if (++i >= format.size()) throw_error("incomplete format");
+    const Value* value = nullptr;
+    if (format[i] == '(') {
+      const size_t close = format.find(')', i);
+      if (close == std::string::npos) throw_error("incomplete format key");
+      if (!args.is_mapping()) throw_error("format requires a mapping");
+      const std::string key = format.substr(i + 1, close - i - 1);
+      value = args.as_dict().find(key);
+      if (!value) throw_error("format key '", key, "' not found");
+      i = close + 1;
+    }
+    std::string flags, width, precision;
+    while (i < format.size() && std::string_view("-+ 0#").find(format[i]) != std::string_view::npos)
+      flags.push_back(format[i++]);
+    while (i < format.size() && std::isdigit(static_cast<unsigned char>(format[i])))
+      width.push_back(format[i++]);
+    if (i < format.size() && format[i] == '.') {
+      precision = ".";
+      while (++i < format.size() && std::isdigit(static_cast<unsigned char>(format[i])))
+        precision.push_back(format[i]);
+    }
+    if (i >= format.size()) throw_error("incomplete format");
+    const char conversion = format[i];
+    if (conversion == '%') {
+      out.push_back('%');
+      continue;
+    }
+    if (!value) {
+      if (next >= positional.size()) throw_error("not enough arguments for format string");
+      value = &positional[next++];
+    }
+    if (value->is_undefined()) throw_undefined(*value);
+    std::string spec = "%" + flags + width + precision;
+    char buffer[512];
+    std::string piece;
+    switch (conversion) {
+      case 's':
+      case 'r': {
+        piece = conversion == 's' ? to_str(*value) : repr(*value);
+        if (precision.size() > 1) piece = piece.substr(0, std::stoul(precision.substr(1)));
+        const size_t w = width.empty() ? 0 : std::stoul(width);
+        const bool left = flags.find('-') != std::string::npos;
+        if (piece.size() < w) piece.insert(left ? piece.size() : 0, w - piece.size(), ' ');
+        break;
+      }
+      case 'd':
+      case 'i':
+      case 'x':
+      case 'X':
+      case 'o': {
+        if (!value->is_number())
+          throw_error("%", conversion, " format: a real number is required, not ",
+                      type_name(*value));
+        const auto n = static_cast<long long>(value->is_float() ? std::trunc(value->as_float())
+                                                                : value->integral());
+        spec += "ll";
+        spec.push_back(conversion == 'i' ? 'd' : conversion);
+        std::snprintf(buffer, sizeof buffer, spec.c_str(), n);
+        piece = buffer;
+        break;
+      }
+      case 'f':
+      case 'F':
+      case 'e':
+      case 'E':
+        if (!value->is_number()) throw_error("must be real number, not ", type_name(*value));
+        spec.push_back(conversion);
+        std::snprintf(buffer, sizeof buffer, spec.c_str(), value->number());
+        piece = buffer;
+        break;
+      default:
+        throw_error("unsupported format character '", conversion, "'");
+    }
+    out += piece;
+  }
+  if (next < positional.size() && !extra_allowed)
+    throw_error("not all arguments converted during string formatting");
+  return out;
+}
+
 }  // namespace
 
 Value negate(const Value& v) {
@@ -159,8 +257,7 @@ Value binary_operation(BinaryExpr::Op op, const Value& a, const Value& b) {
         if (r != 0 && ((r < 0) != (b.number() < 0))) r += b.number();
         return Value(r);
       }
-      if (a.is_string())
-        throw_error("printf-style string formatting ('%' on a string) is not supported");
+      if (a.is_string()) return Value(printf_format(a.as_string(), b));
       break;
     case Op::kPow:
       if (integers && b.integral() >= 0) return Value(int_pow(a.integral(), b.integral()));

@@ -14,6 +14,7 @@ constexpr std::string_view kUnsupportedTags[] = {"include", "import",   "from", 
                                                  "block",   "call",     "autoescape", "do",
                                                  "trans",   "pluralize"};
 constexpr int kMaxExpressionDepth = 200;
+constexpr int kMaxBlockDepth = 200;  // nested blocks; real templates use a handful
 
 std::string describe(const Token& token) {
   switch (token.type) {
@@ -139,6 +140,14 @@ class Parser {
   }
 
   StmtPtr parse_statement() {
+    struct BlockDepthGuard {
+      explicit BlockDepthGuard(Parser& p) : parser(p) {
+        if (++parser.block_depth_ > kMaxBlockDepth)
+          throw_syntax_error(parser.peek().line, "blocks nested too deeply");
+      }
+      ~BlockDepthGuard() { --parser.block_depth_; }
+      Parser& parser;
+    } guard(*this);
     const Token& tag = peek();
     if (tag.type != TokenType::kName) unexpected("a tag name");
     const std::string name = tag.text;
@@ -678,6 +687,7 @@ class Parser {
   size_t pos_ = 0;
   int loop_depth_ = 0;
   int expression_depth_ = 0;
+  int block_depth_ = 0;
 };
 
 }  // namespace

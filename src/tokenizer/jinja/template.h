@@ -34,6 +34,7 @@ class Template {
  private:
   std::string name_;
   std::shared_ptr<const Body> body_;
+  FrameLocals root_undefined_;
 };
 
 }  // namespace dllm::jinja

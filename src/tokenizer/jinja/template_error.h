@@ -12,10 +12,10 @@
 
 namespace dllm::jinja {
 
-class TemplateError : public std::runtime_error {
+// A dllm::Error, so that one escaping without its line is still reported cleanly.
+class TemplateError : public Error {
  public:
-  explicit TemplateError(const std::string& message, int line = 0)
-      : std::runtime_error(message), line_(line) {}
+  explicit TemplateError(const std::string& message, int line = 0) : Error(message), line_(line) {}
   int line() const { return line_; }
 
  private:

@@ -480,7 +480,10 @@ int64_t length(const Value& v) {
   throw_error("object of type '", type_name(v), "' has no len()");
 }
 
-Value from_json(const nlohmann::ordered_json& json) {
+namespace {
+
+Value from_json_at(const nlohmann::ordered_json& json, int depth) {
+  check_nesting(depth);
   switch (json.type()) {
     case nlohmann::ordered_json::value_t::null:
       return Value::none();
@@ -501,7 +504,7 @@ Value from_json(const nlohmann::ordered_json& json) {
     case nlohmann::ordered_json::value_t::array: {
       std::vector<Value> items;
       items.reserve(json.size());
-      for (const auto& item : json) items.push_back(from_json(item));
+      for (const auto& item : json) items.push_back(from_json_at(item, depth + 1));
       return make_list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
@@ -509,12 +512,18 @@ Value from_json(const nlohmann::ordered_json& json) {
       auto& entries = dict.as_dict().entries;
       entries.reserve(json.size());
       for (const auto& [key, item] : json.items())
-        entries.emplace_back(Value(key), from_json(item));
+        entries.emplace_back(Value(key), from_json_at(item, depth + 1));
       return dict;
     }
     default:
       throw_error("unsupported JSON value (binary data)");
   }
+}
+
+}  // namespace
+
+Value from_json(const nlohmann::ordered_json& json) {
+  return from_json_at(json, 0);
 }
 
 std::string json_dumps(const Value& v, const JsonDumpOptions& options) {
