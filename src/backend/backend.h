@@ -5,6 +5,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/forward_batch.h"
@@ -22,11 +23,28 @@ class Backend {
   // Runs one forward over a batch of sequences. Invalid requests (ids out of vocabulary, bad
   // positions, slots out of range, ...) throw Error before any cache is modified.
   virtual std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) = 0;
+
+  // Benchmarks: fills slots [0, n) of `cache` with random K/V at positions 0..n-1 and commits
+  // them, so long contexts can be timed without prefilling them.
+  virtual void fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) = 0;
+  // Benchmarks: per-op time accounting of the following forwards (ms per op class), where the
+  // backend supports it; empty otherwise.
+  virtual void set_profiling(bool on) { (void)on; }
+  virtual std::vector<std::pair<std::string, double>> profile() const { return {}; }
 };
 
 // Validates one request against the model; shared by every backend.
 void validate_forward(const ModelConfig& config, const SequenceForward& seq, size_t index);
 
 std::unique_ptr<Backend> make_cpu_backend(const Model& model);
+// The CUDA backend on `device` (Error when built without CUDA or no such device).
+std::unique_ptr<Backend> make_cuda_backend(const Model& model, int device = 0);
+// True when this build has the CUDA backend and a GPU is visible.
+bool cuda_available();
+// Bytes per second a large device-to-device copy moves on `device` ("cpu" or "cuda"), counting
+// bytes read plus bytes written: the bandwidth a memory-bound step can hope for.
+double measure_copy_bandwidth(const std::string& device);
+// "cpu", "cuda" or "auto" (CUDA when available, else CPU).
+std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device);
 
 }  // namespace dllm

@@ -18,7 +18,7 @@ namespace dllm::cli {
 namespace {
 
 struct ForwardArgs {
-  std::string model_dir, ids, positions, attention, dump;
+  std::string model_dir, ids, positions, attention, dump, device = "cpu";
   int64_t prefix = 0;
 };
 
@@ -50,7 +50,7 @@ void run_forward(const ForwardArgs& a) {
   if (a.prefix < 0 || a.prefix >= static_cast<int64_t>(ids.size()))
     fail("--prefix ", a.prefix, " must leave at least one query token (0 <= N < ", ids.size(), ")");
 
-  auto backend = make_cpu_backend(*model);
+  auto backend = make_backend(*model, a.device);
   auto cache = backend->create_cache(static_cast<int64_t>(ids.size()));
   const size_t p = static_cast<size_t>(a.prefix);
   if (p > 0) {
@@ -92,6 +92,7 @@ void add_forward_command(CLI::App& app) {
                   "causal | bidirectional | block:N (default: the family's rule)");
   cmd->add_option("--prefix", a->prefix,
                   "Run the first N tokens as a cached prefill, dump the rest");
+  cmd->add_option("--device", a->device, "cpu (default, the fp32 reference) | cuda | auto");
   cmd->add_option("--dump-logits", a->dump, "Output .npy file, float32 [n_tokens, vocab]")
       ->required();
   cmd->callback([a] { run_forward(*a); });

@@ -16,6 +16,7 @@ struct GenerateArgs {
   std::string model_dir, prompt, system, prompt_ids, format = "text", confidence = "tempered",
                                                      enable_thinking;
   bool chat = false;
+  std::string device = "auto";
   DecodeParams params;
   std::vector<std::string> stops;
   bool trace = false;
@@ -62,7 +63,7 @@ void run_generate(GenerateArgs a) {
   }
 
   auto model = Model::load(a.model_dir);
-  auto backend = make_cpu_backend(*model);
+  auto backend = make_backend(*model, a.device);
   TextGenerator gen(*model, *backend);
   const bool text = a.format == "text";
   const bool have_text = gen.tokenizer().has_value();
@@ -143,6 +144,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--top-k", a->params.sampler.top_k, "0 = off");
   cmd->add_option("--top-p", a->params.sampler.top_p, "1 = off");
   cmd->add_option("--seed", a->params.seed, "Sampling seed (default 0)");
+  cmd->add_option("--device", a->device, "auto (CUDA when available) | cpu | cuda");
   cmd->add_option("--stop", a->stops, "Stop string (repeatable); excluded from the output");
   cmd->add_option("--format", a->format, "text (stream) | json");
   cmd->add_flag("--trace", a->trace, "Print the decoder's canvas after every forward to stderr");

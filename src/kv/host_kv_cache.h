@@ -14,7 +14,6 @@ class HostKvCache final : public KvCache {
 
   float* k(int64_t layer, int64_t slot) { return &k_[layer][static_cast<size_t>(slot * kv_dim_)]; }
   float* v(int64_t layer, int64_t slot) { return &v_[layer][static_cast<size_t>(slot * kv_dim_)]; }
-  void set_position(int64_t slot, int32_t pos) { positions_[static_cast<size_t>(slot)] = pos; }
   int64_t kv_dim() const { return kv_dim_; }
 
  private:

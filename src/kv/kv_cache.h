@@ -26,6 +26,8 @@ class KvCache {
   void truncate(int64_t n);
   // Grows storage to hold at least n slots; existing contents are kept.
   void reserve(int64_t n);
+  // Records the logical position a slot's K/V was encoded at (backends call it when they write).
+  void set_position(int64_t slot, int32_t pos) { positions_[static_cast<size_t>(slot)] = pos; }
 
  protected:
   virtual void grow_storage(int64_t new_capacity) = 0;

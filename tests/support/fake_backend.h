@@ -20,6 +20,11 @@ class FakeBackend final : public Backend {
   std::string name() const override { return "fake"; }
   std::unique_ptr<KvCache> create_cache(int64_t capacity) override;
   std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
+  void fill_cache_random(KvCache& cache, int64_t n, uint64_t) override {
+    cache.reserve(n);
+    for (int64_t s = 0; s < n; ++s) cache.set_position(s, static_cast<int32_t>(s));
+    cache.set_length(n);
+  }
 
   std::vector<SequenceForward> calls;  // every forward, in order
 

@@ -1,6 +1,7 @@
 // Paths the tests need, fixed at configure time.
 #pragma once
 
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 

@@ -6,6 +6,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/sequence_slots.h"
 #include "core/error.h"
 #include "kv/host_kv_cache.h"
 
@@ -59,6 +60,22 @@ class CpuBackend final : public Backend {
 
   std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
 
+  void fill_cache_random(KvCache& kv, int64_t n, uint64_t seed) override {
+    auto* cache = dynamic_cast<HostKvCache*>(&kv);
+    if (!cache) fail("fill_cache_random: the cache was not created by the CPU backend");
+    cache->reserve(n);
+    uint64_t state = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (int64_t l = 0; l < config_.num_layers; ++l)
+      for (int64_t s = 0; s < n; ++s)
+        for (float* row : {cache->k(l, s), cache->v(l, s)})
+          for (int64_t d = 0; d < config_.kv_dim(); ++d) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            row[d] = static_cast<float>(static_cast<int32_t>(state >> 33)) / 2147483648.0f;
+          }
+    for (int64_t s = 0; s < n; ++s) cache->set_position(s, static_cast<int32_t>(s));
+    cache->set_length(n);
+  }
+
  private:
   SequenceLayout plan_layout(const SequenceForward& seq, size_t index);
 
@@ -82,37 +99,10 @@ SequenceLayout CpuBackend::plan_layout(const SequenceForward& seq, size_t index)
   }
   HostKvCache& cache = *lay.cache;
 
-  std::vector<int32_t> visible_slots;
-  if (seq.visible_slots) {
-    visible_slots = *seq.visible_slots;
-  } else {
-    for (int64_t s = 0; s < cache.length(); ++s) visible_slots.push_back(static_cast<int32_t>(s));
-  }
-  for (int32_t s : visible_slots)
-    if (cache.positions()[static_cast<size_t>(s)] < 0)
-      fail(where, "visible slot ", s, " was never written");
-
-  switch (seq.write) {
-    case CacheWrite::kNone:
-    case CacheWrite::kAppend: {
-      // Fresh K/V go right after everything visible; for kNone that region is scratch.
-      int64_t start = cache.length();
-      if (seq.write == CacheWrite::kNone)
-        for (int32_t s : visible_slots) start = std::max<int64_t>(start, s + 1);
-      for (int64_t i = 0; i < n; ++i) lay.query_slots.push_back(static_cast<int32_t>(start + i));
-      break;
-    }
-    case CacheWrite::kAtSlots: {
-      lay.query_slots = seq.write_slots;
-      // Rewritten slots are seen once, as the queries' fresh K/V.
-      const std::set<int32_t> rewritten(seq.write_slots.begin(), seq.write_slots.end());
-      std::erase_if(visible_slots, [&](int32_t s) { return rewritten.count(s) > 0; });
-      break;
-    }
-  }
-  int64_t max_slot = 0;
-  for (int32_t s : lay.query_slots) max_slot = std::max<int64_t>(max_slot, s);
-  cache.reserve(max_slot + 1);
+  const SequenceSlots slots = plan_sequence_slots(seq, seq.cache ? &cache : nullptr, index);
+  cache.reserve(slots.needed_capacity);
+  lay.query_slots = slots.query_slots;
+  const std::vector<int32_t>& visible_slots = slots.visible_slots;
 
   std::vector<int32_t> cache_positions;
   for (int32_t s : visible_slots)

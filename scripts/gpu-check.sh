@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# On the GPU machine: GPU tests (+ compute-sanitizer memcheck), benchmarks and the peer baseline,
+# results under $OUT (default build/gpu-check). One call does everything; see docs/benchmarks.md.
+#
+# The GPU machine cannot install packages. If gpu-bundle/ (scripts/make-gpu-bundle.sh, built on a
+# machine with the apt dependencies) is present, its binaries are used; otherwise this builds with
+# CMake, which needs the dependencies installed.
+#   GPU_CHECK_SHAPES="configs/sdar-8b.json" GPU_CHECK_CONTEXTS="4096,32768,131072" GPU_CHECK_BLOCKS="32 4"
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-build/gpu-check}
+mkdir -p "$OUT"
+SHAPES=${GPU_CHECK_SHAPES:-configs/sdar-8b.json}
+CONTEXTS=${GPU_CHECK_CONTEXTS:-4096,32768,131072}
+BLOCKS=${GPU_CHECK_BLOCKS:-32 4}
+status=0
+
+{ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv; date -u; } | tee "$OUT/machine.txt"
+[ -f gpu-bundle.tar.xz ] && [ ! -d gpu-bundle ] && tar xJf gpu-bundle.tar.xz
+if [ -d gpu-bundle ]; then
+  BIN=$PWD/gpu-bundle/bin
+  export LD_LIBRARY_PATH=$PWD/gpu-bundle/lib:${LD_LIBRARY_PATH:-}
+  # cuBLAS from the machine's CUDA toolkit or PyTorch's wheel.
+  for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__))' 2>/dev/null)/cu13/lib; do
+    [ -d "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
+  done
+  export DLLM_FIXTURES_DIR=$PWD/tests/fixtures DLLM_BINARY=$BIN/dllm
+  echo "using prebuilt gpu-bundle/ (ldd check:)"; ldd "$BIN/dllm_cuda_tests" | grep -i "not found" || echo "  all libraries found"
+  "$BIN/dllm_cuda_tests" 2>&1 | tee "$OUT/cuda_tests.log" | tail -30 || status=1
+  grep -q "PASSED" "$OUT/cuda_tests.log" && ! grep -q "FAILED" "$OUT/cuda_tests.log" || status=1
+  compute-sanitizer --tool memcheck --error-exitcode 1 "$BIN/dllm_cuda_tests" --gtest_filter='CudaKernels.*:CudaBackend.ForwardContract*:CudaBackend.Batch*' \
+    > "$OUT/memcheck.log" 2>&1 && echo "memcheck: clean" || { echo "memcheck: ERRORS (see memcheck.log)"; tail -20 "$OUT/memcheck.log"; status=1; }
+else
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLLM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
+    cmake --build build-gpu -j"$(nproc)" || exit 1
+  BIN=$PWD/build-gpu
+  ctest --test-dir build-gpu -L cuda --output-on-failure 2>&1 | tee "$OUT/cuda_tests.log" | tail -30 || status=1
+  compute-sanitizer --tool memcheck --error-exitcode 1 build-gpu/tests/dllm_cuda_tests \
+    > "$OUT/memcheck.log" 2>&1 && echo "memcheck: clean" || { echo "memcheck: ERRORS"; status=1; }
+  BIN=$PWD/build-gpu
+fi
+
+for shape in $SHAPES; do
+  name=$(basename "$shape" .json)
+  for b in $BLOCKS; do
+    "$BIN/dllm" bench --device cuda --shape "$shape" --block "$b" --context "$CONTEXTS" --reps 20 \
+      --json "$OUT/bench-$name-b$b.json" 2>&1 | tee -a "$OUT/bench.md"
+    python3 tools/bench_torch.py --shape "$shape" --block "$b" --context "$CONTEXTS" --reps 10 \
+      --json "$OUT/peer-$name-b$b.json" 2>&1 | tee -a "$OUT/peer.md"
+  done
+done
+# Optional: Nsight Compute on the attention kernel of one denoising step (GPU_CHECK_NCU=1).
+if [ "${GPU_CHECK_NCU:-0}" = 1 ]; then
+  for b in 4 32; do
+    ncu --kernel-name regex:flash_attention --launch-skip 40 --launch-count 1 --section SpeedOfLight \
+      --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+      "$BIN/dllm" bench --device cuda --shape configs/sdar-8b.json --block $b --context 32768 --reps 1 --prefill 0 \
+      > "$OUT/ncu-attention-b$b.txt" 2>&1 || true
+  done
+fi
+
+# Reference decoding trajectories made here, next to transformers (tests/fixtures/trajectories).
+mkdir -p "$OUT/trajectories"
+PYTHONUNBUFFERED=1 python3 tools/reference_decode.py --out "$OUT/trajectories" > "$OUT/reference_decode.log" 2>&1 &&
+  tar czf "$OUT/trajectories.tgz" -C "$OUT" trajectories && rm -rf "$OUT/trajectories" || status=1
+# Everything in one archive too (the device tool returns at most 8 files).
+tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && mv "$OUT.tgz" "$OUT/all-results.tgz"
+echo "gpu-check: exit status $status"
+exit $status

@@ -1,0 +1,331 @@
+// Flash attention for every rule of the forward contract, on bf16 tensor cores (mma.sync
+// m16n8k16, sm_80+), fp32 softmax and accumulation.
+//
+// One block = 64 query rows x one KV head x one split of the key range. A "row" is a (query,
+// head-of-the-GQA-group) pair, so the K/V tile loaded into shared memory is used by every head
+// that shares it. Each warp owns 16 rows. Keys arrive in tiles of 64 through an optional slot list;
+// the mask is evaluated per (row, key) from the rule. Splits write partial (O, max, sum) that a
+// combine pass merges — few query rows over a long cache still fill the GPU.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
+
+namespace dllm::cuda {
+
+namespace {
+
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(bf16 lo, bf16 hi) {
+  __nv_bfloat162 v;
+  v.x = lo;
+  v.y = hi;
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+// 16-byte asynchronous global->shared copy; zero-fills when !valid.
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <int D, int KT>
+constexpr size_t smem_bytes() {
+  return 2 /*stages*/ * 2 /*K, V*/ * KT * (D + 8) * sizeof(bf16) + 2 * KT * sizeof(int);
+}
+
+// WARPS warps, 16 rows each; K/V tiles double-buffered with cp.async so the next tile's loads
+// overlap this tile's math.
+template <int D, int WARPS, int KT>
+__global__ void __launch_bounds__(WARPS * 32) flash_attention_kernel(AttentionParams p) {
+  constexpr int kKeysPerTile = KT;
+  constexpr int kStride = D + 8;  // padded shared-memory rows: conflict-free fragment loads
+  constexpr int kTileElems = kKeysPerTile * kStride;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* ks = reinterpret_cast<bf16*>(smem_raw);  // [2][tile]
+  bf16* vs = ks + 2 * kTileElems;                 // [2][tile]
+  int* kpos = reinterpret_cast<int*>(vs + 2 * kTileElems);  // [2][kKeysPerTile]
+
+  const int group = p.heads / p.kv_heads;
+  const int R = p.n_q * group;
+  const int g = blockIdx.y, split = blockIdx.z;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n_keys = *p.n_keys;
+  const int n_cache = n_keys - p.n_q;  // keys [0, n_cache) are cache entries, the rest the queries
+  const int chunk = ((p.max_keys + p.splits - 1) / p.splits + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
+  const int k_begin = split * chunk;
+  const int k_end = min(n_keys, k_begin + chunk);
+
+  const int ra = blockIdx.x * WARPS * 16 + warp * 16 + lane / 4;  // rows held by this lane
+  const int rb = ra + 8;
+  const int qa = ra / group, qb = rb / group;
+  const int ha = g * group + ra % group, hb = g * group + rb % group;
+  const bool va = ra < R, vb = rb < R;
+  // Block-causal compares block indices: position / block size, computed once per row and key.
+  const int qblk_a = va && p.kind == MaskKind::kBlockCausal ? p.q_positions[qa] / p.block_size : 0;
+  const int qblk_b = vb && p.kind == MaskKind::kBlockCausal ? p.q_positions[qb] / p.block_size : 0;
+  const int64_t qrow_stride = static_cast<int64_t>(p.heads) * D;
+  const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * D;
+
+  auto load_tile = [&](int stage, int t0) {
+    constexpr int kChunks = D / 8;  // 16-byte chunks per key row
+    bf16* kd = ks + stage * kTileElems;
+    bf16* vd = vs + stage * kTileElems;
+    for (int c = threadIdx.x; c < kKeysPerTile * kChunks; c += WARPS * 32) {
+      const int kr = c / kChunks, kc = c % kChunks, j = t0 + kr;
+      const bool valid = j < k_end;
+      const int64_t slot = valid ? (p.key_slots ? p.key_slots[j] : j) : 0;
+      cp_async16(&kd[kr * kStride + kc * 8], p.k_cache + slot * kv_row + g * D + kc * 8, valid);
+      cp_async16(&vd[kr * kStride + kc * 8], p.v_cache + slot * kv_row + g * D + kc * 8, valid);
+    }
+    for (int kr = threadIdx.x; kr < kKeysPerTile; kr += WARPS * 32) {
+      const int j = t0 + kr;
+      const int pos = j < k_end ? p.slot_positions[p.key_slots ? p.key_slots[j] : j] : 0;
+      kpos[stage * kKeysPerTile + kr] = p.kind == MaskKind::kBlockCausal ? pos / p.block_size : pos;
+    }
+  };
+
+  if (k_begin < k_end) load_tile(0, k_begin);
+  cp_async_commit();
+
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int reg = 0; reg < 4; ++reg) {
+      const bool b = reg & 1;
+      const int col = kk * 16 + (lane % 4) * 2 + (reg >= 2 ? 8 : 0);
+      const bool valid = b ? vb : va;
+      qf[kk][reg] = valid ? *reinterpret_cast<const uint32_t*>(p.q + (b ? qb : qa) * qrow_stride + (b ? hb : ha) * D + col)
+                          : 0u;
+    }
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < D / 8; ++dn) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+  int stage = 0;
+  for (int t0 = k_begin; t0 < k_end; t0 += kKeysPerTile, stage ^= 1) {
+    const bool more = t0 + kKeysPerTile < k_end;
+    if (more) load_tile(stage ^ 1, t0 + kKeysPerTile);
+    cp_async_commit();
+    cp_async_wait<1>();  // this tile's group is complete; the next may still be in flight
+    __syncthreads();
+    const bf16* kt = ks + stage * kTileElems;
+    const bf16* vt = vs + stage * kTileElems;
+    const int* kp = kpos + stage * kKeysPerTile;
+
+    float s[kKeysPerTile / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kKeysPerTile / 8; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        const bf16* kq = &kt[(nt * 8 + lane / 4) * kStride + kk * 16 + (lane % 4) * 2];
+        mma_bf16(s[nt], qf[kk], *reinterpret_cast<const uint32_t*>(kq), *reinterpret_cast<const uint32_t*>(kq + 8));
+      }
+    }
+
+    // Scale and mask.
+#pragma unroll
+    for (int nt = 0; nt < kKeysPerTile / 8; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool second = e >= 2;
+        const int col = nt * 8 + (lane % 4) * 2 + (e & 1);
+        const int j = t0 + col;
+        const int qi = second ? qb : qa;
+        bool vis = (second ? vb : va) && j < k_end;
+        if (vis) {
+          switch (p.kind) {
+            case MaskKind::kCausal: vis = j < n_cache || j - n_cache <= qi; break;
+            case MaskKind::kBidirectional: break;
+            case MaskKind::kBlockCausal: vis = kp[col] <= (second ? qblk_b : qblk_a); break;
+            case MaskKind::kCustom: vis = p.custom_mask[static_cast<int64_t>(qi) * n_keys + j] != 0; break;
+          }
+        }
+        s[nt][e] = vis ? s[nt][e] * p.scale : -INFINITY;
+      }
+
+    // Online softmax over the two rows this lane holds (4 lanes share a row).
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kKeysPerTile / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h2], s[nt][2 * h2 + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h2], mx);
+      const float alpha = m_new == -INFINITY ? 1.0f : __expf(m[h2] - m_new);
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kKeysPerTile / 8; ++nt)
+#pragma unroll
+        for (int e = 2 * h2; e < 2 * h2 + 2; ++e) {
+          const float pv = s[nt][e] == -INFINITY ? 0.0f : __expf(s[nt][e] - m_new);
+          s[nt][e] = pv;
+          sum += pv;
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l[h2] = l[h2] * alpha + sum;
+      m[h2] = m_new;
+#pragma unroll
+      for (int dn = 0; dn < D / 8; ++dn) {
+        o[dn][2 * h2] *= alpha;
+        o[dn][2 * h2 + 1] *= alpha;
+      }
+    }
+
+    // O += P V.
+#pragma unroll
+    for (int t = 0; t < kKeysPerTile / 16; ++t) {
+      const uint32_t a[4] = {pack_bf16(s[2 * t][0], s[2 * t][1]), pack_bf16(s[2 * t][2], s[2 * t][3]),
+                             pack_bf16(s[2 * t + 1][0], s[2 * t + 1][1]), pack_bf16(s[2 * t + 1][2], s[2 * t + 1][3])};
+      const int k0 = t * 16 + (lane % 4) * 2;
+#pragma unroll
+      for (int dn = 0; dn < D / 8; ++dn) {
+        const int d = dn * 8 + lane / 4;
+        const uint32_t b0 = pack_bf16(vt[k0 * kStride + d], vt[(k0 + 1) * kStride + d]);
+        const uint32_t b1 = pack_bf16(vt[(k0 + 8) * kStride + d], vt[(k0 + 9) * kStride + d]);
+        mma_bf16(o[dn], a, b0, b1);
+      }
+    }
+    __syncthreads();  // this stage is refilled two tiles from now
+  }
+  cp_async_wait<0>();
+
+  // Partial results of this split.
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int row = h2 ? rb : ra;
+    if (row >= R) continue;
+    const int64_t idx = (static_cast<int64_t>(split) * p.kv_heads + g) * R + row;
+    if (lane % 4 == 0) {
+      p.partial_ml[idx * 2] = m[h2];
+      p.partial_ml[idx * 2 + 1] = l[h2];
+    }
+#pragma unroll
+    for (int dn = 0; dn < D / 8; ++dn) {
+      const int d = dn * 8 + (lane % 4) * 2;
+      *reinterpret_cast<float2*>(&p.partial_o[idx * D + d]) = make_float2(o[dn][2 * h2], o[dn][2 * h2 + 1]);
+    }
+  }
+}
+
+// Merges the splits of each row: out = sum_s O_s e^(m_s - M) / sum_s l_s e^(m_s - M).
+__global__ void combine_kernel(AttentionParams p) {
+  const int group = p.heads / p.kv_heads;
+  const int R = p.n_q * group;
+  const int row = blockIdx.x;  // over kv_heads * R
+  const int g = row / R, r = row % R;
+  const int D = p.head_dim;
+  float mx = -INFINITY;
+  for (int s = 0; s < p.splits; ++s) mx = fmaxf(mx, p.partial_ml[((static_cast<int64_t>(s) * p.kv_heads + g) * R + r) * 2]);
+  float denom = 0.0f;
+  for (int s = 0; s < p.splits; ++s) {
+    const int64_t idx = (static_cast<int64_t>(s) * p.kv_heads + g) * R + r;
+    const float ms = p.partial_ml[idx * 2];
+    if (ms != -INFINITY) denom += p.partial_ml[idx * 2 + 1] * __expf(ms - mx);
+  }
+  const int qi = r / group, h = g * group + r % group;
+  bf16* out = p.out + static_cast<int64_t>(qi) * p.heads * D + h * D;
+  for (int d = threadIdx.x; d < D; d += blockDim.x) {
+    float acc = 0.0f;
+    if (denom > 0.0f)
+      for (int s = 0; s < p.splits; ++s) {
+        const int64_t idx = (static_cast<int64_t>(s) * p.kv_heads + g) * R + r;
+        const float ms = p.partial_ml[idx * 2];
+        if (ms != -INFINITY) acc += p.partial_o[idx * D + d] * __expf(ms - mx);
+      }
+    out[d] = __float2bfloat16(denom > 0.0f ? acc / denom : 0.0f);  // a row that sees nothing: zeros
+  }
+}
+
+// Warps per block: enough 16-row warps for the rows of one KV head, at most kMaxWarps.
+int warps_for(int rows) {
+  const int w = (rows + 15) / 16;
+  // 8-warp blocks need ~200 registers a thread: one block (8 warps) per SM. 4-warp blocks fit
+  // three per SM; two of them share a KV tile through L2.
+  return w >= 4 ? 4 : w >= 2 ? 2 : 1;
+}
+// Keys per tile: blocks of few warps use 32-key tiles, half the shared memory, so that more of
+// them fit on an SM and more loads are in flight (decoding a small block over a long cache).
+int tile_keys_for(int warps) { return warps <= 2 ? 32 : 64; }
+
+template <int D, int WARPS, int KT>
+void launch_warps(const AttentionParams& p, cudaStream_t stream) {
+  const int R = p.n_q * (p.heads / p.kv_heads);
+  const dim3 grid((R + WARPS * 16 - 1) / (WARPS * 16), p.kv_heads, p.splits);
+  constexpr size_t smem = smem_bytes<D, KT>();
+  static bool configured = false;  // raising the dynamic shared-memory limit once per instantiation
+  if (!configured) {
+    DLLM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, WARPS, KT>,
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    configured = true;
+  }
+  flash_attention_kernel<D, WARPS, KT><<<grid, WARPS * 32, smem, stream>>>(p);
+  DLLM_CUDA_LAUNCH_CHECK();
+}
+
+template <int D>
+void launch(const AttentionParams& p, cudaStream_t stream) {
+  switch (warps_for(p.n_q * (p.heads / p.kv_heads))) {
+    case 1: launch_warps<D, 1, 32>(p, stream); break;
+    case 2: launch_warps<D, 2, 32>(p, stream); break;
+    default: launch_warps<D, 4, 64>(p, stream); break;
+  }
+}
+
+}  // namespace
+
+size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits) {
+  return static_cast<size_t>(splits) * n_q * heads * (head_dim + 2);
+}
+
+int attention_splits(int n_q, int heads, int kv_heads, int max_keys, int num_sms) {
+  const int R = n_q * (heads / kv_heads);
+  const int warps = warps_for(R);
+  const int blocks = (R + warps * 16 - 1) / (warps * 16) * kv_heads;
+  const int by_keys = (max_keys + 2 * tile_keys_for(warps) - 1) / (2 * tile_keys_for(warps));  // >= 2 tiles per split
+  const int by_fill = (8 * num_sms + blocks - 1) / blocks;  // several blocks per SM to hide latency
+  return std::max(1, std::min(by_keys, by_fill));
+}
+
+void attention(const AttentionParams& p, cudaStream_t stream) {
+  if (p.n_q == 0) return;
+  if (p.heads % p.kv_heads != 0) fail("attention: heads ", p.heads, " not a multiple of kv heads ", p.kv_heads);
+  if (p.kind == MaskKind::kBlockCausal && p.block_size <= 0) fail("attention: block-causal needs a block size");
+  switch (p.head_dim) {
+    case 16: launch<16>(p, stream); break;
+    case 32: launch<32>(p, stream); break;
+    case 64: launch<64>(p, stream); break;
+    case 128: launch<128>(p, stream); break;
+    default: fail("CUDA attention supports head_dim 16, 32, 64 and 128 (got ", p.head_dim, ")");
+  }
+  const int R = p.n_q * (p.heads / p.kv_heads);
+  combine_kernel<<<R * p.kv_heads, p.head_dim < 128 ? p.head_dim : 128, 0, stream>>>(p);
+  DLLM_CUDA_LAUNCH_CHECK();
+}
+
+}  // namespace dllm::cuda

@@ -1,0 +1,530 @@
+// CUDA backend: the same forward contract as the CPU reference, in bf16 with fp32 accumulation.
+// Weights are uploaded once as bf16 (q|k|v and gate|up fused into one GEMM each); the residual
+// stream stays fp32; cuBLAS runs the GEMMs, our kernels the rest (kernels.h). Greedy TokenStats
+// are computed on the device, so only four numbers per row come back; sampling with filters
+// falls back to the host reference on the wanted rows' logits.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_kv_cache.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
+#include "backend/sequence_slots.h"
+#include "core/dtype.h"
+
+namespace dllm {
+
+namespace {
+
+using cuda::bf16;
+using cuda::DeviceBuffer;
+
+// bf16 host copy of checkpoint tensors (concatenated along rows).
+std::vector<uint16_t> to_bf16(std::initializer_list<const TensorEntry*> parts) {
+  size_t n = 0;
+  for (const TensorEntry* t : parts) n += static_cast<size_t>(t->numel());
+  std::vector<uint16_t> out(n);
+  size_t at = 0;
+  for (const TensorEntry* t : parts) {
+    const size_t cnt = static_cast<size_t>(t->numel());
+    if (*t->dtype == DType::kBF16) {
+      std::memcpy(&out[at], t->data, cnt * 2);
+    } else {
+      std::vector<float> f(cnt);
+      convert_to_f32(*t->dtype, t->data, f.data(), cnt);
+      for (size_t i = 0; i < cnt; ++i) out[at + i] = f32_to_bf16(f[i]);
+    }
+    at += cnt;
+  }
+  return out;
+}
+
+template <class T>
+DeviceBuffer<T> upload(const std::vector<T>& host, const char* what) {
+  DeviceBuffer<T> d(host.size(), what);
+  DLLM_CUDA_CHECK(
+      cudaMemcpy(d.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return d;
+}
+
+DeviceBuffer<bf16> upload_bf16(std::initializer_list<const TensorEntry*> parts, const char* what) {
+  const auto host = to_bf16(parts);
+  DeviceBuffer<bf16> d(host.size(), what);
+  DLLM_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  return d;
+}
+
+struct CudaLayer {
+  DeviceBuffer<bf16> attn_norm, qkv, o, mlp_norm, gate_up, down, q_norm, k_norm;
+  DeviceBuffer<float> qkv_bias;
+};
+
+cuda::MaskKind mask_kind(AttentionKind k) {
+  switch (k) {
+    case AttentionKind::kCausal:
+      return cuda::MaskKind::kCausal;
+    case AttentionKind::kBidirectional:
+      return cuda::MaskKind::kBidirectional;
+    case AttentionKind::kBlockCausal:
+      return cuda::MaskKind::kBlockCausal;
+    case AttentionKind::kCustom:
+      return cuda::MaskKind::kCustom;
+  }
+  return cuda::MaskKind::kCausal;
+}
+
+// Device TokenStats are enough for greedy decoding without filters.
+bool device_stats_suffice(const SamplerConfig& s) {
+  return s.greedy() && s.top_k == 0 && !(s.top_p < 1.0f) &&
+         s.banned_tokens.size() <= cuda::kMaxBanned;
+}
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const Model& model, int device) : config_(model.config()) {
+    int count = 0;
+    DLLM_CUDA_CHECK(cudaGetDeviceCount(&count));
+    if (device < 0 || device >= count)
+      fail("CUDA device ", device, " does not exist (", count, " found)");
+    DLLM_CUDA_CHECK(cudaSetDevice(device));
+    cudaDeviceProp prop{};
+    DLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
+    num_sms_ = prop.multiProcessorCount;
+    device_name_ = prop.name;
+    DLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    DLLM_CUBLAS_CHECK(cublasCreate(&cublas_));
+    DLLM_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+
+    const ModelTensors& t = model.tensors();
+    embed_ = upload_bf16({t.embed}, "the embedding");
+    final_norm_ = upload_bf16({t.final_norm}, "the final norm");
+    tied_ = t.lm_head == t.embed;
+    if (!tied_) lm_head_ = upload_bf16({t.lm_head}, "the LM head");
+    for (const LayerTensors& l : t.layers) {
+      CudaLayer c;
+      c.attn_norm = upload_bf16({l.attn_norm}, "attention norms");
+      c.qkv = upload_bf16({l.q, l.k, l.v}, "q/k/v projections");
+      c.o = upload_bf16({l.o}, "output projections");
+      c.mlp_norm = upload_bf16({l.mlp_norm}, "MLP norms");
+      c.gate_up = upload_bf16({l.gate, l.up}, "gate/up projections");
+      c.down = upload_bf16({l.down}, "down projections");
+      if (l.q_norm) {
+        c.q_norm = upload_bf16({l.q_norm}, "q norms");
+        c.k_norm = upload_bf16({l.k_norm}, "k norms");
+      }
+      if (l.q_bias) {
+        std::vector<float> bias;
+        for (const TensorEntry* b : {l.q_bias, l.k_bias, l.v_bias}) {
+          std::vector<float> f(static_cast<size_t>(b->numel()));
+          convert_to_f32(*b->dtype, b->data, f.data(), f.size());
+          bias.insert(bias.end(), f.begin(), f.end());
+        }
+        c.qkv_bias = upload(bias, "q/k/v biases");
+      }
+      layers_.push_back(std::move(c));
+    }
+    std::vector<float> inv(static_cast<size_t>(config_.rotary_dim / 2));
+    for (int64_t i = 0; i < config_.rotary_dim / 2; ++i)  // fp32, as Hugging Face computes it
+      inv[static_cast<size_t>(i)] =
+          1.0f / std::pow(static_cast<float>(config_.rope_theta),
+                          static_cast<float>(2 * i) / static_cast<float>(config_.rotary_dim));
+    inv_freq_ = upload(inv, "RoPE frequencies");
+  }
+
+  ~CudaBackend() override {
+    if (cublas_) cublasDestroy(cublas_);
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  std::string name() const override { return "cuda (" + device_name_ + ")"; }
+
+  std::unique_ptr<KvCache> create_cache(int64_t capacity) override {
+    return std::make_unique<cuda::CudaKvCache>(config_.num_layers, config_.kv_dim(), capacity,
+                                               stream_);
+  }
+
+  std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
+
+  void fill_cache_random(KvCache& kv, int64_t n, uint64_t seed) override {
+    auto* cache = dynamic_cast<cuda::CudaKvCache*>(&kv);
+    if (!cache) fail("fill_cache_random: the cache was not created by the CUDA backend");
+    cache->reserve(n);
+    for (int64_t l = 0; l < config_.num_layers; ++l) {
+      cuda::fill_random_bf16(cache->k(l), n * config_.kv_dim(), seed + 2 * l, stream_);
+      cuda::fill_random_bf16(cache->v(l), n * config_.kv_dim(), seed + 2 * l + 1, stream_);
+    }
+    cuda::fill_iota(cache->slot_positions(), n, stream_);
+    DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    for (int64_t s = 0; s < n; ++s) cache->set_position(s, static_cast<int32_t>(s));
+    cache->set_length(n);
+  }
+
+  void set_profiling(bool on) override {
+    profiling_ = on;
+    profile_.clear();
+  }
+  std::vector<std::pair<std::string, double>> profile() const override { return profile_; }
+
+ private:
+  // Profiling: events around each op class, summed per class after the forward's sync.
+  struct OpEvents {
+    std::string op;
+    cudaEvent_t start, stop;
+  };
+  void op_begin(const char* op) {
+    if (!profiling_) return;
+    OpEvents e{op, nullptr, nullptr};
+    DLLM_CUDA_CHECK(cudaEventCreate(&e.start));
+    DLLM_CUDA_CHECK(cudaEventCreate(&e.stop));
+    DLLM_CUDA_CHECK(cudaEventRecord(e.start, stream_));
+    events_.push_back(e);
+  }
+  void op_end() {
+    if (profiling_) DLLM_CUDA_CHECK(cudaEventRecord(events_.back().stop, stream_));
+  }
+  void collect_profile() {
+    for (auto& e : events_) {
+      float ms = 0;
+      DLLM_CUDA_CHECK(cudaEventElapsedTime(&ms, e.start, e.stop));
+      auto it = std::find_if(profile_.begin(), profile_.end(),
+                             [&](const auto& p) { return p.first == e.op; });
+      if (it == profile_.end()) {
+        profile_.emplace_back(e.op, ms);
+      } else {
+        it->second += ms;
+      }
+      cudaEventDestroy(e.start);
+      cudaEventDestroy(e.stop);
+    }
+    events_.clear();
+  }
+  bool profiling_ = false;
+  std::vector<OpEvents> events_;
+  std::vector<std::pair<std::string, double>> profile_;
+
+  struct SeqPlan {
+    cuda::CudaKvCache* cache = nullptr;
+    std::unique_ptr<cuda::CudaKvCache> owned;
+    SequenceSlots slots;
+    int64_t row_offset = 0;
+    int64_t n_keys = 0;
+    size_t slots_at = 0, keys_at = 0, nkeys_at = 0,
+           mask_at = 0;  // offsets into the staging buffers
+    bool has_mask = false;
+  };
+
+  ModelConfig config_;
+  int num_sms_ = 0;
+  std::string device_name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer<bf16> embed_, final_norm_, lm_head_;
+  bool tied_ = false;
+  std::vector<CudaLayer> layers_;
+  DeviceBuffer<float> inv_freq_;
+
+  // Activations and staging, grown to the largest forward seen.
+  DeviceBuffer<float> x_, qkv_, attn_ws_, logits_;
+  DeviceBuffer<bf16> xn_, q_, attn_, gu_, act_, hn_;
+  DeviceBuffer<int32_t> ints_;
+  DeviceBuffer<uint8_t> masks_;
+  DeviceBuffer<cuda::DeviceTokenStats> stats_;
+};
+
+std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward> batch) {
+  const ModelConfig& c = config_;
+  for (size_t i = 0; i < batch.size(); ++i) validate_forward(c, batch[i], i);
+
+  // Plan slots and pack every small integer array into one staging buffer.
+  std::vector<SeqPlan> plans(batch.size());
+  std::vector<int32_t> ints;
+  std::vector<uint8_t> masks;
+  int64_t total = 0, total_out = 0;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SequenceForward& seq = batch[si];
+    SeqPlan& p = plans[si];
+    const int64_t n = static_cast<int64_t>(seq.tokens.size());
+    if (seq.cache) {
+      p.cache = dynamic_cast<cuda::CudaKvCache*>(seq.cache);
+      if (!p.cache) fail("forward request ", si, ": the cache was not created by the CUDA backend");
+    } else {
+      p.owned = std::make_unique<cuda::CudaKvCache>(c.num_layers, c.kv_dim(), n, stream_);
+      p.cache = p.owned.get();
+    }
+    p.slots = plan_sequence_slots(seq, seq.cache ? p.cache : nullptr, si);
+    p.row_offset = total;
+    total += n;
+    total_out += static_cast<int64_t>(seq.output_rows.size());
+    p.n_keys = static_cast<int64_t>(p.slots.visible_slots.size()) + n;
+    if (seq.rule.kind == AttentionKind::kCustom) {
+      if (seq.rule.custom_mask.size() != static_cast<size_t>(n * p.n_keys))
+        fail("forward request ", si, ": custom attention mask has ", seq.rule.custom_mask.size(),
+             " entries, expected ", n, " x ", p.n_keys, " (queries x [visible cache | queries])");
+      p.has_mask = true;
+      p.mask_at = masks.size();
+      masks.insert(masks.end(), seq.rule.custom_mask.begin(), seq.rule.custom_mask.end());
+    }
+  }
+  for (auto& p : plans)
+    p.cache->reserve(p.slots.needed_capacity);  // after all checks: nothing changed on error
+  const size_t tokens_at = 0, positions_at = static_cast<size_t>(total);
+  ints.resize(static_cast<size_t>(2 * total));
+  for (size_t si = 0; si < batch.size(); ++si) {
+    std::copy(batch[si].tokens.begin(), batch[si].tokens.end(),
+              ints.begin() + plans[si].row_offset);
+    std::copy(batch[si].positions.begin(), batch[si].positions.end(),
+              ints.begin() + total + plans[si].row_offset);
+  }
+  for (auto& p : plans) {
+    p.slots_at = ints.size();
+    ints.insert(ints.end(), p.slots.query_slots.begin(), p.slots.query_slots.end());
+    p.keys_at = ints.size();
+    if (!p.slots.contiguous) {
+      ints.insert(ints.end(), p.slots.visible_slots.begin(), p.slots.visible_slots.end());
+      ints.insert(ints.end(), p.slots.query_slots.begin(), p.slots.query_slots.end());
+    }
+    p.nkeys_at = ints.size();
+    ints.push_back(static_cast<int32_t>(p.n_keys));
+  }
+  const size_t out_rows_at = ints.size();
+  for (size_t si = 0; si < batch.size(); ++si)
+    for (int32_t r : batch[si].output_rows)
+      ints.push_back(static_cast<int32_t>(plans[si].row_offset + r));
+
+  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), D = c.head_dim,
+                inter = c.intermediate_size;
+  const int64_t qkvd = qd + 2 * kvd;
+  x_.ensure(static_cast<size_t>(total * h), "activations");
+  xn_.ensure(static_cast<size_t>(total * h), "activations");
+  qkv_.ensure(static_cast<size_t>(total * qkvd), "activations");
+  q_.ensure(static_cast<size_t>(total * qd), "activations");
+  attn_.ensure(static_cast<size_t>(total * qd), "activations");
+  gu_.ensure(static_cast<size_t>(total * 2 * inter), "activations");
+  act_.ensure(static_cast<size_t>(total * inter), "activations");
+  ints_.ensure(ints.size(), "staging");
+  if (!masks.empty()) masks_.ensure(masks.size(), "attention masks");
+  size_t ws = 0;
+  std::vector<int> splits(batch.size());
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const int n = static_cast<int>(batch[si].tokens.size());
+    splits[si] =
+        cuda::attention_splits(n, static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads),
+                               static_cast<int>(plans[si].n_keys), num_sms_);
+    ws = std::max(ws, cuda::attention_workspace_floats(n, static_cast<int>(c.num_heads),
+                                                       static_cast<int>(D), splits[si]));
+  }
+  attn_ws_.ensure(ws, "attention workspace");
+
+  DLLM_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), ints.data(), ints.size() * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, stream_));
+  if (!masks.empty())
+    DLLM_CUDA_CHECK(
+        cudaMemcpyAsync(masks_.get(), masks.data(), masks.size(), cudaMemcpyHostToDevice, stream_));
+  const int32_t* d_ints = ints_.get();
+
+  const float eps = static_cast<float>(c.norm_eps);
+  const int T = static_cast<int>(total);
+  op_begin("embedding");
+  cuda::embed(d_ints + tokens_at, embed_.get(), x_.get(), T, static_cast<int>(h), stream_);
+  op_end();
+  for (int64_t li = 0; li < c.num_layers; ++li) {
+    CudaLayer& L = layers_[static_cast<size_t>(li)];
+    op_begin("norms");
+    cuda::rms_norm(x_.get(), nullptr, L.attn_norm.get(), xn_.get(), T, static_cast<int>(h), eps,
+                   stream_);
+    op_end();
+    op_begin("gemm");
+    cuda::gemm_nt(cublas_, xn_.get(), L.qkv.get(), qkv_.get(), CUDA_R_32F, T,
+                  static_cast<int>(qkvd), static_cast<int>(h), false);
+    op_end();
+    for (size_t si = 0; si < batch.size(); ++si) {
+      SeqPlan& p = plans[si];
+      const int n = static_cast<int>(batch[si].tokens.size());
+      cuda::QkvPostParams qp;
+      qp.qkv = qkv_.get() + p.row_offset * qkvd;
+      qp.bias = L.qkv_bias.get();
+      qp.q_norm = L.q_norm.get();
+      qp.k_norm = L.k_norm.get();
+      qp.positions = d_ints + positions_at + p.row_offset;
+      qp.slots = d_ints + p.slots_at;
+      qp.inv_freq = inv_freq_.get();
+      qp.q_out = q_.get() + p.row_offset * qd;
+      qp.k_cache = p.cache->k(li);
+      qp.v_cache = p.cache->v(li);
+      qp.slot_positions = li == 0 ? p.cache->slot_positions() : nullptr;
+      qp.n = n;
+      qp.heads = static_cast<int>(c.num_heads);
+      qp.kv_heads = static_cast<int>(c.num_kv_heads);
+      qp.head_dim = static_cast<int>(D);
+      qp.rotary_dim = static_cast<int>(c.rotary_dim);
+      qp.eps = eps;
+      op_begin("qk-norm+rope+cache write");
+      cuda::qkv_post(qp, stream_);
+      op_end();
+
+      cuda::AttentionParams ap;
+      ap.q = qp.q_out;
+      ap.k_cache = qp.k_cache;
+      ap.v_cache = qp.v_cache;
+      ap.key_slots = p.slots.contiguous ? nullptr : d_ints + p.keys_at;
+      ap.n_keys = d_ints + p.nkeys_at;
+      ap.slot_positions = p.cache->slot_positions();
+      ap.q_positions = qp.positions;
+      ap.custom_mask = p.has_mask ? masks_.get() + p.mask_at : nullptr;
+      ap.kind = mask_kind(batch[si].rule.kind);
+      ap.block_size = static_cast<int>(batch[si].rule.block_size);
+      ap.n_q = n;
+      ap.max_keys = static_cast<int>(p.n_keys);
+      ap.heads = qp.heads;
+      ap.kv_heads = qp.kv_heads;
+      ap.head_dim = qp.head_dim;
+      ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+      ap.splits = splits[si];
+      ap.partial_o = attn_ws_.get();
+      ap.partial_ml = attn_ws_.get() + static_cast<size_t>(ap.splits) * n * c.num_heads * D;
+      ap.out = attn_.get() + p.row_offset * qd;
+      op_begin("attention");
+      cuda::attention(ap, stream_);
+      op_end();
+    }
+    op_begin("gemm");
+    cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), x_.get(), CUDA_R_32F, T, static_cast<int>(h),
+                  static_cast<int>(qd), true);
+    op_end();
+    op_begin("norms");
+    cuda::rms_norm(x_.get(), nullptr, L.mlp_norm.get(), xn_.get(), T, static_cast<int>(h), eps,
+                   stream_);
+    op_end();
+    op_begin("gemm");
+    cuda::gemm_nt(cublas_, xn_.get(), L.gate_up.get(), gu_.get(), CUDA_R_16BF, T,
+                  static_cast<int>(2 * inter), static_cast<int>(h), false);
+    op_end();
+    op_begin("swiglu");
+    cuda::swiglu(gu_.get(), act_.get(), T, static_cast<int>(inter), stream_);
+    op_end();
+    op_begin("gemm");
+    cuda::gemm_nt(cublas_, act_.get(), L.down.get(), x_.get(), CUDA_R_32F, T, static_cast<int>(h),
+                  static_cast<int>(inter), true);
+    op_end();
+  }
+
+  // Final norm + LM head on the wanted rows of every sequence at once.
+  const int M = static_cast<int>(total_out);
+  std::vector<SequenceResult> results(batch.size());
+  std::vector<float> host_logits;
+  std::vector<cuda::DeviceTokenStats> host_stats;
+  if (M > 0) {
+    hn_.ensure(static_cast<size_t>(M * h), "output rows");
+    logits_.ensure(static_cast<size_t>(M) * c.vocab_size, "logits");
+    stats_.ensure(static_cast<size_t>(M), "token statistics");
+    op_begin("norms");
+    cuda::rms_norm(x_.get(), d_ints + out_rows_at, final_norm_.get(), hn_.get(), M,
+                   static_cast<int>(h), eps, stream_);
+    op_end();
+    op_begin("lm head gemm");
+    cuda::gemm_nt(cublas_, hn_.get(), tied_ ? embed_.get() : lm_head_.get(), logits_.get(),
+                  CUDA_R_32F, M, static_cast<int>(c.vocab_size), static_cast<int>(h), false);
+    op_end();
+  }
+  // What comes back: device stats where they suffice, logits rows where a sequence needs them.
+  int64_t out_at = 0;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SequenceForward& seq = batch[si];
+    const int64_t m = static_cast<int64_t>(seq.output_rows.size());
+    const bool host_rows =
+        seq.want_logits || (seq.want_stats && !device_stats_suffice(seq.sampler));
+    if (m > 0 && seq.want_stats && !host_rows) {
+      cuda::BannedTokens ban;
+      for (int32_t id : seq.sampler.banned_tokens) ban.ids[ban.n++] = id;
+      op_begin("token stats");
+      cuda::greedy_token_stats(logits_.get() + out_at * c.vocab_size, static_cast<int>(m),
+                               static_cast<int>(c.vocab_size), ban, stats_.get() + out_at, stream_);
+      op_end();
+    }
+    out_at += m;
+  }
+  if (M > 0) {
+    host_stats.resize(static_cast<size_t>(M));
+    DLLM_CUDA_CHECK(cudaMemcpyAsync(host_stats.data(), stats_.get(),
+                                    M * sizeof(cuda::DeviceTokenStats), cudaMemcpyDeviceToHost,
+                                    stream_));
+  }
+  out_at = 0;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SequenceForward& seq = batch[si];
+    const int64_t m = static_cast<int64_t>(seq.output_rows.size());
+    const bool host_rows =
+        seq.want_logits || (seq.want_stats && !device_stats_suffice(seq.sampler));
+    if (m > 0 && host_rows) {
+      results[si].logits.resize(static_cast<size_t>(m * c.vocab_size));
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(
+          results[si].logits.data(), logits_.get() + out_at * c.vocab_size,
+          results[si].logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+    }
+    out_at += m;
+  }
+  DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (profiling_) collect_profile();
+
+  out_at = 0;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SequenceForward& seq = batch[si];
+    SeqPlan& p = plans[si];
+    for (size_t i = 0; i < p.slots.query_slots.size(); ++i)
+      p.cache->set_position(p.slots.query_slots[i], seq.positions[i]);
+    if (seq.write == CacheWrite::kAppend) {
+      const int64_t committed =
+          seq.append_count >= 0 ? seq.append_count : static_cast<int64_t>(seq.tokens.size());
+      p.cache->set_length(p.cache->length() + committed);
+    }
+    const int64_t m = static_cast<int64_t>(seq.output_rows.size());
+    if (m > 0 && seq.want_stats) {
+      auto& stats = results[si].stats;
+      stats.resize(static_cast<size_t>(m));
+      if (!results[si].logits.empty()) {
+        for (int64_t i = 0; i < m; ++i) {
+          const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
+          const int32_t pos = seq.rng_positions.empty() ? seq.positions[row]
+                                                        : seq.rng_positions[static_cast<size_t>(i)];
+          const double u =
+              seq.sampler.greedy() ? 0.0 : uniform(seq.rng, pos, RngStream::kTokenSample);
+          stats[static_cast<size_t>(i)] =
+              compute_token_stats(std::span<const float>(results[si].logits)
+                                      .subspan(static_cast<size_t>(i * c.vocab_size),
+                                               static_cast<size_t>(c.vocab_size)),
+                                  seq.sampler, u);
+        }
+      } else {
+        for (int64_t i = 0; i < m; ++i) {
+          const cuda::DeviceTokenStats& d = host_stats[static_cast<size_t>(out_at + i)];
+          TokenStats& st = stats[static_cast<size_t>(i)];
+          st.argmax = st.token = d.argmax;
+          st.p_max = st.p_token = st.p_token_tempered = d.p_max;
+          st.entropy = st.entropy_filtered = d.entropy;
+          st.margin = st.margin_filtered = d.margin;
+        }
+      }
+    }
+    if (!seq.want_logits) results[si].logits.clear();
+    out_at += m;
+  }
+  return results;
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const Model& model, int device) {
+  return std::make_unique<CudaBackend>(model, device);
+}
+
+bool cuda_available() {
+  int count = 0;
+  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
+}
+
+}  // namespace dllm

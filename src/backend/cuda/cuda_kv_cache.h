@@ -1,0 +1,29 @@
+// KvCache on the GPU: bf16 K and V laid out [layer][slot][kv_heads * head_dim], plus each slot's
+// logical position on the device (block-causal attention reads it).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/kernels.h"
+#include "kv/kv_cache.h"
+
+namespace dllm::cuda {
+
+class CudaKvCache final : public KvCache {
+ public:
+  CudaKvCache(int64_t num_layers, int64_t kv_dim, int64_t capacity, cudaStream_t stream);
+
+  bf16* k(int64_t layer) { return k_.get() + layer * cap_ * kv_dim_; }
+  bf16* v(int64_t layer) { return v_.get() + layer * cap_ * kv_dim_; }
+  int32_t* slot_positions() { return pos_.get(); }
+
+ private:
+  void grow_storage(int64_t new_capacity) override;
+  int64_t layers_, kv_dim_, cap_ = 0;
+  cudaStream_t stream_;
+  DeviceBuffer<bf16> k_, v_;
+  DeviceBuffer<int32_t> pos_;
+};
+
+}  // namespace dllm::cuda

@@ -1,0 +1,66 @@
+// Owning device (and pinned host) buffers. Allocation failures name what was being allocated.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace dllm::cuda {
+
+template <class T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(size_t n, const char* what) { resize(n, what); }
+  ~DeviceBuffer() { release(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept
+      : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      release();
+      ptr_ = std::exchange(o.ptr_, nullptr);
+      n_ = std::exchange(o.n_, 0);
+    }
+    return *this;
+  }
+
+  // Discards the contents.
+  void resize(size_t n, const char* what) {
+    if (n == n_) return;
+    release();
+    if (n == 0) return;
+    const cudaError_t err = cudaMalloc(&ptr_, n * sizeof(T));
+    if (err != cudaSuccess) {
+      ptr_ = nullptr;
+      size_t free_b = 0, total_b = 0;
+      cudaGetLastError();
+      cudaMemGetInfo(&free_b, &total_b);
+      fail("CUDA out of memory allocating ", (n * sizeof(T)) >> 20, " MiB for ", what, " (",
+           free_b >> 20, " of ", total_b >> 20, " MiB free): ", cudaGetErrorString(err));
+    }
+    n_ = n;
+  }
+  // Grows (never shrinks), discarding contents.
+  void ensure(size_t n, const char* what) {
+    if (n > n_) resize(n, what);
+  }
+
+  T* get() { return ptr_; }
+  const T* get() const { return ptr_; }
+  size_t size() const { return n_; }
+
+ private:
+  void release() {
+    if (ptr_) cudaFree(ptr_);
+    ptr_ = nullptr;
+    n_ = 0;
+  }
+  T* ptr_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace dllm::cuda

@@ -1,0 +1,95 @@
+// Host launchers of the CUDA kernels (bf16 storage, fp32 math). Each is tested against a naive
+// CPU reference in tests/cuda/. All run on `stream`, asynchronously.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace dllm::cuda {
+
+using bf16 = __nv_bfloat16;
+
+// x[i, :] = float(table[tokens[i], :])
+void embed(const int32_t* tokens, const bf16* table, float* x, int n, int hidden,
+           cudaStream_t stream);
+
+// out[r, :] = bf16(x[src_r, :] / rms(x[src_r, :]) * w) with src_r = rows ? rows[r] : r.
+void rms_norm(const float* x, const int32_t* rows, const bf16* w, bf16* out, int n_rows, int dim,
+              float eps, cudaStream_t stream);
+
+// After the fused q|k|v GEMM: bias, per-head q/k RMSNorm, NeoX RoPE at explicit positions
+// (first rotary_dim dims of each head), then q -> q_out (bf16 [n, heads*head_dim]) and k, v ->
+// the cache rows of `slots` (bf16 [capacity, kv_heads*head_dim] of one layer). When
+// slot_positions is set, positions[i] is also stored at slot_positions[slots[i]].
+struct QkvPostParams {
+  const float* qkv = nullptr;    // [n, (heads + 2 kv_heads) * head_dim]
+  const float* bias = nullptr;   // [(heads + 2 kv_heads) * head_dim] or null
+  const bf16* q_norm = nullptr;  // [head_dim] or null (no q/k norm)
+  const bf16* k_norm = nullptr;
+  const int32_t* positions = nullptr;  // [n]
+  const int32_t* slots = nullptr;      // [n]
+  const float* inv_freq = nullptr;     // [rotary_dim / 2]
+  bf16* q_out = nullptr;
+  bf16* k_cache = nullptr;
+  bf16* v_cache = nullptr;
+  int32_t* slot_positions = nullptr;
+  int n = 0, heads = 0, kv_heads = 0, head_dim = 0, rotary_dim = 0;
+  float eps = 1e-6f;
+};
+void qkv_post(const QkvPostParams& p, cudaStream_t stream);
+
+// out[i, j] = bf16(silu(gu[i, j]) * gu[i, inter + j]) for the fused gate|up GEMM output.
+void swiglu(const bf16* gate_up, bf16* out, int n, int inter, cudaStream_t stream);
+
+// Attention of one sequence's queries over its key list (flash attention with a split over keys
+// and a combine pass). Keys are [visible cache entries | the queries' own slots], read through
+// key_slots (or slots 0..n_keys-1 when null). n_keys is read from device memory so that a
+// captured graph replays at any length up to max_keys.
+enum class MaskKind : int { kCausal = 0, kBidirectional = 1, kBlockCausal = 2, kCustom = 3 };
+struct AttentionParams {
+  const bf16* q = nullptr;        // [n_q, heads * head_dim]
+  const bf16* k_cache = nullptr;  // one layer, [capacity, kv_heads * head_dim]
+  const bf16* v_cache = nullptr;
+  const int32_t* key_slots = nullptr;       // [n_keys] or null
+  const int32_t* n_keys = nullptr;          // device scalar
+  const int32_t* slot_positions = nullptr;  // [capacity] logical position per slot
+  const int32_t* q_positions = nullptr;     // [n_q]
+  const uint8_t* custom_mask = nullptr;     // kCustom: [n_q, n_keys]
+  MaskKind kind = MaskKind::kCausal;
+  int block_size = 0;
+  int n_q = 0, max_keys = 0, heads = 0, kv_heads = 0, head_dim = 0;
+  float scale = 1.0f;
+  int splits = 1;               // key splits (blocks over the key range)
+  float* partial_o = nullptr;   // [splits, kv_heads * n_q * group, head_dim]
+  float* partial_ml = nullptr;  // [splits, kv_heads * n_q * group, 2]
+  bf16* out = nullptr;          // [n_q, heads * head_dim]
+};
+void attention(const AttentionParams& p, cudaStream_t stream);
+// Workspace floats attention() needs for (n_q, heads, head_dim, splits).
+size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits);
+// A split count that fills the GPU for this shape.
+int attention_splits(int n_q, int heads, int kv_heads, int max_keys, int num_sms);
+
+// Per-row statistics of fp32 logits for greedy decoding (the device half of TokenStats): argmax,
+// its probability, entropy, top1 - top2 margin. Banned ids act as -inf.
+struct DeviceTokenStats {
+  int32_t argmax;
+  float p_max;
+  float entropy;
+  float margin;
+};
+constexpr int kMaxBanned = 8;
+struct BannedTokens {
+  int32_t ids[kMaxBanned];
+  int n = 0;
+};
+void greedy_token_stats(const float* logits, int rows, int vocab, BannedTokens banned,
+                        DeviceTokenStats* out, cudaStream_t stream);
+
+// Benchmark helpers: uniform random bf16 in [-1, 1); p[i] = i.
+void fill_random_bf16(bf16* data, int64_t n, uint64_t seed, cudaStream_t stream);
+void fill_iota(int32_t* p, int64_t n, cudaStream_t stream);
+
+}  // namespace dllm::cuda

@@ -1,0 +1,46 @@
+#include "backend/sequence_slots.h"
+
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "core/error.h"
+
+namespace dllm {
+
+SequenceSlots plan_sequence_slots(const SequenceForward& seq, const KvCache* cache, size_t index) {
+  const std::string where = "forward request " + std::to_string(index) + ": ";
+  const int64_t n = static_cast<int64_t>(seq.tokens.size());
+  SequenceSlots s;
+  const int64_t length = cache ? cache->length() : 0;
+  if (seq.visible_slots) {
+    s.visible_slots = *seq.visible_slots;
+  } else {
+    for (int64_t i = 0; i < length; ++i) s.visible_slots.push_back(static_cast<int32_t>(i));
+  }
+  for (int32_t slot : s.visible_slots)
+    if (!cache || slot >= cache->capacity() || cache->positions()[static_cast<size_t>(slot)] < 0)
+      fail(where, "visible slot ", slot, " was never written");
+
+  if (seq.write == CacheWrite::kAtSlots) {
+    s.query_slots = seq.write_slots;
+    const std::set<int32_t> rewritten(seq.write_slots.begin(), seq.write_slots.end());
+    std::erase_if(s.visible_slots, [&](int32_t slot) { return rewritten.count(slot) > 0; });
+  } else {
+    int64_t start = length;
+    if (seq.write == CacheWrite::kNone)
+      for (int32_t slot : s.visible_slots) start = std::max<int64_t>(start, slot + 1);
+    for (int64_t i = 0; i < n; ++i) s.query_slots.push_back(static_cast<int32_t>(start + i));
+  }
+  for (int32_t slot : s.query_slots)
+    s.needed_capacity = std::max<int64_t>(s.needed_capacity, slot + 1);
+
+  s.contiguous = true;
+  for (size_t i = 0; i < s.visible_slots.size() && s.contiguous; ++i)
+    s.contiguous = s.visible_slots[i] == static_cast<int32_t>(i);
+  for (size_t i = 0; i < s.query_slots.size() && s.contiguous; ++i)
+    s.contiguous = s.query_slots[i] == static_cast<int32_t>(s.visible_slots.size() + i);
+  return s;
+}
+
+}  // namespace dllm

@@ -1,0 +1,30 @@
+// Where one sequence's keys and queries live in its KV cache for one forward — the slot logic of
+// the forward contract, shared by every backend.
+//   kNone / kAppend: fresh K/V go right after everything visible (for kNone that is scratch past
+//                    the committed length); visible = the committed range unless a slot list is
+//                    given.
+//   kAtSlots:        fresh K/V overwrite the given slots; those slots are seen once, as queries.
+// Keys are ordered [visible cache entries | queries], the column order of custom masks.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "backend/forward_batch.h"
+
+namespace dllm {
+
+struct SequenceSlots {
+  std::vector<int32_t> visible_slots;  // cache entries the queries see
+  std::vector<int32_t> query_slots;    // where each query's fresh K/V is written
+  int64_t needed_capacity = 0;         // the cache must hold this many slots
+  // visible_slots == [0, n_visible) and query_slots == [n_visible, n_visible + n): keys are one
+  // contiguous slot range [0, n_visible + n), so kernels need no index list.
+  bool contiguous = false;
+};
+
+// Validates slot use against `cache` (which may be null for cache-less requests) and plans it.
+// `index` names the request in errors.
+SequenceSlots plan_sequence_slots(const SequenceForward& seq, const KvCache* cache, size_t index);
+
+}  // namespace dllm

@@ -1,0 +1,166 @@
+// dllm bench: speed of one denoising step on random weights of a real model shape, next to the
+// memory-bandwidth floor (weight bytes + visible K/V bytes) / measured copy bandwidth.
+//   dllm bench --shape configs/sdar-8b.json --block 32 --context 4096,32768,131072
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <numeric>
+
+#include "backend/backend.h"
+#include "cli/cli_util.h"
+#include "cli/commands.h"
+#include "core/error.h"
+#include "io/json_file.h"
+#include "model/random_model.h"
+
+namespace dllm::cli {
+
+namespace {
+
+struct BenchArgs {
+  std::string shape, contexts = "4096", device = "auto", json_out;
+  int block = 32, reps = 20, prefill = 2048;
+};
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void run_bench(const BenchArgs& a) {
+  if (a.shape.empty()) fail("--shape FILE is required (e.g. configs/sdar-8b.json)");
+  if (a.block <= 0) fail("--block must be positive");
+  if (a.reps <= 0) fail("--reps must be positive");
+  const auto contexts = parse_int_list(a.contexts, "--context");
+  for (int32_t c : contexts)
+    if (c < 0) fail("--context values must be >= 0");
+  const std::string device = a.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : a.device;
+
+  double t0 = now_s();
+  auto model = make_random_model(read_json_file(a.shape), 1234);
+  auto backend = make_backend(*model, device);
+  const ModelConfig& c = model->config();
+  std::fprintf(stderr, "bench: %s (%.2f B parameters) on %s, set up in %.1f s\n", a.shape.c_str(),
+               model->parameter_count() / 1e9, backend->name().c_str(), now_s() - t0);
+  const double bw = measure_copy_bandwidth(device);
+  // Bytes a step must read: every weight once (stored bf16 on the GPU, fp32 on the CPU) and the
+  // K/V of every visible token (bf16 on the GPU, fp32 on the CPU), all layers.
+  const double elem = device == "cuda" ? 2.0 : 4.0;
+  const double weight_bytes = double(model->parameter_count()) * elem;
+  const double kv_bytes_per_token = 2.0 * c.num_layers * c.kv_dim() * elem;
+
+  nlohmann::json rows = nlohmann::json::array();
+  std::printf("\n%s on %s: copy bandwidth %.0f GB/s, weights %.2f GB, K/V %.1f KB/token\n\n",
+              a.shape.c_str(), backend->name().c_str(), bw / 1e9, weight_bytes / 1e9,
+              kv_bytes_per_token / 1e3);
+  std::printf(
+      "| context | block | ms/step (median) | floor ms | x floor | attention GB/s (%% of copy) | "
+      "prefill tok/s |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (int32_t ctx : contexts) {
+    auto cache = backend->create_cache(ctx + a.block);
+    // Prefill speed on a fresh cache (at most --prefill tokens), then a random context of ctx.
+    double prefill_tps = 0;
+    const int pf = std::min<int>(ctx, a.prefill);
+    if (pf > 0) {
+      SequenceForward pre;
+      pre.cache = cache.get();
+      for (int i = 0; i < pf; ++i) {
+        pre.tokens.push_back((i * 7919) % static_cast<int>(c.vocab_size));
+        pre.positions.push_back(i);
+      }
+      pre.rule = AttentionRule::causal();
+      pre.write = CacheWrite::kAppend;
+      backend->forward(std::span(&pre, 1));  // warm-up (allocations)
+      cache->truncate(0);
+      const double s = now_s();
+      backend->forward(std::span(&pre, 1));
+      prefill_tps = pf / (now_s() - s);
+    }
+    backend->fill_cache_random(*cache, ctx, 99);
+
+    SequenceForward step;
+    step.cache = cache.get();
+    for (int i = 0; i < a.block; ++i) {
+      step.tokens.push_back(c.mask_token_id >= 0 ? static_cast<int32_t>(c.mask_token_id) : 0);
+      step.positions.push_back(ctx + i);
+    }
+    step.rule = AttentionRule::block_causal(a.block);
+    step.output_rows.resize(static_cast<size_t>(a.block));
+    std::iota(step.output_rows.begin(), step.output_rows.end(), 0);
+    step.want_stats = true;
+    for (int i = 0; i < 3; ++i) backend->forward(std::span(&step, 1));
+    std::vector<double> times;
+    for (int i = 0; i < a.reps; ++i) {
+      const double s = now_s();
+      backend->forward(std::span(&step, 1));
+      times.push_back((now_s() - s) * 1e3);
+    }
+    std::sort(times.begin(), times.end());
+    const double ms = times[times.size() / 2];
+    const double floor_ms = (weight_bytes + kv_bytes_per_token * (ctx + a.block)) / bw * 1e3;
+
+    backend->set_profiling(true);
+    backend->forward(std::span(&step, 1));
+    const auto prof = backend->profile();
+    backend->set_profiling(false);
+    double attn_ms = 0, prof_total = 0;
+    for (const auto& [op, t] : prof) {
+      prof_total += t;
+      if (op == "attention") attn_ms = t;
+    }
+    const double attn_gbs =
+        attn_ms > 0 ? kv_bytes_per_token * (ctx + a.block) / (attn_ms * 1e-3) / 1e9 : 0;
+    std::printf("| %d | %d | %.2f | %.2f | %.2f | %.0f (%.0f%%) | %.0f |\n", ctx, a.block, ms,
+                floor_ms, ms / floor_ms, attn_gbs, 100.0 * attn_gbs * 1e9 / bw, prefill_tps);
+    nlohmann::json row = {{"context", ctx},
+                          {"block", a.block},
+                          {"ms_per_step", ms},
+                          {"floor_ms", floor_ms},
+                          {"x_floor", ms / floor_ms},
+                          {"attention_gbs", attn_gbs},
+                          {"prefill_tokens_per_s", prefill_tps},
+                          {"copy_gbs", bw / 1e9}};
+    nlohmann::json ops = nlohmann::json::object();
+    for (const auto& [op, t] : prof) ops[op] = t;
+    ops["launch gaps + host"] = std::max(0.0, ms - prof_total);
+    row["ops_ms"] = ops;
+    rows.push_back(row);
+  }
+  // Where the time goes, per context (event-timed ops of one step; the rest is launch gaps and
+  // host work between kernels).
+  for (const auto& r : rows) {
+    std::printf("\nper-op breakdown, context %d, block %d (%.2f ms/step):\n",
+                r["context"].get<int>(), a.block, r["ms_per_step"].get<double>());
+    for (auto it = r["ops_ms"].begin(); it != r["ops_ms"].end(); ++it)
+      std::printf("  %-28s %8.3f ms  %5.1f%%\n", it.key().c_str(), it.value().get<double>(),
+                  100.0 * it.value().get<double>() / r["ms_per_step"].get<double>());
+  }
+  if (!a.json_out.empty()) {
+    std::FILE* f = std::fopen(a.json_out.c_str(), "w");
+    if (!f) fail(a.json_out, ": cannot open for writing");
+    const std::string s =
+        nlohmann::json({{"shape", a.shape}, {"device", backend->name()}, {"rows", rows}}).dump(1);
+    std::fwrite(s.data(), 1, s.size(), f);
+    std::fclose(f);
+  }
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& app) {
+  auto* cmd =
+      app.add_subcommand("bench", "Time a denoising step on random weights of a real model shape");
+  auto a = std::make_shared<BenchArgs>();
+  cmd->add_option("--shape", a->shape, "Model shape: a config.json (configs/*.json)")->required();
+  cmd->add_option("--block", a->block, "Query rows per denoising step (default 32)");
+  cmd->add_option("--context", a->contexts,
+                  "Comma-separated cached context lengths (default 4096)");
+  cmd->add_option("--device", a->device, "auto | cpu | cuda");
+  cmd->add_option("--reps", a->reps, "Timed repetitions per context (default 20)");
+  cmd->add_option("--prefill", a->prefill, "Tokens of the timed prefill (default 2048)");
+  cmd->add_option("--json", a->json_out, "Also write the results as JSON");
+  cmd->callback([a] { run_bench(*a); });
+}
+
+}  // namespace dllm::cli

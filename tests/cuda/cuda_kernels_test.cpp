@@ -1,0 +1,272 @@
+// CUDA kernels against CPU references on fresh random inputs: odd lengths, GQA ratios 1/4/7,
+// head_dim 16..128, partial rotary, every attention rule, slot lists, key splits.
+#include <gtest/gtest.h>
+
+#include <numeric>
+
+#include "attention/attention_rule.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/kernels.h"
+#include "cuda_test_util.h"
+#include "decode/token_stats.h"
+
+namespace dllm {
+namespace {
+
+using cuda::bf16;
+using test::rel_error;
+
+TEST(CudaKernels, RmsNormWithRowList) {
+  std::mt19937 rng(11);
+  const int rows = 5, dim = 1000;
+  auto x = test::random_floats(rows * dim, rng, 2.0f);
+  auto w = test::random_floats(dim, rng);
+  const auto wb = test::round_bf16(w);
+  const std::vector<int32_t> pick = {4, 0, 2};
+  auto dx = test::to_device(x);
+  auto dw = test::to_device(wb);
+  auto drows = test::to_device(pick);
+  cuda::DeviceBuffer<bf16> out(pick.size() * dim, "out");
+  cuda::rms_norm(dx.get(), drows.get(), reinterpret_cast<const bf16*>(dw.get()), out.get(), 3, dim,
+                 1e-5f, nullptr);
+  const auto got = test::bf16_to_floats(test::to_host(out));
+  std::vector<float> ref(pick.size() * dim);
+  for (size_t r = 0; r < pick.size(); ++r)
+    cpu::rms_norm(&x[pick[r] * dim], dim, w.data(), &ref[r * dim], dim, 1, dim, 1e-5f);
+  EXPECT_LT(rel_error(got, ref), 5e-3);
+}
+
+TEST(CudaKernels, QkvPostNormRopeAndCacheWrite) {
+  std::mt19937 rng(12);
+  struct Shape {
+    int heads, kv, d, rotary;
+    bool norm, bias;
+  };
+  for (const Shape s : {Shape{8, 2, 128, 128, true, false}, Shape{7, 1, 64, 32, false, true},
+                        Shape{4, 4, 16, 16, true, true}}) {
+    SCOPED_TRACE(s.d);
+    const int n = 5, cap = 16, width = (s.heads + 2 * s.kv) * s.d;
+    auto qkv = test::random_floats(n * width, rng);
+    auto bias = test::random_floats(width, rng, 0.3f);
+    auto qn = test::random_floats(s.d, rng, 0.2f), kn = test::random_floats(s.d, rng, 0.2f);
+    for (auto& v : qn) v += 1.0f;
+    for (auto& v : kn) v += 1.0f;
+    const auto qnb = test::round_bf16(qn), knb = test::round_bf16(kn);
+    const std::vector<int32_t> pos = {0, 3, 17, 4000, 123456}, slots = {9, 0, 15, 3, 7};
+    const auto inv = cpu::rope_inv_freq(600000.0, s.rotary);
+    auto dqkv = test::to_device(qkv), dbias = test::to_device(bias), dinv = test::to_device(inv);
+    auto dqn = test::to_device(qnb), dkn = test::to_device(knb);
+    auto dpos = test::to_device(pos), dslots = test::to_device(slots);
+    cuda::DeviceBuffer<bf16> q(n * s.heads * s.d, "q"), kc(cap * s.kv * s.d, "k"),
+        vc(cap * s.kv * s.d, "v");
+    cuda::DeviceBuffer<int32_t> spos(cap, "slot positions");
+    cuda::QkvPostParams p;
+    p.qkv = dqkv.get();
+    p.bias = s.bias ? dbias.get() : nullptr;
+    p.q_norm = s.norm ? reinterpret_cast<const bf16*>(dqn.get()) : nullptr;
+    p.k_norm = s.norm ? reinterpret_cast<const bf16*>(dkn.get()) : nullptr;
+    p.positions = dpos.get();
+    p.slots = dslots.get();
+    p.inv_freq = dinv.get();
+    p.q_out = q.get();
+    p.k_cache = kc.get();
+    p.v_cache = vc.get();
+    p.slot_positions = spos.get();
+    p.n = n;
+    p.heads = s.heads;
+    p.kv_heads = s.kv;
+    p.head_dim = s.d;
+    p.rotary_dim = s.rotary;
+    p.eps = 1e-6f;
+    cuda::qkv_post(p, nullptr);
+    // CPU reference with the same ops.
+    std::vector<float> ref = qkv;
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < width; ++j) ref[i * width + j] += s.bias ? bias[j] : 0.0f;
+    if (s.norm) {
+      for (int i = 0; i < n; ++i) {
+        cpu::rms_norm(&ref[i * width], s.d, qn.data(), &ref[i * width], s.d, s.heads, s.d, 1e-6f);
+        cpu::rms_norm(&ref[i * width + s.heads * s.d], s.d, kn.data(),
+                      &ref[i * width + s.heads * s.d], s.d, s.kv, s.d, 1e-6f);
+      }
+    }
+    cpu::rope_neox(ref.data(), width, n, s.heads + s.kv, s.d, s.rotary, pos, inv);
+    const auto gq = test::bf16_to_floats(test::to_host(q));
+    const auto gk = test::bf16_to_floats(test::to_host(kc)),
+               gv = test::bf16_to_floats(test::to_host(vc));
+    std::vector<float> got, want;
+    for (int i = 0; i < n; ++i) {
+      for (int j = 0; j < s.heads * s.d; ++j) {
+        got.push_back(gq[i * s.heads * s.d + j]);
+        want.push_back(ref[i * width + j]);
+      }
+      for (int j = 0; j < s.kv * s.d; ++j) {
+        got.push_back(gk[slots[i] * s.kv * s.d + j]);
+        want.push_back(ref[i * width + s.heads * s.d + j]);
+        got.push_back(gv[slots[i] * s.kv * s.d + j]);
+        want.push_back(ref[i * width + (s.heads + s.kv) * s.d + j]);
+      }
+    }
+    EXPECT_LT(rel_error(got, want), 1e-2);
+    const auto sp = test::to_host(spos);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(sp[slots[i]], pos[i]);
+  }
+}
+
+TEST(CudaKernels, SwiGlu) {
+  std::mt19937 rng(13);
+  const int n = 3, inter = 777;
+  auto gu = test::random_floats(n * 2 * inter, rng, 3.0f);
+  const auto bits = test::round_bf16(gu);
+  auto d = test::to_device(bits);
+  cuda::DeviceBuffer<bf16> out(n * inter, "out");
+  cuda::swiglu(reinterpret_cast<const bf16*>(d.get()), out.get(), n, inter, nullptr);
+  std::vector<float> ref(n * inter);
+  for (int i = 0; i < n; ++i)
+    cpu::silu_mul(&gu[i * 2 * inter], &gu[i * 2 * inter + inter], &ref[i * inter], inter);
+  EXPECT_LT(rel_error(test::bf16_to_floats(test::to_host(out)), ref), 5e-3);
+}
+
+struct AttnCase {
+  int n_q, heads, kv, d, n_cache;
+  AttentionKind kind;
+  int block;
+  bool slot_list;
+  int splits;  // 0: the heuristic
+};
+
+// Runs the CUDA attention and the CPU reference (cpu::attention on the same bf16-rounded inputs,
+// visibility from build_visibility) on one random case.
+void check_attention(const AttnCase& c, std::mt19937& rng) {
+  const int n_keys = c.n_cache + c.n_q;
+  const int cap = n_keys + 7;
+  const int kvd = c.kv * c.d;
+  auto q = test::random_floats(c.n_q * c.heads * c.d, rng);
+  auto k = test::random_floats(cap * kvd, rng), v = test::random_floats(cap * kvd, rng);
+  const auto qb = test::round_bf16(q), kb = test::round_bf16(k), vb = test::round_bf16(v);
+  // Key list: slots in some order (a permutation when slot_list), positions per slot.
+  std::vector<int32_t> key_slots(n_keys);
+  std::iota(key_slots.begin(), key_slots.end(), 0);
+  if (c.slot_list) {
+    std::shuffle(key_slots.begin(), key_slots.end(), rng);
+    for (auto& s : key_slots) s = (s + 3) % cap;  // skip some slots entirely
+  }
+  std::vector<int32_t> slot_pos(cap), q_pos(c.n_q);
+  std::vector<int32_t> perm(n_keys);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  for (int j = 0; j < n_keys; ++j) slot_pos[key_slots[j]] = perm[j];  // arbitrary logical positions
+  for (int i = 0; i < c.n_q; ++i) q_pos[i] = slot_pos[key_slots[c.n_cache + i]];
+  AttentionRule rule{c.kind, c.block, {}};
+  if (c.kind == AttentionKind::kCustom) {
+    rule.custom_mask.resize(c.n_q * n_keys);
+    for (auto& b : rule.custom_mask) b = rng() % 4 != 0;
+    for (int j = 0; j < n_keys; ++j) rule.custom_mask[j] = 0;  // row 0 sees nothing -> zeros
+  }
+  std::vector<int32_t> cache_pos;
+  for (int j = 0; j < c.n_cache; ++j) cache_pos.push_back(slot_pos[key_slots[j]]);
+  std::vector<uint8_t> visible;
+  build_visibility(rule, cache_pos, q_pos, visible);
+  std::vector<const float*> krows, vrows;
+  for (int j = 0; j < n_keys; ++j) {
+    krows.push_back(&k[key_slots[j] * kvd]);
+    vrows.push_back(&v[key_slots[j] * kvd]);
+  }
+  const float scale = 1.0f / std::sqrt(float(c.d));
+  std::vector<float> ref(c.n_q * c.heads * c.d);
+  cpu::attention(q.data(), c.heads * c.d, krows, vrows, visible, ref.data(), c.heads * c.d, c.n_q,
+                 c.heads, c.kv, c.d, scale);
+
+  auto dq = test::to_device(qb), dk = test::to_device(kb), dv = test::to_device(vb);
+  auto dslots = test::to_device(key_slots), dspos = test::to_device(slot_pos),
+       dqpos = test::to_device(q_pos);
+  auto dn = test::to_device(std::vector<int32_t>{n_keys});
+  auto dmask =
+      test::to_device(rule.custom_mask.empty() ? std::vector<uint8_t>{0} : rule.custom_mask);
+  cuda::AttentionParams p;
+  p.q = reinterpret_cast<const bf16*>(dq.get());
+  p.k_cache = reinterpret_cast<const bf16*>(dk.get());
+  p.v_cache = reinterpret_cast<const bf16*>(dv.get());
+  p.key_slots = c.slot_list ? dslots.get() : nullptr;
+  p.n_keys = dn.get();
+  p.slot_positions = dspos.get();
+  p.q_positions = dqpos.get();
+  p.custom_mask = dmask.get();
+  p.kind =
+      static_cast<cuda::MaskKind>(static_cast<int>(c.kind == AttentionKind::kCausal          ? 0
+                                                   : c.kind == AttentionKind::kBidirectional ? 1
+                                                   : c.kind == AttentionKind::kBlockCausal   ? 2
+                                                                                             : 3));
+  p.block_size = c.block;
+  p.n_q = c.n_q;
+  p.max_keys = n_keys + 50;  // the graph-capture case: the grid covers more keys than there are
+  p.heads = c.heads;
+  p.kv_heads = c.kv;
+  p.head_dim = c.d;
+  p.scale = scale;
+  p.splits = c.splits ? c.splits : cuda::attention_splits(c.n_q, c.heads, c.kv, p.max_keys, 132);
+  cuda::DeviceBuffer<float> ws(cuda::attention_workspace_floats(c.n_q, c.heads, c.d, p.splits),
+                               "ws");
+  p.partial_o = ws.get();
+  p.partial_ml = ws.get() + size_t(p.splits) * c.n_q * c.heads * c.d;
+  std::vector<bf16> poison(c.n_q * c.heads * c.d, __float2bfloat16(NAN));
+  auto out = test::to_device(poison);
+  p.out = out.get();
+  cuda::attention(p, nullptr);
+  const auto got = test::bf16_to_floats(test::to_host(out));
+  EXPECT_LT(rel_error(got, ref), 1e-2)
+      << "n_q " << c.n_q << " heads " << c.heads << "/" << c.kv << " d " << c.d << " keys "
+      << n_keys << " rule " << rule.to_string() << " splits " << p.splits;
+  if (c.kind == AttentionKind::kCustom)
+    for (int t = 0; t < c.heads * c.d; ++t) ASSERT_EQ(got[t], 0.0f);
+}
+
+TEST(CudaKernels, AttentionMatchesCpuOnEveryRule) {
+  std::mt19937 rng(14);
+  const std::vector<AttnCase> cases = {
+      {1, 4, 4, 64, 0, AttentionKind::kCausal, 0, false, 0},           // one query, nothing cached
+      {7, 32, 8, 128, 300, AttentionKind::kBlockCausal, 4, false, 0},  // GQA 4, odd lengths
+      {32, 32, 8, 128, 2000, AttentionKind::kBidirectional, 0, false, 0},
+      {32, 28, 4, 128, 1500, AttentionKind::kBlockCausal, 32, false, 0},  // GQA 7
+      {64, 8, 8, 64, 70, AttentionKind::kCausal, 0, true, 3},             // MHA, slot list
+      {13, 6, 2, 16, 5, AttentionKind::kCustom, 0, false, 1},
+      {9, 4, 1, 32, 200, AttentionKind::kCustom, 0, true, 4},
+      {200, 8, 2, 128, 0, AttentionKind::kCausal, 0, false, 0},  // prefill-like
+      {130, 4, 4, 64, 77, AttentionKind::kBlockCausal, 8, true, 0},
+      {16, 8, 2, 128, 5000, AttentionKind::kCausal, 0, false, 40},  // many splits
+  };
+  for (const auto& c : cases) check_attention(c, rng);
+}
+
+TEST(CudaKernels, GreedyTokenStatsMatchTheReference) {
+  std::mt19937 rng(15);
+  for (int vocab : {300, 151936}) {
+    const int rows = 6;
+    auto logits = test::random_floats(rows * vocab, rng, 3.0f);
+    logits[2 * vocab + 17] = logits[2 * vocab + 5] = 100.0f;  // a tie: the lower id wins
+    auto d = test::to_device(logits);
+    cuda::DeviceBuffer<cuda::DeviceTokenStats> out(rows, "stats");
+    cuda::BannedTokens ban;
+    ban.ids[0] = 7;
+    ban.n = 1;
+    logits[0 * vocab + 7] = 1000.0f;  // banned: must not win
+    d = test::to_device(logits);
+    cuda::greedy_token_stats(d.get(), rows, vocab, ban, out.get(), nullptr);
+    const auto got = test::to_host(out);
+    SamplerConfig s;
+    s.banned_tokens = {7};
+    for (int r = 0; r < rows; ++r) {
+      const TokenStats ref =
+          compute_token_stats(std::span<const float>(&logits[r * vocab], vocab), s, 0.0);
+      EXPECT_EQ(got[r].argmax, ref.argmax) << r;
+      EXPECT_NEAR(got[r].p_max, ref.p_max, 1e-4 + 1e-3 * ref.p_max);
+      EXPECT_NEAR(got[r].entropy, ref.entropy, 1e-3 + 1e-4 * ref.entropy);
+      EXPECT_NEAR(got[r].margin, ref.margin, 1e-4 + 1e-3 * ref.margin);
+    }
+    EXPECT_EQ(got[2].argmax, 5);
+    EXPECT_NEAR(got[2].margin, 0.0f, 1e-6);
+  }
+}
+
+}  // namespace
+}  // namespace dllm
