@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,7 @@ enum class ConfidenceKind {
 
 // Everything a decoder reads; family defaults are filled in by resolve_decode_params().
 struct DecodeParams {
-  std::string strategy;      // "block" | "ar"
+  std::string strategy;      // "block" | "ar" | "wedlm"
   int32_t max_tokens = 256;  // generated tokens at most (stop token excluded)
   int32_t block_length = 0;
   int32_t steps = 0;             // denoising steps per block
@@ -32,9 +33,23 @@ struct DecodeParams {
   std::string remasking;         // low_confidence_dynamic | low_confidence_static | sequential
   int32_t sub_block_length = 0;  // Fast-dLLM v2 sub-blocks
   ConfidenceKind confidence = ConfidenceKind::kTempered;
+  // WeDLM streaming parallel decoding (method-specs §3); unset: family defaults.
+  std::optional<int32_t> window;           // W slots after the committed prefix (16)
+  std::optional<float> entropy_threshold;  // tau in nats (0.4); -inf = none: one token per step
+  std::optional<float> pos_penalty;        // lambda per window slot (0.02)
+  // Pads every window forward to 2W queries with trailing masks (exact under causal attention):
+  // one fixed forward shape per step, which a CUDA graph can capture.
+  bool pad_window = true;
   SamplerConfig sampler;
   uint64_t seed = 0;
   uint32_t sequence_id = 0;
+};
+
+// One strategy-specific number for the stats line and JSON (WeDLM's p_cache, ...).
+struct DecoderMetric {
+  std::string name;
+  double value = 0;
+  bool is_count = false;  // an integer count (printed without decimals)
 };
 
 class Decoder {
@@ -51,6 +66,12 @@ class Decoder {
   // KV cache capacity the decoder will need for this request.
   virtual int64_t cache_capacity() const = 0;
   int64_t forwards() const { return forwards_; }
+  // Strategy-specific metrics once generation ended; `generated_tokens` is what the request
+  // returned (stop token excluded). Empty for strategies without any.
+  virtual std::vector<DecoderMetric> metrics(int64_t generated_tokens) const {
+    (void)generated_tokens;
+    return {};
+  }
 
  protected:
   std::vector<int32_t> final_;

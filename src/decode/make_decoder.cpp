@@ -7,6 +7,7 @@
 #include "decode/block_diffusion_decoder.h"
 #include "decode/decoder.h"
 #include "decode/fast_dllm_v2_decoder.h"
+#include "decode/wedlm_decoder.h"
 
 namespace dllm {
 
@@ -14,13 +15,13 @@ namespace {
 
 std::string default_strategy(const ModelConfig& c) {
   if (c.family == "sdar" || c.family == "fast_dllm_v2") return "block";
-  if (c.family == "wedlm") return "ar";  // streaming decoding (--strategy wedlm) is a later issue
+  if (c.family == "wedlm") return "wedlm";
   return "full";
 }
 
 std::vector<std::string> strategies_for(const ModelConfig& c) {
   if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar"};
-  if (c.family == "wedlm") return {"ar"};
+  if (c.family == "wedlm") return {"wedlm", "ar"};
   return {};
 }
 
@@ -41,7 +42,34 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (c.mask_token_id < 0 && !(p.strategy == "ar" && c.shifted_logits))
     fail("the checkpoint has no mask token id (set mask_token_id in config.json)");
 
-  if (p.strategy == "block") {
+  const bool wedlm = p.strategy == "wedlm";
+  if (!wedlm) {
+    if (p.window) fail("--window applies only to --strategy wedlm");
+    if (p.entropy_threshold) fail("--entropy-threshold applies only to --strategy wedlm");
+    if (p.pos_penalty) fail("--pos-penalty applies only to --strategy wedlm");
+  }
+  int32_t lookahead = 0;  // positions past prompt + max_tokens a forward may use
+
+  if (wedlm) {
+    // Knobs of the block decoders would be silently ignored: refuse them.
+    if (p.block_length != 0) fail("--block-length does not apply to --strategy wedlm (see --window)");
+    if (p.steps != 0) fail("--steps does not apply to --strategy wedlm");
+    if (p.threshold >= 0)
+      fail("--threshold does not apply to --strategy wedlm (see --entropy-threshold)");
+    if (!p.remasking.empty()) fail("--remasking does not apply to --strategy wedlm");
+    if (p.sub_block_length != 0) fail("--sub-block-length does not apply to --strategy wedlm");
+    // Engine defaults (WeDLM wedlm/config.py, sampling_params.py; method-specs §3.1).
+    if (!p.window) p.window = 16;
+    if (*p.window <= 0) fail("--window must be positive (got ", *p.window, ")");
+    if (!p.entropy_threshold) p.entropy_threshold = 0.4f;
+    if (std::isnan(*p.entropy_threshold) ||
+        (*p.entropy_threshold < 0 && !std::isinf(*p.entropy_threshold)))
+      fail("--entropy-threshold must be >= 0 or 'none' (got ", *p.entropy_threshold, ")");
+    if (!p.pos_penalty) p.pos_penalty = 0.02f;
+    if (!std::isfinite(*p.pos_penalty) || *p.pos_penalty < 0)
+      fail("--pos-penalty must be a finite number >= 0 (got ", *p.pos_penalty, ")");
+    lookahead = 2 * *p.window;
+  } else if (p.strategy == "block") {
     if (p.block_length == 0) p.block_length = static_cast<int32_t>(c.block_size);
     if (p.block_length <= 0) fail("--block-length must be positive (got ", p.block_length, ")");
     if (c.family == "fast_dllm_v2") {
@@ -72,15 +100,17 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     p.block_length = 1;
     if (p.threshold < 0) p.threshold = 0.0f;
   }
+  if (!wedlm) lookahead = p.block_length;
   if (p.sampler.top_p < 0) p.sampler.top_p = 1.0f;
   if (std::isnan(p.threshold) || p.threshold > 1.0f)
     fail("--threshold must be in [0, 1] (got ", p.threshold, ")");
-  p.sampler.order = FilterOrder::kTemperatureTopKTopP;
+  // WeDLM's sampler filters the raw logits (top-k, then top-p) and divides by T afterwards.
+  p.sampler.order = wedlm ? FilterOrder::kTopKTopPTemperature : FilterOrder::kTemperatureTopKTopP;
   // A decoder never decides a [MASK]: untrained (or tiny) models can put mass on it.
   if (c.mask_token_id >= 0) p.sampler.banned_tokens = {static_cast<int32_t>(c.mask_token_id)};
   p.sampler.validate();
   if (c.max_position_embeddings > 0 &&
-      prompt_tokens + p.max_tokens + p.block_length > c.max_position_embeddings)
+      prompt_tokens + p.max_tokens + lookahead > c.max_position_embeddings)
     fail("prompt (", prompt_tokens, " tokens) + --max-tokens ", p.max_tokens,
          " exceeds the model's context of ", c.max_position_embeddings, " positions");
   return p;
@@ -92,6 +122,7 @@ std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& 
     if (id < 0 || id >= c.vocab_size)
       fail("prompt token id ", id, " is outside the vocabulary (size ", c.vocab_size, ")");
   if (p.strategy == "ar") return std::make_unique<ArDecoder>(c, p, prompt);
+  if (p.strategy == "wedlm") return std::make_unique<WedlmDecoder>(c, p, prompt);
   if (c.family == "fast_dllm_v2") return std::make_unique<FastDllmV2Decoder>(c, p, prompt);
   return std::make_unique<BlockDiffusionDecoder>(c, p, prompt);
 }
