@@ -16,8 +16,8 @@ namespace dllm::cuda {
 
 namespace {
 
-
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0,
+                                         uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
       "{%0,%1,%2,%3};\n"
@@ -40,9 +40,12 @@ __device__ __forceinline__ uint32_t pack_bf16(bf16 lo, bf16 hi) {
 // 16-byte asynchronous global->shared copy; zero-fills when !valid.
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(valid ? 16 : 0));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(valid ? 16 : 0));
 }
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
@@ -61,8 +64,8 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attention_kernel(AttentionPa
   constexpr int kStride = D + 8;  // padded shared-memory rows: conflict-free fragment loads
   constexpr int kTileElems = kKeysPerTile * kStride;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* ks = reinterpret_cast<bf16*>(smem_raw);  // [2][tile]
-  bf16* vs = ks + 2 * kTileElems;                 // [2][tile]
+  bf16* ks = reinterpret_cast<bf16*>(smem_raw);             // [2][tile]
+  bf16* vs = ks + 2 * kTileElems;                           // [2][tile]
   int* kpos = reinterpret_cast<int*>(vs + 2 * kTileElems);  // [2][kKeysPerTile]
 
   const int group = p.heads / p.kv_heads;
@@ -71,7 +74,8 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attention_kernel(AttentionPa
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n_keys = *p.n_keys;
   const int n_cache = n_keys - p.n_q;  // keys [0, n_cache) are cache entries, the rest the queries
-  const int chunk = ((p.max_keys + p.splits - 1) / p.splits + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
+  const int chunk =
+      ((p.max_keys + p.splits - 1) / p.splits + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
   const int k_begin = split * chunk;
   const int k_end = min(n_keys, k_begin + chunk);
 
@@ -115,7 +119,8 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attention_kernel(AttentionPa
       const bool b = reg & 1;
       const int col = kk * 16 + (lane % 4) * 2 + (reg >= 2 ? 8 : 0);
       const bool valid = b ? vb : va;
-      qf[kk][reg] = valid ? *reinterpret_cast<const uint32_t*>(p.q + (b ? qb : qa) * qrow_stride + (b ? hb : ha) * D + col)
+      qf[kk][reg] = valid ? *reinterpret_cast<const uint32_t*>(p.q + (b ? qb : qa) * qrow_stride +
+                                                               (b ? hb : ha) * D + col)
                           : 0u;
     }
 
@@ -142,7 +147,8 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attention_kernel(AttentionPa
 #pragma unroll
       for (int kk = 0; kk < D / 16; ++kk) {
         const bf16* kq = &kt[(nt * 8 + lane / 4) * kStride + kk * 16 + (lane % 4) * 2];
-        mma_bf16(s[nt], qf[kk], *reinterpret_cast<const uint32_t*>(kq), *reinterpret_cast<const uint32_t*>(kq + 8));
+        mma_bf16(s[nt], qf[kk], *reinterpret_cast<const uint32_t*>(kq),
+                 *reinterpret_cast<const uint32_t*>(kq + 8));
       }
     }
 
@@ -158,21 +164,29 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attention_kernel(AttentionPa
         bool vis = (second ? vb : va) && j < k_end;
         if (vis) {
           switch (p.kind) {
-            case MaskKind::kCausal: vis = j < n_cache || j - n_cache <= qi; break;
-            case MaskKind::kBidirectional: break;
-            case MaskKind::kBlockCausal: vis = kp[col] <= (second ? qblk_b : qblk_a); break;
-            case MaskKind::kCustom: vis = p.custom_mask[static_cast<int64_t>(qi) * n_keys + j] != 0; break;
+            case MaskKind::kCausal:
+              vis = j < n_cache || j - n_cache <= qi;
+              break;
+            case MaskKind::kBidirectional:
+              break;
+            case MaskKind::kBlockCausal:
+              vis = kp[col] <= (second ? qblk_b : qblk_a);
+              break;
+            case MaskKind::kCustom:
+              vis = p.custom_mask[static_cast<int64_t>(qi) * n_keys + j] != 0;
+              break;
           }
         }
         s[nt][e] = vis ? s[nt][e] * p.scale : -INFINITY;
       }
 
-    // Online softmax over the two rows this lane holds (4 lanes share a row).
+      // Online softmax over the two rows this lane holds (4 lanes share a row).
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) {
       float mx = -INFINITY;
 #pragma unroll
-      for (int nt = 0; nt < kKeysPerTile / 8; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h2], s[nt][2 * h2 + 1]));
+      for (int nt = 0; nt < kKeysPerTile / 8; ++nt)
+        mx = fmaxf(mx, fmaxf(s[nt][2 * h2], s[nt][2 * h2 + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       const float m_new = fmaxf(m[h2], mx);
@@ -200,8 +214,9 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attention_kernel(AttentionPa
     // O += P V.
 #pragma unroll
     for (int t = 0; t < kKeysPerTile / 16; ++t) {
-      const uint32_t a[4] = {pack_bf16(s[2 * t][0], s[2 * t][1]), pack_bf16(s[2 * t][2], s[2 * t][3]),
-                             pack_bf16(s[2 * t + 1][0], s[2 * t + 1][1]), pack_bf16(s[2 * t + 1][2], s[2 * t + 1][3])};
+      const uint32_t a[4] = {
+          pack_bf16(s[2 * t][0], s[2 * t][1]), pack_bf16(s[2 * t][2], s[2 * t][3]),
+          pack_bf16(s[2 * t + 1][0], s[2 * t + 1][1]), pack_bf16(s[2 * t + 1][2], s[2 * t + 1][3])};
       const int k0 = t * 16 + (lane % 4) * 2;
 #pragma unroll
       for (int dn = 0; dn < D / 8; ++dn) {
@@ -228,7 +243,8 @@ __global__ void __launch_bounds__(WARPS * 32) flash_attention_kernel(AttentionPa
 #pragma unroll
     for (int dn = 0; dn < D / 8; ++dn) {
       const int d = dn * 8 + (lane % 4) * 2;
-      *reinterpret_cast<float2*>(&p.partial_o[idx * D + d]) = make_float2(o[dn][2 * h2], o[dn][2 * h2 + 1]);
+      *reinterpret_cast<float2*>(&p.partial_o[idx * D + d]) =
+          make_float2(o[dn][2 * h2], o[dn][2 * h2 + 1]);
     }
   }
 }
@@ -241,7 +257,8 @@ __global__ void combine_kernel(AttentionParams p) {
   const int g = row / R, r = row % R;
   const int D = p.head_dim;
   float mx = -INFINITY;
-  for (int s = 0; s < p.splits; ++s) mx = fmaxf(mx, p.partial_ml[((static_cast<int64_t>(s) * p.kv_heads + g) * R + r) * 2]);
+  for (int s = 0; s < p.splits; ++s)
+    mx = fmaxf(mx, p.partial_ml[((static_cast<int64_t>(s) * p.kv_heads + g) * R + r) * 2]);
   float denom = 0.0f;
   for (int s = 0; s < p.splits; ++s) {
     const int64_t idx = (static_cast<int64_t>(s) * p.kv_heads + g) * R + r;
@@ -271,7 +288,9 @@ int warps_for(int rows) {
 }
 // Keys per tile: blocks of few warps use 32-key tiles, half the shared memory, so that more of
 // them fit on an SM and more loads are in flight (decoding a small block over a long cache).
-int tile_keys_for(int warps) { return warps <= 2 ? 32 : 64; }
+int tile_keys_for(int warps) {
+  return warps <= 2 ? 32 : 64;
+}
 
 template <int D, int WARPS, int KT>
 void launch_warps(const AttentionParams& p, cudaStream_t stream) {
@@ -281,7 +300,8 @@ void launch_warps(const AttentionParams& p, cudaStream_t stream) {
   static bool configured = false;  // raising the dynamic shared-memory limit once per instantiation
   if (!configured) {
     DLLM_CUDA_CHECK(cudaFuncSetAttribute(flash_attention_kernel<D, WARPS, KT>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
     configured = true;
   }
   flash_attention_kernel<D, WARPS, KT><<<grid, WARPS * 32, smem, stream>>>(p);
@@ -291,9 +311,15 @@ void launch_warps(const AttentionParams& p, cudaStream_t stream) {
 template <int D>
 void launch(const AttentionParams& p, cudaStream_t stream) {
   switch (warps_for(p.n_q * (p.heads / p.kv_heads))) {
-    case 1: launch_warps<D, 1, 32>(p, stream); break;
-    case 2: launch_warps<D, 2, 32>(p, stream); break;
-    default: launch_warps<D, 4, 64>(p, stream); break;
+    case 1:
+      launch_warps<D, 1, 32>(p, stream);
+      break;
+    case 2:
+      launch_warps<D, 2, 32>(p, stream);
+      break;
+    default:
+      launch_warps<D, 4, 64>(p, stream);
+      break;
   }
 }
 
@@ -307,24 +333,36 @@ int attention_splits(int n_q, int heads, int kv_heads, int max_keys, int num_sms
   const int R = n_q * (heads / kv_heads);
   const int warps = warps_for(R);
   const int blocks = (R + warps * 16 - 1) / (warps * 16) * kv_heads;
-  const int by_keys = (max_keys + 2 * tile_keys_for(warps) - 1) / (2 * tile_keys_for(warps));  // >= 2 tiles per split
+  const int by_keys = (max_keys + 2 * tile_keys_for(warps) - 1) /
+                      (2 * tile_keys_for(warps));           // >= 2 tiles per split
   const int by_fill = (8 * num_sms + blocks - 1) / blocks;  // several blocks per SM to hide latency
   return std::max(1, std::min(by_keys, by_fill));
 }
 
 void attention(const AttentionParams& p, cudaStream_t stream) {
   if (p.n_q == 0) return;
-  if (p.heads % p.kv_heads != 0) fail("attention: heads ", p.heads, " not a multiple of kv heads ", p.kv_heads);
-  if (p.kind == MaskKind::kBlockCausal && p.block_size <= 0) fail("attention: block-causal needs a block size");
+  if (p.heads % p.kv_heads != 0)
+    fail("attention: heads ", p.heads, " not a multiple of kv heads ", p.kv_heads);
+  if (p.kind == MaskKind::kBlockCausal && p.block_size <= 0)
+    fail("attention: block-causal needs a block size");
   switch (p.head_dim) {
-    case 16: launch<16>(p, stream); break;
-    case 32: launch<32>(p, stream); break;
-    case 64: launch<64>(p, stream); break;
-    case 128: launch<128>(p, stream); break;
-    default: fail("CUDA attention supports head_dim 16, 32, 64 and 128 (got ", p.head_dim, ")");
+    case 16:
+      launch<16>(p, stream);
+      break;
+    case 32:
+      launch<32>(p, stream);
+      break;
+    case 64:
+      launch<64>(p, stream);
+      break;
+    case 128:
+      launch<128>(p, stream);
+      break;
+    default:
+      fail("CUDA attention supports head_dim 16, 32, 64 and 128 (got ", p.head_dim, ")");
   }
   const int R = p.n_q * (p.heads / p.kv_heads);
-  combine_kernel<<<R * p.kv_heads, p.head_dim < 128 ? p.head_dim : 128, 0, stream>>>(p);
+  combine_kernel < <<R * p.kv_heads, p.head_dim<128 ? p.head_dim : 128, 0, stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
