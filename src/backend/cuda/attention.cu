@@ -362,7 +362,8 @@ void attention(const AttentionParams& p, cudaStream_t stream) {
       fail("CUDA attention supports head_dim 16, 32, 64 and 128 (got ", p.head_dim, ")");
   }
   const int R = p.n_q * (p.heads / p.kv_heads);
-  combine_kernel < <<R * p.kv_heads, p.head_dim<128 ? p.head_dim : 128, 0, stream>>>(p);
+  const int threads = std::min(p.head_dim, 128);
+  combine_kernel<<<R * p.kv_heads, threads, 0, stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
