@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <string>
@@ -25,8 +26,11 @@ enum class ConfidenceKind {
 
 // Everything a decoder reads; family defaults are filled in by resolve_decode_params().
 struct DecodeParams {
-  std::string strategy;    // "block" | "ar" | "full"
-  int32_t max_tokens = 0;  // generated tokens at most (stop token excluded); 0: family default
+  static constexpr int32_t kFamilyDefault = std::numeric_limits<int32_t>::min();
+
+  std::string strategy;  // "block" | "ar" | "full"
+  // Generated tokens at most (stop token excluded); full diffusion: the canvas length.
+  int32_t max_tokens = kFamilyDefault;  // LLaDA full 128, otherwise 256
   int32_t block_length = 0;
   int32_t steps = 0;        // denoising steps per block (block, LLaDA full: in all; Dream: in all)
   float threshold = -1.0f;  // < 0: family default

@@ -74,14 +74,13 @@ std::vector<float> dream_timesteps(int32_t steps, float eps) {
   const float step = (eps - 1.0f) / static_cast<float>(n - 1);
   const int32_t half = n / 2;
   for (int32_t i = 0; i < n; ++i)
-    ts[static_cast<size_t>(i)] = i < half
-                                     ? std::fma(step, static_cast<float>(i), 1.0f)
-                                     : std::fma(-step, static_cast<float>(n - 1 - i), eps);
+    ts[static_cast<size_t>(i)] = i < half ? std::fma(step, static_cast<float>(i), 1.0f)
+                                          : std::fma(-step, static_cast<float>(n - 1 - i), eps);
   return ts;
 }
 
-DreamSchedule::DreamSchedule(const std::vector<int32_t>& prompt, int32_t max_tokens,
-                             int32_t steps, int32_t mask_id, float eps)
+DreamSchedule::DreamSchedule(const std::vector<int32_t>& prompt, int32_t max_tokens, int32_t steps,
+                             int32_t mask_id, float eps)
     : x_(prompt),
       prompt_len_(static_cast<int32_t>(prompt.size())),
       steps_(steps),

@@ -68,8 +68,9 @@ void resolve_llada_full(const ModelConfig& c, DecodeParams& p) {
   if (p.threshold >= 0) fail("--threshold does not apply to LLaDA full diffusion");
   if (p.sub_block_length != 0) fail("--sub-block-length does not apply to LLaDA");
   if (p.sampler.top_k != 0 || (p.sampler.top_p >= 0 && p.sampler.top_p < 1.0f))
-    fail("--top-k and --top-p do not apply to LLaDA (Gumbel-max sampling from the full "
-         "distribution)");
+    fail(
+        "--top-k and --top-p do not apply to LLaDA (Gumbel-max sampling from the full "
+        "distribution)");
   p.sampler.method = SampleMethod::kGumbelMax;
   const auto eos = static_cast<int32_t>(c.eos_token_id);
   if ((p.logits_eos_inf || p.confidence_eos_eot_inf) && eos < 0)
@@ -77,8 +78,9 @@ void resolve_llada_full(const ModelConfig& c, DecodeParams& p) {
   if (p.logits_eos_inf) add_unique(p.sampler.banned_tokens, eos);
   if (p.confidence_eos_eot_inf) {
     if (c.eot_token_id < 0)
-      fail("--confidence-eos-eot-inf needs the end-of-turn token id (eot_token_id in "
-           "config.json)");
+      fail(
+          "--confidence-eos-eot-inf needs the end-of-turn token id (eot_token_id in "
+          "config.json)");
     // generate.py: `logits_with_noise[..., EOS] = logits[..., EoT] = -inf` after x0 is chosen.
     // At temperature 0 logits_with_noise *is* logits, so both columns leave the confidence
     // softmax; with Gumbel noise only EoT does.
@@ -98,8 +100,7 @@ void resolve_dream_full(DecodeParams& p) {
   if (p.steps == 0) p.steps = p.max_tokens;
   if (p.steps < 0) fail("--steps must be positive (got ", p.steps, ")");
   if (p.alg.empty()) p.alg = "entropy";
-  if (p.alg != "origin" && p.alg != "maskgit_plus" && p.alg != "topk_margin" &&
-      p.alg != "entropy")
+  if (p.alg != "origin" && p.alg != "maskgit_plus" && p.alg != "topk_margin" && p.alg != "entropy")
     fail("--alg '", p.alg, "' (expected origin, maskgit_plus, topk_margin or entropy)");
   if (!std::isfinite(p.alg_temp) || p.alg_temp < 0)
     fail("--alg-temp must be >= 0 (got ", p.alg_temp, ")");
@@ -120,8 +121,9 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
                       : " (available: " + list + ")");
   }
   if (prompt_tokens <= 0) fail("the prompt is empty");
-  if (p.max_tokens == 0) p.max_tokens = p.strategy == "full" && c.family == "llada" ? 128 : 256;
-  if (p.max_tokens < 0) fail("--max-tokens must be positive (got ", p.max_tokens, ")");
+  if (p.max_tokens == DecodeParams::kFamilyDefault)
+    p.max_tokens = p.strategy == "full" && c.family == "llada" ? 128 : 256;
+  if (p.max_tokens <= 0) fail("--max-tokens must be positive (got ", p.max_tokens, ")");
   if (p.strategy != "full") {
     refuse_llada_knobs(p, "--strategy " + p.strategy);
     refuse_dream_knobs(p, "--strategy " + p.strategy);
@@ -170,9 +172,10 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (std::isnan(p.threshold) || p.threshold > 1.0f)
     fail("--threshold must be in [0, 1] (got ", p.threshold, ")");
   p.sampler.order = p.strategy == "full" && c.family == "dream" ? FilterOrder::kTemperatureTopPTopK
-                                                                 : FilterOrder::kTemperatureTopKTopP;
+                                                                : FilterOrder::kTemperatureTopKTopP;
   // A decoder never decides a [MASK]: untrained (or tiny) models can put mass on it.
-  if (c.mask_token_id >= 0) add_unique(p.sampler.banned_tokens, static_cast<int32_t>(c.mask_token_id));
+  if (c.mask_token_id >= 0)
+    add_unique(p.sampler.banned_tokens, static_cast<int32_t>(c.mask_token_id));
   p.sampler.validate();
   // Block decoders may run past max_tokens up to the end of a block; full diffusion never does.
   const int64_t overhang = p.strategy == "full" ? 0 : p.block_length;

@@ -16,8 +16,9 @@ void SamplerConfig::validate() const {
   if (top_k < 0) fail("--top-k must be >= 0 (got ", top_k, ")");
   if (!(top_p > 0.0f) || top_p > 1.0f) fail("--top-p must be in (0, 1] (got ", top_p, ")");
   if (method == SampleMethod::kGumbelMax && (top_k != 0 || top_p < 1.0f))
-    fail("--top-k and --top-p do not apply to Gumbel-max sampling (LLaDA samples from the full "
-         "distribution)");
+    fail(
+        "--top-k and --top-p do not apply to Gumbel-max sampling (LLaDA samples from the full "
+        "distribution)");
 }
 
 namespace {
