@@ -488,6 +488,8 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
       auto& stats = results[si].stats;
       stats.resize(static_cast<size_t>(m));
       if (!results[si].logits.empty()) {
+        // Host statistics (filters, sampling, LLaDA's per-entry Gumbel draws): one row per thread.
+#pragma omp parallel for if (m > 1)
         for (int64_t i = 0; i < m; ++i) {
           const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
           const int32_t pos = seq.rng_positions.empty() ? seq.positions[row]
