@@ -1,6 +1,7 @@
-// Decoder trajectories against tools/reference_decode.py (independent PyTorch implementations of
-// the SDAR and Fast-dLLM v2 reference loops, run with transformers on the tiny fixtures): the
-// canvas after every forward, the generated ids, the finish reason and the number of forwards.
+// Decoder trajectories against independent PyTorch implementations of the reference loops, run
+// with transformers on the tiny fixtures: tools/reference_decode.py (SDAR, Fast-dLLM v2, AR) and
+// tools/reference_full_diffusion.py (LLaDA, Dream). Checked: the canvas after every forward, the
+// generated ids, the finish reason and the number of forwards.
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
@@ -25,6 +26,12 @@ DecodeParams params_from(const nlohmann::json& p) {
   d.sampler.top_k = p["top_k"];
   d.sampler.top_p = p["top_p"];
   d.seed = p["seed"];
+  // Full diffusion (tools/reference_full_diffusion.py).
+  d.cfg_scale = p.value("cfg_scale", 0.0f);
+  d.logits_eos_inf = p.value("logits_eos_inf", false);
+  d.confidence_eos_eot_inf = p.value("confidence_eos_eot_inf", false);
+  d.alg = p.value("alg", std::string());
+  d.alg_temp = p.value("alg_temp", 0.0f);
   return d;
 }
 
@@ -63,8 +70,10 @@ TEST_P(Trajectory, MatchesReferenceAfterEveryForward) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(BlockFamilies, Trajectory,
-                         ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny"), [](const auto& info) {
+INSTANTIATE_TEST_SUITE_P(Families, Trajectory,
+                         ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny", "llada-tiny",
+                                           "dream-tiny"),
+                         [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)
                              if (ch == '-') ch = '_';

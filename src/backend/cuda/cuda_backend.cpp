@@ -81,10 +81,11 @@ cuda::MaskKind mask_kind(AttentionKind k) {
   return cuda::MaskKind::kCausal;
 }
 
-// Device TokenStats are enough for greedy decoding without filters.
+// Device TokenStats are enough for greedy decoding without filters (greedy Gumbel-max is the
+// argmax too) and without confidence-banned tokens.
 bool device_stats_suffice(const SamplerConfig& s) {
   return s.greedy() && s.top_k == 0 && !(s.top_p < 1.0f) &&
-         s.banned_tokens.size() <= cuda::kMaxBanned;
+         s.banned_tokens.size() <= cuda::kMaxBanned && s.confidence_banned_tokens.empty();
 }
 
 class CudaBackend final : public Backend {
@@ -566,24 +567,24 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
       auto& stats = results[si].stats;
       stats.resize(static_cast<size_t>(m));
       if (!results[si].logits.empty()) {
+        // Host statistics (filters, sampling, LLaDA's per-entry Gumbel draws): one row per thread.
+#pragma omp parallel for if (m > 1)
         for (int64_t i = 0; i < m; ++i) {
           const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
           const int32_t pos = seq.rng_positions.empty() ? seq.positions[row]
                                                         : seq.rng_positions[static_cast<size_t>(i)];
-          const double u =
-              seq.sampler.greedy() ? 0.0 : uniform(seq.rng, pos, RngStream::kTokenSample);
           stats[static_cast<size_t>(i)] =
               compute_token_stats(std::span<const float>(results[si].logits)
                                       .subspan(static_cast<size_t>(i * c.vocab_size),
                                                static_cast<size_t>(c.vocab_size)),
-                                  seq.sampler, u);
+                                  seq.sampler, seq.rng, pos);
         }
       } else {
         for (int64_t i = 0; i < m; ++i) {
           const cuda::DeviceTokenStats& d = host_stats[static_cast<size_t>(out_at + i)];
           TokenStats& st = stats[static_cast<size_t>(i)];
           st.argmax = st.token = d.argmax;
-          st.p_max = st.p_token = st.p_token_tempered = d.p_max;
+          st.p_max = st.p_token = st.p_token_tempered = st.p_token_raw = d.p_max;
           st.entropy = st.entropy_filtered = d.entropy;
           st.margin = st.margin_filtered = d.margin;
         }
