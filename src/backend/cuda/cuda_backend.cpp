@@ -360,7 +360,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
     const int n = static_cast<int>(batch[si].tokens.size());
     splits[si] =
         cuda::attention_splits(n, static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads),
-                               static_cast<int>(plans[si].max_keys), num_sms_);
+                               static_cast<int>(D), static_cast<int>(plans[si].max_keys), num_sms_);
     ws = std::max(ws, cuda::attention_workspace_floats(n, static_cast<int>(c.num_heads),
                                                        static_cast<int>(D), splits[si]));
   }
