@@ -71,6 +71,9 @@ def family_config(f):
             "attention_layer_norm": False, "include_bias": False, "include_qkv_bias": False,
             "input_emb_norm": False, "scale_logits": False, "weight_tying": f["tie"], "flash_attention": False,
             "mask_token_id": MASK_ID["llada"], "eos_token_id": EOS_ID, "pad_token_id": EOS_ID,
+            # <|eot_id|> for --confidence-eos-eot-inf (126348, the real checkpoints' id, is the
+            # default): a token this random model favours, so the flag changes its trajectories
+            "eot_token_id": 7,
             "use_cache": False, "torch_dtype": "bfloat16",
         }
     base = {

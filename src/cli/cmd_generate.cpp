@@ -166,17 +166,33 @@ void add_generate_command(CLI::App& app) {
                   "true | false: the chat template's enable_thinking variable");
   cmd->add_option("--prompt-ids", a->prompt_ids,
                   "Prompt as comma-separated token ids (bypasses the tokenizer)");
-  cmd->add_option("--strategy", a->params.strategy, "block | ar | wedlm (default: the family's)");
-  cmd->add_option("--max-tokens", a->params.max_tokens, "Maximum generated tokens (default 256)");
+  cmd->add_option("--strategy", a->params.strategy,
+                  "block | ar (SDAR, Fast-dLLM v2) | full (LLaDA, Dream) | wedlm, ar (WeDLM) "
+                  "(default: the family's)");
+  cmd->add_option("--max-tokens", a->params.max_tokens,
+                  "Maximum generated tokens; full diffusion: the canvas length (default 128 for "
+                  "LLaDA, 256 otherwise)");
   cmd->add_option("--block-length", a->params.block_length,
-                  "Block length (default: the checkpoint's)");
+                  "Block length (default: the checkpoint's; LLaDA 32)");
   cmd->add_option("--sub-block-length", a->params.sub_block_length,
                   "Fast-dLLM v2 sub-block length (default 8)");
-  cmd->add_option("--steps", a->params.steps, "Denoising steps per block (default: block length)");
+  cmd->add_option("--steps", a->params.steps,
+                  "Denoising steps: per block for --strategy block (default: block length), in "
+                  "all for full diffusion (default: --max-tokens)");
   cmd->add_option("--threshold", a->params.threshold,
                   "Confidence threshold in [0, 1] (default 0.9)");
   cmd->add_option("--remasking", a->params.remasking,
-                  "low_confidence_dynamic (default) | low_confidence_static | sequential");
+                  "block: low_confidence_dynamic (default) | low_confidence_static | sequential; "
+                  "LLaDA: low_confidence (default) | random");
+  cmd->add_option("--cfg-scale", a->params.cfg_scale,
+                  "LLaDA classifier-free guidance scale (default 0 = off)");
+  cmd->add_flag("--logits-eos-inf", a->params.logits_eos_inf, "LLaDA: never generate EOS");
+  cmd->add_flag("--confidence-eos-eot-inf", a->params.confidence_eos_eot_inf,
+                "LLaDA: EoT (and, greedy, EOS) get confidence 0, as generate.py does");
+  cmd->add_option("--alg", a->params.alg,
+                  "Dream: origin | maskgit_plus | topk_margin | entropy (default)");
+  cmd->add_option("--alg-temp", a->params.alg_temp,
+                  "Dream: > 0 draws positions from softmax(confidence / alg_temp) (default 0)");
   cmd->add_option(
       "--confidence", a->confidence,
       "tempered: p under softmax(logits/T) before top-k/top-p (SDAR evaluation, default) | "

@@ -6,8 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -25,12 +27,17 @@ enum class ConfidenceKind {
 
 // Everything a decoder reads; family defaults are filled in by resolve_decode_params().
 struct DecodeParams {
-  std::string strategy;      // "block" | "ar" | "wedlm"
-  int32_t max_tokens = 256;  // generated tokens at most (stop token excluded)
+  static constexpr int32_t kFamilyDefault = std::numeric_limits<int32_t>::min();
+
+  std::string strategy;  // "block" | "ar" | "full" | "wedlm"
+  // Generated tokens at most (stop token excluded); full diffusion: the canvas length.
+  int32_t max_tokens = kFamilyDefault;  // LLaDA full 128, otherwise 256
   int32_t block_length = 0;
-  int32_t steps = 0;             // denoising steps per block
-  float threshold = -1.0f;       // < 0: family default
-  std::string remasking;         // low_confidence_dynamic | low_confidence_static | sequential
+  int32_t steps = 0;        // denoising steps per block (block, LLaDA full: in all; Dream: in all)
+  float threshold = -1.0f;  // < 0: family default
+  // block: low_confidence_dynamic | low_confidence_static | sequential;
+  // LLaDA full: low_confidence | random
+  std::string remasking;
   int32_t sub_block_length = 0;  // Fast-dLLM v2 sub-blocks
   ConfidenceKind confidence = ConfidenceKind::kTempered;
   // WeDLM streaming parallel decoding (method-specs §3); unset: family defaults.
@@ -40,6 +47,13 @@ struct DecodeParams {
   // Pads every window forward to 2W queries with trailing masks (exact under causal attention):
   // one fixed forward shape per step, which a CUDA graph can capture.
   bool pad_window = true;
+  // LLaDA full diffusion (model-specs §4.5)
+  float cfg_scale = 0.0f;               // classifier-free guidance; 0: off
+  bool logits_eos_inf = false;          // EOS never chosen
+  bool confidence_eos_eot_inf = false;  // EoT (and at T = 0 EOS) confidence 0, the reference quirk
+  // Dream full diffusion (model-specs §5.3)
+  std::string alg;        // origin | maskgit_plus | topk_margin | entropy
+  float alg_temp = 0.0f;  // > 0: positions drawn from softmax(confidence / alg_temp)
   SamplerConfig sampler;
   uint64_t seed = 0;
   uint32_t sequence_id = 0;
@@ -58,12 +72,18 @@ class Decoder {
   // Fills `fwd` (already reset by the caller) with the next forward; false when finished.
   virtual bool plan(SequenceForward& fwd) = 0;
   virtual void observe(const SequenceResult& result) = 0;
+  // One decoding step may need several forwards in the same batch (LLaDA's classifier-free
+  // guidance adds an unconditional pass). The engine calls these: `fwds` arrives holding one
+  // reset forward and may be extended; observe_step() gets one result per forward, in order.
+  // The defaults are plan() / observe() on a single forward.
+  virtual bool plan_step(std::vector<SequenceForward>& fwds) { return plan(fwds.at(0)); }
+  virtual void observe_step(std::span<const SequenceResult> results) { observe(results[0]); }
   // Generated tokens that are final, in order (only grows).
   const std::vector<int32_t>& final_tokens() const { return final_; }
   // The generated region as it stands: final tokens, then the undecided window with masks
   // (for traces and trajectory tests).
   virtual std::vector<int32_t> canvas() const = 0;
-  // KV cache capacity the decoder will need for this request.
+  // KV cache capacity the decoder will need for this request (0: it runs without a cache).
   virtual int64_t cache_capacity() const = 0;
   int64_t forwards() const { return forwards_; }
   // Strategy-specific metrics once generation ended; `generated_tokens` is what the request

@@ -7,6 +7,7 @@
 #include "decode/block_diffusion_decoder.h"
 #include "decode/decoder.h"
 #include "decode/fast_dllm_v2_decoder.h"
+#include "decode/full_diffusion_decoder.h"
 #include "decode/wedlm_decoder.h"
 
 namespace dllm {
@@ -22,7 +23,90 @@ std::string default_strategy(const ModelConfig& c) {
 std::vector<std::string> strategies_for(const ModelConfig& c) {
   if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar"};
   if (c.family == "wedlm") return {"wedlm", "ar"};
+  if (c.family == "llada" || c.family == "dream") return {"full"};
   return {};
+}
+
+void add_unique(std::vector<int32_t>& ids, int32_t id) {
+  if (std::find(ids.begin(), ids.end(), id) == ids.end()) ids.push_back(id);
+}
+
+// Knobs of one family given to another: refused with the name of the knob.
+void refuse_llada_knobs(const DecodeParams& p, const std::string& who) {
+  if (p.cfg_scale != 0.0f) fail("--cfg-scale applies to LLaDA full diffusion only, not ", who);
+  if (p.logits_eos_inf) fail("--logits-eos-inf applies to LLaDA full diffusion only, not ", who);
+  if (p.confidence_eos_eot_inf)
+    fail("--confidence-eos-eot-inf applies to LLaDA full diffusion only, not ", who);
+}
+
+void refuse_dream_knobs(const DecodeParams& p, const std::string& who) {
+  if (!p.alg.empty()) fail("--alg applies to Dream full diffusion only, not ", who);
+  if (p.alg_temp != 0.0f) fail("--alg-temp applies to Dream full diffusion only, not ", who);
+}
+
+// LLaDA generate.py (model-specs §4.5). Defaults: its demo, gen 128 / block 32 / steps = gen.
+void resolve_llada_full(const ModelConfig& c, DecodeParams& p) {
+  refuse_dream_knobs(p, "LLaDA");
+  if (p.block_length == 0) p.block_length = std::min<int32_t>(32, p.max_tokens);
+  if (p.block_length < 0) fail("--block-length must be positive (got ", p.block_length, ")");
+  if (p.max_tokens % p.block_length != 0)
+    fail("--block-length ", p.block_length, " must divide --max-tokens ", p.max_tokens,
+         " (LLaDA decodes whole blocks of the generation length)");
+  const int32_t blocks = p.max_tokens / p.block_length;
+  if (p.steps == 0) p.steps = p.max_tokens;
+  if (p.steps < 0) fail("--steps must be positive (got ", p.steps, ")");
+  if (p.steps > p.max_tokens)
+    fail("--steps ", p.steps, " exceeds --max-tokens ", p.max_tokens,
+         " (at most one step per token)");
+  if (p.steps % blocks != 0)
+    fail("--steps ", p.steps, " must be a multiple of the number of blocks ", blocks,
+         " (--max-tokens ", p.max_tokens, " / --block-length ", p.block_length, ")");
+  if (p.remasking.empty()) p.remasking = "low_confidence";
+  if (p.remasking != "low_confidence" && p.remasking != "random")
+    fail("--remasking '", p.remasking, "' (LLaDA: low_confidence or random)");
+  if (!std::isfinite(p.cfg_scale) || p.cfg_scale < 0)
+    fail("--cfg-scale must be >= 0 (got ", p.cfg_scale, ")");
+  if (p.threshold >= 0) fail("--threshold does not apply to LLaDA full diffusion");
+  if (p.sub_block_length != 0) fail("--sub-block-length does not apply to LLaDA");
+  if (p.sampler.top_k != 0 || (p.sampler.top_p >= 0 && p.sampler.top_p < 1.0f))
+    fail(
+        "--top-k and --top-p do not apply to LLaDA (Gumbel-max sampling from the full "
+        "distribution)");
+  p.sampler.method = SampleMethod::kGumbelMax;
+  const auto eos = static_cast<int32_t>(c.eos_token_id);
+  if ((p.logits_eos_inf || p.confidence_eos_eot_inf) && eos < 0)
+    fail("--logits-eos-inf / --confidence-eos-eot-inf need the checkpoint's eos_token_id");
+  if (p.logits_eos_inf) add_unique(p.sampler.banned_tokens, eos);
+  if (p.confidence_eos_eot_inf) {
+    if (c.eot_token_id < 0)
+      fail(
+          "--confidence-eos-eot-inf needs the end-of-turn token id (eot_token_id in "
+          "config.json)");
+    // generate.py: `logits_with_noise[..., EOS] = logits[..., EoT] = -inf` after x0 is chosen.
+    // At temperature 0 logits_with_noise *is* logits, so both columns leave the confidence
+    // softmax; with Gumbel noise only EoT does.
+    if (p.sampler.greedy()) add_unique(p.sampler.confidence_banned_tokens, eos);
+    add_unique(p.sampler.confidence_banned_tokens, static_cast<int32_t>(c.eot_token_id));
+  }
+}
+
+// Dream diffusion_generate (model-specs §5.3). Defaults: steps = max_tokens, alg entropy (the
+// README demo's choice), Dream's filter order temperature -> top-p -> top-k.
+void resolve_dream_full(DecodeParams& p) {
+  refuse_llada_knobs(p, "Dream");
+  if (p.block_length != 0) fail("--block-length does not apply to Dream full diffusion");
+  if (p.sub_block_length != 0) fail("--sub-block-length does not apply to Dream");
+  if (!p.remasking.empty()) fail("--remasking does not apply to Dream (use --alg)");
+  if (p.threshold >= 0) fail("--threshold does not apply to Dream full diffusion");
+  if (p.steps == 0) p.steps = p.max_tokens;
+  if (p.steps < 0) fail("--steps must be positive (got ", p.steps, ")");
+  if (p.alg.empty()) p.alg = "entropy";
+  if (p.alg != "origin" && p.alg != "maskgit_plus" && p.alg != "topk_margin" && p.alg != "entropy")
+    fail("--alg '", p.alg, "' (expected origin, maskgit_plus, topk_margin or entropy)");
+  if (!std::isfinite(p.alg_temp) || p.alg_temp < 0)
+    fail("--alg-temp must be >= 0 (got ", p.alg_temp, ")");
+  if (p.alg == "origin" && p.alg_temp > 0)
+    fail("--alg-temp does not apply to --alg origin (it transfers each mask independently)");
 }
 
 }  // namespace
@@ -38,7 +122,13 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
                       : " (available: " + list + ")");
   }
   if (prompt_tokens <= 0) fail("the prompt is empty");
+  if (p.max_tokens == DecodeParams::kFamilyDefault)
+    p.max_tokens = p.strategy == "full" && c.family == "llada" ? 128 : 256;
   if (p.max_tokens <= 0) fail("--max-tokens must be positive (got ", p.max_tokens, ")");
+  if (p.strategy != "full") {
+    refuse_llada_knobs(p, "--strategy " + p.strategy);
+    refuse_dream_knobs(p, "--strategy " + p.strategy);
+  }
   if (c.mask_token_id < 0 && !(p.strategy == "ar" && c.shifted_logits))
     fail("the checkpoint has no mask token id (set mask_token_id in config.json)");
 
@@ -94,6 +184,12 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
              "' (expected low_confidence_dynamic, low_confidence_static or sequential)");
       if (p.threshold < 0) p.threshold = 0.9f;  // SDAR README recommendation
     }
+  } else if (p.strategy == "full") {
+    if (c.family == "llada") {
+      resolve_llada_full(c, p);
+    } else {
+      resolve_dream_full(p);
+    }
   } else {
     if (p.block_length != 0 && p.block_length != 1)
       fail("--block-length does not apply to --strategy ar");
@@ -105,12 +201,19 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (std::isnan(p.threshold) || p.threshold > 1.0f)
     fail("--threshold must be in [0, 1] (got ", p.threshold, ")");
   // WeDLM's sampler filters the raw logits (top-k, then top-p) and divides by T afterwards.
-  p.sampler.order = wedlm ? FilterOrder::kTopKTopPTemperature : FilterOrder::kTemperatureTopKTopP;
+  p.sampler.order = wedlm ? FilterOrder::kTopKTopPTemperature
+                    : p.strategy == "full" && c.family == "dream"
+                        ? FilterOrder::kTemperatureTopPTopK
+                        : FilterOrder::kTemperatureTopKTopP;
   // A decoder never decides a [MASK]: untrained (or tiny) models can put mass on it.
-  if (c.mask_token_id >= 0) p.sampler.banned_tokens = {static_cast<int32_t>(c.mask_token_id)};
+  if (c.mask_token_id >= 0)
+    add_unique(p.sampler.banned_tokens, static_cast<int32_t>(c.mask_token_id));
   p.sampler.validate();
+  // Positions past prompt + max_tokens a forward may use: block decoders run to the end of a
+  // block, WeDLM's window reaches 2W ahead, full diffusion never runs past.
+  const int64_t overhang = p.strategy == "full" ? 0 : lookahead;
   if (c.max_position_embeddings > 0 &&
-      prompt_tokens + p.max_tokens + lookahead > c.max_position_embeddings)
+      prompt_tokens + p.max_tokens + overhang > c.max_position_embeddings)
     fail("prompt (", prompt_tokens, " tokens) + --max-tokens ", p.max_tokens,
          " exceeds the model's context of ", c.max_position_embeddings, " positions");
   return p;
@@ -123,6 +226,14 @@ std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& 
       fail("prompt token id ", id, " is outside the vocabulary (size ", c.vocab_size, ")");
   if (p.strategy == "ar") return std::make_unique<ArDecoder>(c, p, prompt);
   if (p.strategy == "wedlm") return std::make_unique<WedlmDecoder>(c, p, prompt);
+  if (p.strategy == "full") {
+    for (int32_t id : prompt)
+      if (id == c.mask_token_id)
+        fail("the prompt contains the mask token id ", id,
+             " (full diffusion would decode it as a generated position)");
+    if (c.family == "llada") return std::make_unique<LladaDecoder>(c, p, prompt);
+    return std::make_unique<DreamDecoder>(c, p, prompt);
+  }
   if (c.family == "fast_dllm_v2") return std::make_unique<FastDllmV2Decoder>(c, p, prompt);
   return std::make_unique<BlockDiffusionDecoder>(c, p, prompt);
 }

@@ -16,10 +16,11 @@ std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> c, std::array<uint32_
   return c;
 }
 
-double uniform(const RngKey& key, int32_t position, RngStream stream) {
-  const auto r = philox4x32(
-      {static_cast<uint32_t>(position), key.step, key.sequence, static_cast<uint32_t>(stream)},
-      {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)});
+double uniform(const RngKey& key, int32_t position, RngStream stream, uint32_t index) {
+  const auto r =
+      philox4x32({static_cast<uint32_t>(position), key.step, key.sequence,
+                  static_cast<uint32_t>(stream) | (index << 8)},
+                 {static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32)});
   // 27 + 26 bits -> [0, 1) with 53 bits, as numpy's random_sample builds doubles.
   return ((r[0] >> 5) * 67108864.0 + (r[1] >> 6)) * (1.0 / 9007199254740992.0);
 }

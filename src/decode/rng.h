@@ -12,7 +12,8 @@ namespace dllm {
 enum class RngStream : uint32_t {
   kTokenSample = 0,  // sampling a token from a filtered distribution
   kAccept = 1,       // S2D2 accept/reject draws
-  kRemask = 2,       // random remasking orders (LLaDA 'random')
+  kRemask = 2,       // remasking / transfer decisions (LLaDA 'random', Dream 'origin', alg_temp)
+  kGumbel = 3,       // one draw per vocabulary entry: LLaDA's Gumbel-max sampling
 };
 
 struct RngKey {
@@ -23,7 +24,11 @@ struct RngKey {
 
 std::array<uint32_t, 4> philox4x32(std::array<uint32_t, 4> counter, std::array<uint32_t, 2> key);
 
-// A uniform double in [0, 1) with 53 random bits for (key, position, stream).
-double uniform(const RngKey& key, int32_t position, RngStream stream);
+// A uniform double in [0, 1) with 53 random bits for (key, position, stream, index).
+// The Philox counter is {position, key.step, key.sequence, stream | index << 8} and the Philox
+// key is the 64-bit seed; `index` numbers several draws of one (position, stream) — the
+// vocabulary entry for kGumbel — and is 0 (the counter is then just the stream) everywhere else.
+// Indices must be below 2^24.
+double uniform(const RngKey& key, int32_t position, RngStream stream, uint32_t index = 0);
 
 }  // namespace dllm

@@ -15,6 +15,10 @@ void SamplerConfig::validate() const {
     fail("--temperature must be >= 0 (got ", temperature, ")");
   if (top_k < 0) fail("--top-k must be >= 0 (got ", top_k, ")");
   if (!(top_p > 0.0f) || top_p > 1.0f) fail("--top-p must be in (0, 1] (got ", top_p, ")");
+  if (method == SampleMethod::kGumbelMax && (top_k != 0 || top_p < 1.0f))
+    fail(
+        "--top-k and --top-p do not apply to Gumbel-max sampling (LLaDA samples from the full "
+        "distribution)");
 }
 
 namespace {
@@ -83,10 +87,25 @@ Softmax softmax_stats(const std::vector<float>& x) {
   return s;
 }
 
-}  // namespace
+// LLaDA's add_gumbel_noise + argmax, in float64 like the reference: exp(l) / (-log u)^T, the
+// first maximum wins (torch.argmax). Banned tokens have l = -inf, hence value 0.
+int32_t gumbel_max(const std::vector<float>& x, double temperature, const RngKey& rng,
+                   int32_t position) {
+  int32_t best = 0;
+  double best_v = -1.0;
+  for (size_t v = 0; v < x.size(); ++v) {
+    const double u = uniform(rng, position, RngStream::kGumbel, static_cast<uint32_t>(v));
+    const double val = std::exp(static_cast<double>(x[v])) / std::pow(-std::log(u), temperature);
+    if (val > best_v) {
+      best_v = val;
+      best = static_cast<int32_t>(v);
+    }
+  }
+  return best;
+}
 
-TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfig& sampler,
-                               double u) {
+TokenStats token_stats(std::span<const float> logits, const SamplerConfig& sampler, double u,
+                       const RngKey* rng, int32_t position) {
   TokenStats st;
   std::vector<float> x(logits.begin(), logits.end());
   for (int32_t id : sampler.banned_tokens)
@@ -124,6 +143,9 @@ TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfi
   const Softmax filt = softmax_stats(x);
   if (greedy) {
     st.token = filt.top1;
+  } else if (sampler.method == SampleMethod::kGumbelMax) {
+    if (!rng) fail("Gumbel-max sampling needs the RNG key (internal error)");
+    st.token = gumbel_max(raw_logits, static_cast<double>(sampler.temperature), *rng, position);
   } else {
     // Inverse CDF in id order with double accumulation (tools/dllm_rng.py does the same).
     const double target = u;
@@ -153,7 +175,32 @@ TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfi
     st.p_token_tempered = static_cast<float>(
         std::exp((double(raw_logits[static_cast<size_t>(st.token)]) - mx) / t) / z);
   }
+  if (sampler.confidence_banned_tokens.empty()) {
+    st.p_token_raw = static_cast<float>(raw.p[static_cast<size_t>(st.token)]);
+  } else {
+    std::vector<float> c = raw_logits;
+    for (int32_t id : sampler.confidence_banned_tokens)
+      if (id >= 0 && static_cast<size_t>(id) < c.size()) c[static_cast<size_t>(id)] = kNegInf;
+    const bool all_banned = std::all_of(c.begin(), c.end(), [](float v) { return v == kNegInf; });
+    st.p_token_raw =
+        all_banned ? 0.0f : static_cast<float>(softmax_stats(c).p[static_cast<size_t>(st.token)]);
+  }
   return st;
+}
+
+}  // namespace
+
+TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfig& sampler,
+                               const RngKey& rng, int32_t position) {
+  const double u = sampler.greedy() || sampler.method != SampleMethod::kInverseCdf
+                       ? 0.0
+                       : uniform(rng, position, RngStream::kTokenSample);
+  return token_stats(logits, sampler, u, &rng, position);
+}
+
+TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfig& sampler,
+                               double u) {
+  return token_stats(logits, sampler, u, nullptr, 0);
 }
 
 }  // namespace dllm

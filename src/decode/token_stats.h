@@ -24,14 +24,29 @@ enum class FilterOrder {
   kTopKTopPTemperature,  // top-k -> top-p on raw logits, then /T (WeDLM)
 };
 
+// How a token is drawn when temperature > 0 (greedy is the argmax either way).
+enum class SampleMethod {
+  // One uniform u = uniform(key, position, kTokenSample) per row; inverse CDF of the filtered
+  // distribution in id order.
+  kInverseCdf,
+  // LLaDA's Gumbel-max in float64: argmax_v exp(l_v) / (-log u_v)^T with one uniform per
+  // vocabulary entry, u_v = uniform(key, position, kGumbel, v) (rng.h: v enters the Philox
+  // counter as `stream | v << 8`). No top-k / top-p.
+  kGumbelMax,
+};
+
 struct SamplerConfig {
   float temperature = 0.0f;  // <= 0: greedy (argmax of the filtered raw logits)
   int32_t top_k = 0;         // 0: off
   float top_p = 1.0f;        // >= 1: off
   FilterOrder order = FilterOrder::kTemperatureTopKTopP;
+  SampleMethod method = SampleMethod::kInverseCdf;
   // Tokens that must never be chosen (their logits act as -inf everywhere, raw statistics
   // included): the mask token, so a decoder never "decides" a mask; LLaDA's logits_eos_inf.
   std::vector<int32_t> banned_tokens;
+  // Tokens removed from the distribution of TokenStats::p_token_raw only, after the token was
+  // chosen (so they can still be chosen, with confidence 0): LLaDA's confidence_eos_eot_inf.
+  std::vector<int32_t> confidence_banned_tokens;
 
   bool greedy() const { return !(temperature > 0.0f); }
   void validate() const;  // Error naming the bad parameter
@@ -50,10 +65,17 @@ struct TokenStats {
       0;  // its probability under softmax(logits / T) before filtering (T = 1 when greedy)
   float entropy_filtered = 0;  // entropy of the filtered distribution
   float margin_filtered = 0;   // top1 - top2 of the filtered distribution
+  // Its probability under softmax(logits) (T = 1, no filters) with the confidence-banned tokens
+  // removed as well (LLaDA's confidence). Equals p_max for greedy decoding without them.
+  float p_token_raw = 0;
 };
 
 // Reference implementation (the CPU backend uses it directly; CUDA kernels are tested against it).
-// `u` is the uniform draw for sampling (ignored when greedy).
+// Draws come from `rng` at `position`: uniform(rng, position, kTokenSample) for kInverseCdf,
+// one kGumbel draw per vocabulary entry for kGumbelMax; none when greedy.
+TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfig& sampler,
+                               const RngKey& rng, int32_t position);
+// The same with the inverse-CDF draw `u` given (ignored when greedy); not for kGumbelMax sampling.
 TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfig& sampler,
                                double u);
 

@@ -11,7 +11,8 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
                                   const TraceCallback& trace, const StopRule& stop_rule) {
   const auto t0 = std::chrono::steady_clock::now();
   auto decoder = make_decoder(model_.config(), request.params, request.prompt);
-  auto cache = backend_.create_cache(decoder->cache_capacity());
+  const int64_t capacity = decoder->cache_capacity();
+  auto cache = capacity > 0 ? backend_.create_cache(capacity) : nullptr;
   const size_t max_tokens = static_cast<size_t>(request.params.max_tokens);
 
   GenerationResult out;
@@ -19,11 +20,11 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   size_t emitted = 0;
   bool done = false;
   while (!done) {
-    SequenceForward fwd;
-    fwd.cache = cache.get();
-    if (!decoder->plan(fwd)) break;
-    const auto results = backend_.forward(std::span(&fwd, 1));
-    decoder->observe(results[0]);
+    std::vector<SequenceForward> fwds(1);
+    fwds[0].cache = cache.get();
+    if (!decoder->plan_step(fwds)) break;
+    const auto results = backend_.forward(fwds);
+    decoder->observe_step(results);
     if (trace) trace(*decoder);
 
     // Apply stop ids, stop rule and max_tokens to the final tokens; stream what survives.

@@ -38,6 +38,7 @@ struct ModelConfig {
   int64_t eos_token_id = -1;
   int64_t pad_token_id = -1;
   int64_t bos_token_id = -1;
+  int64_t eot_token_id = -1;  // end of turn (LLaDA's <|eot_id|>, for confidence_eos_eot_inf)
   std::vector<int64_t> stop_token_ids;  // eos plus generation_config.json eos_token_id list
 
   AttentionKind attention = AttentionKind::kCausal;  // how the family decodes

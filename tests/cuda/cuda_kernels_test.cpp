@@ -204,7 +204,8 @@ void check_attention(const AttnCase& c, std::mt19937& rng) {
   p.kv_heads = c.kv;
   p.head_dim = c.d;
   p.scale = scale;
-  p.splits = c.splits ? c.splits : cuda::attention_splits(c.n_q, c.heads, c.kv, p.max_keys, 132);
+  p.splits =
+      c.splits ? c.splits : cuda::attention_splits(c.n_q, c.heads, c.kv, c.d, p.max_keys, 132);
   cuda::DeviceBuffer<float> ws(cuda::attention_workspace_floats(c.n_q, c.heads, c.d, p.splits),
                                "ws");
   p.partial_o = ws.get();

@@ -23,6 +23,10 @@ TEST(Philox, UniformMatchesPythonTwin) {
   EXPECT_DOUBLE_EQ(uniform({42, 0, 3}, 17, RngStream::kTokenSample), 0.23947008550408377);
   EXPECT_DOUBLE_EQ(uniform({(1ull << 40) + 5, 7, 123456}, 99, RngStream::kAccept),
                    0.01370373270140779);
+  // A per-vocabulary-entry draw: the index enters the counter as stream | index << 8.
+  EXPECT_DOUBLE_EQ(uniform({9, 2, 5}, 33, RngStream::kGumbel, 126347), 0.08531560780733971);
+  EXPECT_EQ(uniform({9, 2, 5}, 33, RngStream::kGumbel, 0),
+            uniform({9, 2, 5}, 33, RngStream::kGumbel));
 }
 
 TEST(Philox, DrawsAreDistinctAndInRange) {

@@ -9,6 +9,8 @@
 #include <numeric>
 #include <random>
 
+#include "core/error.h"
+
 namespace dllm {
 namespace {
 
@@ -116,6 +118,74 @@ TEST(TokenStats, GreedyWithFiltersReportsFilteredProbability) {
   EXPECT_EQ(st.token, 1);
   EXPECT_FLOAT_EQ(st.p_token, 1.0f);
   EXPECT_NEAR(st.p_token_tempered, softmax({0.1, 0.7, 0.2})[1], 1e-6);
+}
+
+// LLaDA: x0 = argmax exp(l) / (-log u)^T with one draw per vocabulary entry samples from
+// softmax(l / T); checked statistically over many positions (independent of the draw layout).
+TEST(TokenStats, GumbelMaxSamplesTheTemperedDistribution) {
+  const std::vector<float> logits = {0.0f, 1.0f, 2.0f, -1.0f};
+  for (float t : {1.0f, 0.5f}) {
+    SamplerConfig s;
+    s.method = SampleMethod::kGumbelMax;
+    s.temperature = t;
+    std::vector<double> count(4, 0.0);
+    const int n = 20000;
+    for (int pos = 0; pos < n; ++pos) {
+      const TokenStats st = compute_token_stats(logits, s, RngKey{11, 2, 7}, pos);
+      count[static_cast<size_t>(st.token)] += 1.0 / n;
+      EXPECT_FLOAT_EQ(st.p_token_raw, static_cast<float>(softmax({0, 1, 2, -1})[st.token]))
+          << "LLaDA's confidence: the un-noised softmax at T = 1";
+    }
+    const auto p = softmax({0.0 / t, 1.0 / t, 2.0 / t, -1.0 / t});
+    for (size_t v = 0; v < 4; ++v) EXPECT_NEAR(count[v], p[v], 0.012) << "T " << t << " id " << v;
+  }
+}
+
+TEST(TokenStats, GumbelMaxUsesOneDrawPerVocabularyEntry) {
+  std::vector<float> logits(40);
+  for (size_t v = 0; v < logits.size(); ++v) logits[v] = std::sin(static_cast<float>(v)) * 2.0f;
+  SamplerConfig s;
+  s.method = SampleMethod::kGumbelMax;
+  s.temperature = 0.7f;
+  s.banned_tokens = {5};
+  const RngKey key{3, 1, 4};
+  for (int32_t pos : {0, 9, 123}) {
+    int32_t best = -1;
+    double best_v = -1;
+    for (size_t v = 0; v < logits.size(); ++v) {
+      const double u = uniform(key, pos, RngStream::kGumbel, static_cast<uint32_t>(v));
+      const double val = v == 5 ? 0.0 : std::exp(double(logits[v])) / std::pow(-std::log(u), 0.7f);
+      if (val > best_v) best_v = val, best = static_cast<int32_t>(v);
+    }
+    EXPECT_EQ(compute_token_stats(logits, s, key, pos).token, best) << pos;
+  }
+  s.temperature = 0.0f;
+  EXPECT_EQ(compute_token_stats(logits, s, key, 0).token,
+            std::max_element(logits.begin(), logits.end()) - logits.begin())
+      << "greedy: the argmax";
+  s.temperature = 1.0f;
+  EXPECT_THROW(compute_token_stats(logits, s, 0.5), Error) << "needs the key, not one draw";
+  s.top_k = 3;
+  EXPECT_THROW(s.validate(), Error);
+}
+
+TEST(TokenStats, ConfidenceBannedTokensLeaveOnlyTheRawConfidence) {
+  // Token 3 is the argmax; banning it from the confidence keeps it chosen with confidence 0
+  // (LLaDA's EoT quirk); banning another token renormalises the rest.
+  const std::vector<float> logits = {0, 0, 0, 2.0f, 0, 1.0f, 0, 0};
+  SamplerConfig s;
+  s.confidence_banned_tokens = {3};
+  TokenStats st = compute_token_stats(logits, s, 0.0);
+  EXPECT_EQ(st.token, 3);
+  EXPECT_EQ(st.p_token_raw, 0.0f);
+  const double z = std::exp(2.0) + std::exp(1.0) + 6.0;
+  EXPECT_NEAR(st.p_max, std::exp(2.0) / z, 1e-7) << "the raw statistics are unchanged";
+  s.confidence_banned_tokens = {5};
+  st = compute_token_stats(logits, s, 0.0);
+  EXPECT_EQ(st.token, 3);
+  EXPECT_NEAR(st.p_token_raw, std::exp(2.0) / (std::exp(2.0) + 6.0), 1e-7);
+  s.confidence_banned_tokens.clear();
+  EXPECT_NEAR(compute_token_stats(logits, s, 0.0).p_token_raw, std::exp(2.0) / z, 1e-7);
 }
 
 }  // namespace

@@ -179,6 +179,85 @@ TEST(GenerateCliWedlm, DefaultStrategyAndMetrics) {
     const auto e = test::run_command(bin + " --prompt-ids 1,2,3" + args);
     EXPECT_NE(e.status, 0) << args;
     EXPECT_NE(e.output.find(needle), std::string::npos) << args << "\n" << e.output;
+    }
+  }
+}
+
+// Full diffusion on the tiny LLaDA and Dream fixtures (no tokenizer: ids in, ids out).
+TEST(GenerateCliFullDiffusion, LladaAndDreamFixturesGenerate) {
+  auto run = [](const std::string& model, const std::string& args) {
+    const auto r =
+        test::run_command("{ " + test::dllm_binary() + " generate -m " +
+                          test::model_fixture(model).string() + " " + args + " 2>/dev/null; }");
+    EXPECT_EQ(r.status, 0) << args << "\n" << r.output;
+    return nlohmann::json::parse(r.output);
+  };
+  // LLaDA defaults: 128 tokens, blocks of 32, one step per token.
+  auto j = run("llada-tiny", "--prompt-ids 1,2,3 --format json");
+  EXPECT_EQ(j["stats"]["forwards"], 128);
+  EXPECT_EQ(j["stats"]["prompt_tokens"], 3);
+  const auto ids = j["ids"].get<std::vector<int32_t>>();
+  if (j["finish_reason"] == "length") {
+    EXPECT_EQ(ids.size(), 128u);
+  } else {
+    EXPECT_EQ(j["finish_reason"], "stop");
+    EXPECT_LT(ids.size(), 128u);
+  }
+  for (int32_t id : ids) {
+    EXPECT_NE(id, 294) << "the mask token is never generated";
+    EXPECT_NE(id, 250) << "eos (the stop id) is not part of the output";
+  }
+  j = run("llada-tiny",
+          "--prompt-ids 1,2,3 --format json --max-tokens 16 --block-length 4 --steps 8 "
+          "--temperature 0.8 --seed 4 --cfg-scale 0.5 --remasking random --logits-eos-inf "
+          "--confidence-eos-eot-inf");
+  EXPECT_EQ(j["stats"]["forwards"], 8);
+  EXPECT_EQ(j["ids"].size(), 16u);
+  // The same seed gives the same tokens.
+  EXPECT_EQ(run("llada-tiny",
+                "--prompt-ids 1,2,3 --format json --max-tokens 16 --block-length 4 --steps 8 "
+                "--temperature 0.8 --seed 4 --cfg-scale 0.5 --remasking random --logits-eos-inf "
+                "--confidence-eos-eot-inf")["ids"],
+            j["ids"]);
+  j = run("dream-tiny", "--prompt-ids 1,2,3 --format json --max-tokens 24");
+  EXPECT_EQ(j["stats"]["forwards"], 24) << "steps default to max_tokens";
+  EXPECT_LE(j["ids"].size(), 24u);
+  j = run("dream-tiny",
+          "--prompt-ids 1,2,3 --format json --max-tokens 16 --steps 4 --alg origin "
+          "--temperature 1 --top-p 0.9 --top-k 20 --seed 2");
+  EXPECT_EQ(j["stats"]["forwards"], 4);
+  // Text mode without a tokenizer prints the ids.
+  const auto text = test::run_command(test::dllm_binary() + " generate -m " +
+                                      test::model_fixture("dream-tiny").string() +
+                                      " --prompt-ids 5,6 --max-tokens 4 --alg topk_margin");
+  EXPECT_EQ(text.status, 0) << text.output;
+  EXPECT_NE(text.output.find("[full]"), std::string::npos) << text.output;
+}
+
+TEST(GenerateCliFullDiffusion, BadInputIsAClearError) {
+  const std::string llada =
+      test::dllm_binary() + " generate -m " + test::model_fixture("llada-tiny").string();
+  const std::string dream =
+      test::dllm_binary() + " generate -m " + test::model_fixture("dream-tiny").string();
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {llada + " --prompt-ids 1 --max-tokens 100",
+       "--block-length 32 must divide --max-tokens 100"},
+      {llada + " --prompt-ids 1 --max-tokens 64 --block-length 16 --steps 6",
+       "--steps 6 must be a multiple of the number of blocks 4"},
+      {llada + " --prompt-ids 1 --cfg-scale -1", "--cfg-scale must be >= 0"},
+      {llada + " --prompt-ids 1 --remasking sequential", "--remasking 'sequential'"},
+      {llada + " --prompt-ids 1 --top-p 0.9", "do not apply to LLaDA"},
+      {llada + " --prompt-ids 1 --strategy block", "'block' is not available for llada"},
+      {llada + " --prompt-ids 1,294", "contains the mask token id 294"},
+      {dream + " --prompt-ids 1 --alg fastest", "--alg 'fastest'"},
+      {dream + " --prompt-ids 1 --alg origin --alg-temp 1", "--alg-temp does not apply"},
+      {dream + " --prompt-ids 1 --logits-eos-inf", "--logits-eos-inf applies to LLaDA"},
+      {dream + " --prompt-ids 1 --steps -3", "--steps must be positive"},
+  };
+  for (const auto& [cmd, needle] : cases) {
+    const auto r = test::run_command(cmd);
+    EXPECT_NE(r.status, 0) << cmd;
+    EXPECT_NE(r.output.find(needle), std::string::npos) << cmd << "\n" << r.output;
   }
 }
 

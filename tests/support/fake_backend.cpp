@@ -30,6 +30,13 @@ std::vector<SequenceResult> FakeBackend::forward(std::span<const SequenceForward
                                 : seq.rng_positions[i];
         r.stats.push_back(script_(seq, pos));
       }
+    if (seq.want_logits) {
+      if (!logits_) fail("FakeBackend: this test scripted no logits");
+      for (int32_t row : seq.output_rows) {
+        const auto l = logits_(seq, row);
+        r.logits.insert(r.logits.end(), l.begin(), l.end());
+      }
+    }
     if (seq.cache && seq.write == CacheWrite::kAppend) {
       const int64_t n =
           seq.append_count >= 0 ? seq.append_count : static_cast<int64_t>(seq.tokens.size());
@@ -44,7 +51,7 @@ std::vector<SequenceResult> FakeBackend::forward(std::span<const SequenceForward
 TokenStats stats(int32_t token, float p) {
   TokenStats s;
   s.argmax = s.token = token;
-  s.p_max = s.p_token = s.p_token_tempered = p;
+  s.p_max = s.p_token = s.p_token_tempered = s.p_token_raw = p;
   return s;
 }
 

@@ -13,10 +13,13 @@ namespace dllm::test {
 // Returns the stats of one output row. `pos` is the logical position of the token being decided
 // (rng_positions when given, else the row's position); `seq` is the whole planned forward.
 using ScriptFn = std::function<TokenStats(const SequenceForward& seq, int32_t pos)>;
+// Returns the full logits row of output row `row` (a query index of `seq`), for want_logits.
+using LogitsFn = std::function<std::vector<float>(const SequenceForward& seq, int32_t row)>;
 
 class FakeBackend final : public Backend {
  public:
-  explicit FakeBackend(ScriptFn script) : script_(std::move(script)) {}
+  explicit FakeBackend(ScriptFn script, LogitsFn logits = {})
+      : script_(std::move(script)), logits_(std::move(logits)) {}
   std::string name() const override { return "fake"; }
   std::unique_ptr<KvCache> create_cache(int64_t capacity) override;
   std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
@@ -30,9 +33,10 @@ class FakeBackend final : public Backend {
 
  private:
   ScriptFn script_;
+  LogitsFn logits_;
 };
 
-// Stats with p for both confidence kinds, entropy/margin left at zero.
+// Stats with p for every confidence kind, entropy/margin left at zero.
 TokenStats stats(int32_t token, float p);
 
 }  // namespace dllm::test

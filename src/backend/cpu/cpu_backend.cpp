@@ -237,11 +237,9 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
         const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
         const int32_t pos = seq.rng_positions.empty() ? seq.positions[row]
                                                       : seq.rng_positions[static_cast<size_t>(i)];
-        const double u =
-            seq.sampler.greedy() ? 0.0 : uniform(seq.rng, pos, RngStream::kTokenSample);
         const auto row_logits = std::span<const float>(logits).subspan(
             static_cast<size_t>(i * c.vocab_size), static_cast<size_t>(c.vocab_size));
-        stats[static_cast<size_t>(i)] = compute_token_stats(row_logits, seq.sampler, u);
+        stats[static_cast<size_t>(i)] = compute_token_stats(row_logits, seq.sampler, seq.rng, pos);
       }
     }
     if (!seq.want_logits) logits.clear();

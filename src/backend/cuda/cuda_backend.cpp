@@ -5,8 +5,11 @@
 // falls back to the host reference on the wanted rows' logits.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <map>
 #include <numeric>
+#include <set>
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_check.h"
@@ -78,10 +81,11 @@ cuda::MaskKind mask_kind(AttentionKind k) {
   return cuda::MaskKind::kCausal;
 }
 
-// Device TokenStats are enough for greedy decoding without filters.
+// Device TokenStats are enough for greedy decoding without filters (greedy Gumbel-max is the
+// argmax too) and without confidence-banned tokens.
 bool device_stats_suffice(const SamplerConfig& s) {
   return s.greedy() && s.top_k == 0 && !(s.top_p < 1.0f) &&
-         s.banned_tokens.size() <= cuda::kMaxBanned;
+         s.banned_tokens.size() <= cuda::kMaxBanned && s.confidence_banned_tokens.empty();
 }
 
 class CudaBackend final : public Backend {
@@ -99,6 +103,11 @@ class CudaBackend final : public Backend {
     DLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     DLLM_CUBLAS_CHECK(cublasCreate(&cublas_));
     DLLM_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
+    // A workspace of our own keeps cuBLAS from allocating while a graph is being captured.
+    cublas_workspace_.resize(size_t(32) << 20, "the cuBLAS workspace");
+    DLLM_CUBLAS_CHECK(
+        cublasSetWorkspace(cublas_, cublas_workspace_.get(), cublas_workspace_.size()));
+    if (const char* g = std::getenv("DLLM_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
 
     const ModelTensors& t = model.tensors();
     embed_ = upload_bf16({t.embed}, "the embedding");
@@ -137,6 +146,7 @@ class CudaBackend final : public Backend {
   }
 
   ~CudaBackend() override {
+    drop_graphs();
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -203,6 +213,17 @@ class CudaBackend final : public Backend {
     }
     events_.clear();
   }
+  void drop_graphs() {
+    for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+    graphs_.clear();
+  }
+  bool graphs_enabled_ = true;  // DLLM_CUDA_GRAPHS=0 turns capture off (debugging, comparisons)
+  std::map<std::string, cudaGraphExec_t> graphs_;
+  std::set<std::string> seen_shapes_;
+  cuda::PinnedBuffer<int32_t> pinned_ints_;
+  cuda::PinnedBuffer<cuda::DeviceTokenStats> pinned_stats_;
+  DeviceBuffer<char> cublas_workspace_;
+
   bool profiling_ = false;
   std::vector<OpEvents> events_;
   std::vector<std::pair<std::string, double>> profile_;
@@ -213,6 +234,7 @@ class CudaBackend final : public Backend {
     SequenceSlots slots;
     int64_t row_offset = 0;
     int64_t n_keys = 0;
+    int64_t max_keys = 0;  // the attention grid covers this many keys (> n_keys in captured graphs)
     size_t slots_at = 0, keys_at = 0, nkeys_at = 0,
            mask_at = 0;  // offsets into the staging buffers
     bool has_mask = false;
@@ -299,162 +321,220 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
   const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), D = c.head_dim,
                 inter = c.intermediate_size;
   const int64_t qkvd = qd + 2 * kvd;
-  x_.ensure(static_cast<size_t>(total * h), "activations");
-  xn_.ensure(static_cast<size_t>(total * h), "activations");
-  qkv_.ensure(static_cast<size_t>(total * qkvd), "activations");
-  q_.ensure(static_cast<size_t>(total * qd), "activations");
-  attn_.ensure(static_cast<size_t>(total * qd), "activations");
-  gu_.ensure(static_cast<size_t>(total * 2 * inter), "activations");
-  act_.ensure(static_cast<size_t>(total * inter), "activations");
-  ints_.ensure(ints.size(), "staging");
-  if (!masks.empty()) masks_.ensure(masks.size(), "attention masks");
+  const int M = static_cast<int>(total_out);
+
+  // A single-sequence denoising step of a shape seen before replays a captured CUDA graph: its
+  // inputs travel through pinned staging, the key count is read on the device, and the attention
+  // grid covers a power-of-two bucket of keys so one graph serves a growing context.
+  const SequenceForward& s0 = batch[0];
+  const bool graphable = graphs_enabled_ && !profiling_ && batch.size() == 1 && s0.cache &&
+                         s0.write == CacheWrite::kNone && plans[0].slots.contiguous &&
+                         s0.rule.kind != AttentionKind::kCustom && !s0.want_logits && M > 0 &&
+                         s0.want_stats && device_stats_suffice(s0.sampler);
+  for (auto& p : plans) {
+    p.max_keys = p.n_keys;
+    if (graphable) {
+      p.max_keys = 256;
+      while (p.max_keys < p.n_keys) p.max_keys *= 2;
+    }
+  }
+
+  bool moved = false;
+  moved |= x_.ensure(static_cast<size_t>(total * h), "activations");
+  moved |= xn_.ensure(static_cast<size_t>(total * h), "activations");
+  moved |= qkv_.ensure(static_cast<size_t>(total * qkvd), "activations");
+  moved |= q_.ensure(static_cast<size_t>(total * qd), "activations");
+  moved |= attn_.ensure(static_cast<size_t>(total * qd), "activations");
+  moved |= gu_.ensure(static_cast<size_t>(total * 2 * inter), "activations");
+  moved |= act_.ensure(static_cast<size_t>(total * inter), "activations");
+  moved |= ints_.ensure(ints.size(), "staging");
+  if (!masks.empty()) moved |= masks_.ensure(masks.size(), "attention masks");
+  if (M > 0) {
+    moved |= hn_.ensure(static_cast<size_t>(M * h), "output rows");
+    moved |= logits_.ensure(static_cast<size_t>(M) * c.vocab_size, "logits");
+    moved |= stats_.ensure(static_cast<size_t>(M), "token statistics");
+  }
   size_t ws = 0;
   std::vector<int> splits(batch.size());
   for (size_t si = 0; si < batch.size(); ++si) {
     const int n = static_cast<int>(batch[si].tokens.size());
     splits[si] =
         cuda::attention_splits(n, static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads),
-                               static_cast<int>(plans[si].n_keys), num_sms_);
+                               static_cast<int>(D), static_cast<int>(plans[si].max_keys), num_sms_);
     ws = std::max(ws, cuda::attention_workspace_floats(n, static_cast<int>(c.num_heads),
                                                        static_cast<int>(D), splits[si]));
   }
-  attn_ws_.ensure(ws, "attention workspace");
+  moved |= attn_ws_.ensure(ws, "attention workspace");
+  moved |= pinned_ints_.ensure(ints.size());
+  moved |= pinned_stats_.ensure(static_cast<size_t>(std::max(M, 1)));
+  if (moved) drop_graphs();
 
-  DLLM_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), ints.data(), ints.size() * sizeof(int32_t),
-                                  cudaMemcpyHostToDevice, stream_));
-  if (!masks.empty())
-    DLLM_CUDA_CHECK(
-        cudaMemcpyAsync(masks_.get(), masks.data(), masks.size(), cudaMemcpyHostToDevice, stream_));
-  const int32_t* d_ints = ints_.get();
-
-  const float eps = static_cast<float>(c.norm_eps);
-  const int T = static_cast<int>(total);
-  op_begin("embedding");
-  cuda::embed(d_ints + tokens_at, embed_.get(), x_.get(), T, static_cast<int>(h), stream_);
-  op_end();
-  for (int64_t li = 0; li < c.num_layers; ++li) {
-    CudaLayer& L = layers_[static_cast<size_t>(li)];
-    op_begin("norms");
-    cuda::rms_norm(x_.get(), nullptr, L.attn_norm.get(), xn_.get(), T, static_cast<int>(h), eps,
-                   stream_);
-    op_end();
-    op_begin("gemm");
-    cuda::gemm_nt(cublas_, xn_.get(), L.qkv.get(), qkv_.get(), CUDA_R_32F, T,
-                  static_cast<int>(qkvd), static_cast<int>(h), false);
-    op_end();
-    for (size_t si = 0; si < batch.size(); ++si) {
-      SeqPlan& p = plans[si];
-      const int n = static_cast<int>(batch[si].tokens.size());
-      cuda::QkvPostParams qp;
-      qp.qkv = qkv_.get() + p.row_offset * qkvd;
-      qp.bias = L.qkv_bias.get();
-      qp.q_norm = L.q_norm.get();
-      qp.k_norm = L.k_norm.get();
-      qp.positions = d_ints + positions_at + p.row_offset;
-      qp.slots = d_ints + p.slots_at;
-      qp.inv_freq = inv_freq_.get();
-      qp.q_out = q_.get() + p.row_offset * qd;
-      qp.k_cache = p.cache->k(li);
-      qp.v_cache = p.cache->v(li);
-      qp.slot_positions = li == 0 ? p.cache->slot_positions() : nullptr;
-      qp.n = n;
-      qp.heads = static_cast<int>(c.num_heads);
-      qp.kv_heads = static_cast<int>(c.num_kv_heads);
-      qp.head_dim = static_cast<int>(D);
-      qp.rotary_dim = static_cast<int>(c.rotary_dim);
-      qp.eps = eps;
-      op_begin("qk-norm+rope+cache write");
-      cuda::qkv_post(qp, stream_);
-      op_end();
-
-      cuda::AttentionParams ap;
-      ap.q = qp.q_out;
-      ap.k_cache = qp.k_cache;
-      ap.v_cache = qp.v_cache;
-      ap.key_slots = p.slots.contiguous ? nullptr : d_ints + p.keys_at;
-      ap.n_keys = d_ints + p.nkeys_at;
-      ap.slot_positions = p.cache->slot_positions();
-      ap.q_positions = qp.positions;
-      ap.custom_mask = p.has_mask ? masks_.get() + p.mask_at : nullptr;
-      ap.kind = mask_kind(batch[si].rule.kind);
-      ap.block_size = static_cast<int>(batch[si].rule.block_size);
-      ap.n_q = n;
-      ap.max_keys = static_cast<int>(p.n_keys);
-      ap.heads = qp.heads;
-      ap.kv_heads = qp.kv_heads;
-      ap.head_dim = qp.head_dim;
-      ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
-      ap.splits = splits[si];
-      ap.partial_o = attn_ws_.get();
-      ap.partial_ml = attn_ws_.get() + static_cast<size_t>(ap.splits) * n * c.num_heads * D;
-      ap.out = attn_.get() + p.row_offset * qd;
-      op_begin("attention");
-      cuda::attention(ap, stream_);
-      op_end();
-    }
-    op_begin("gemm");
-    cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), x_.get(), CUDA_R_32F, T, static_cast<int>(h),
-                  static_cast<int>(qd), true);
-    op_end();
-    op_begin("norms");
-    cuda::rms_norm(x_.get(), nullptr, L.mlp_norm.get(), xn_.get(), T, static_cast<int>(h), eps,
-                   stream_);
-    op_end();
-    op_begin("gemm");
-    cuda::gemm_nt(cublas_, xn_.get(), L.gate_up.get(), gu_.get(), CUDA_R_16BF, T,
-                  static_cast<int>(2 * inter), static_cast<int>(h), false);
-    op_end();
-    op_begin("swiglu");
-    cuda::swiglu(gu_.get(), act_.get(), T, static_cast<int>(inter), stream_);
-    op_end();
-    op_begin("gemm");
-    cuda::gemm_nt(cublas_, act_.get(), L.down.get(), x_.get(), CUDA_R_32F, T, static_cast<int>(h),
-                  static_cast<int>(inter), true);
-    op_end();
-  }
-
-  // Final norm + LM head on the wanted rows of every sequence at once.
-  const int M = static_cast<int>(total_out);
   std::vector<SequenceResult> results(batch.size());
-  std::vector<float> host_logits;
-  std::vector<cuda::DeviceTokenStats> host_stats;
-  if (M > 0) {
-    hn_.ensure(static_cast<size_t>(M * h), "output rows");
-    logits_.ensure(static_cast<size_t>(M) * c.vocab_size, "logits");
-    stats_.ensure(static_cast<size_t>(M), "token statistics");
-    op_begin("norms");
-    cuda::rms_norm(x_.get(), d_ints + out_rows_at, final_norm_.get(), hn_.get(), M,
-                   static_cast<int>(h), eps, stream_);
+  std::vector<cuda::DeviceTokenStats> host_stats(static_cast<size_t>(M));
+  // Everything the GPU does for this forward, in stream order; captured as a graph or run directly.
+  auto enqueue = [&](const int32_t* ints_src, cuda::DeviceTokenStats* stats_dst) {
+    DLLM_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), ints_src, ints.size() * sizeof(int32_t),
+                                    cudaMemcpyHostToDevice, stream_));
+    if (!masks.empty())
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(masks_.get(), masks.data(), masks.size(),
+                                      cudaMemcpyHostToDevice, stream_));
+    const int32_t* d_ints = ints_.get();
+
+    const float eps = static_cast<float>(c.norm_eps);
+    const int T = static_cast<int>(total);
+    op_begin("embedding");
+    cuda::embed(d_ints + tokens_at, embed_.get(), x_.get(), T, static_cast<int>(h), stream_);
     op_end();
-    op_begin("lm head gemm");
-    cuda::gemm_nt(cublas_, hn_.get(), tied_ ? embed_.get() : lm_head_.get(), logits_.get(),
-                  CUDA_R_32F, M, static_cast<int>(c.vocab_size), static_cast<int>(h), false);
-    op_end();
-  }
-  // What comes back: device stats where they suffice, logits rows where a sequence needs them.
-  int64_t out_at = 0;
-  for (size_t si = 0; si < batch.size(); ++si) {
-    const SequenceForward& seq = batch[si];
-    const int64_t m = static_cast<int64_t>(seq.output_rows.size());
-    const bool host_rows =
-        seq.want_logits || (seq.want_stats && !device_stats_suffice(seq.sampler));
-    if (m > 0 && seq.want_stats && !host_rows) {
-      cuda::BannedTokens ban;
-      for (int32_t id : seq.sampler.banned_tokens) ban.ids[ban.n++] = id;
-      op_begin("token stats");
-      cuda::greedy_token_stats(logits_.get() + out_at * c.vocab_size, static_cast<int>(m),
-                               static_cast<int>(c.vocab_size), ban, stats_.get() + out_at, stream_);
+    for (int64_t li = 0; li < c.num_layers; ++li) {
+      CudaLayer& L = layers_[static_cast<size_t>(li)];
+      op_begin("norms");
+      cuda::rms_norm(x_.get(), nullptr, L.attn_norm.get(), xn_.get(), T, static_cast<int>(h), eps,
+                     stream_);
+      op_end();
+      op_begin("gemm");
+      cuda::gemm_nt(cublas_, xn_.get(), L.qkv.get(), qkv_.get(), CUDA_R_32F, T,
+                    static_cast<int>(qkvd), static_cast<int>(h), false);
+      op_end();
+      for (size_t si = 0; si < batch.size(); ++si) {
+        SeqPlan& p = plans[si];
+        const int n = static_cast<int>(batch[si].tokens.size());
+        cuda::QkvPostParams qp;
+        qp.qkv = qkv_.get() + p.row_offset * qkvd;
+        qp.bias = L.qkv_bias.get();
+        qp.q_norm = L.q_norm.get();
+        qp.k_norm = L.k_norm.get();
+        qp.positions = d_ints + positions_at + p.row_offset;
+        qp.slots = d_ints + p.slots_at;
+        qp.inv_freq = inv_freq_.get();
+        qp.q_out = q_.get() + p.row_offset * qd;
+        qp.k_cache = p.cache->k(li);
+        qp.v_cache = p.cache->v(li);
+        qp.slot_positions = li == 0 ? p.cache->slot_positions() : nullptr;
+        qp.n = n;
+        qp.heads = static_cast<int>(c.num_heads);
+        qp.kv_heads = static_cast<int>(c.num_kv_heads);
+        qp.head_dim = static_cast<int>(D);
+        qp.rotary_dim = static_cast<int>(c.rotary_dim);
+        qp.eps = eps;
+        op_begin("qk-norm+rope+cache write");
+        cuda::qkv_post(qp, stream_);
+        op_end();
+
+        cuda::AttentionParams ap;
+        ap.q = qp.q_out;
+        ap.k_cache = qp.k_cache;
+        ap.v_cache = qp.v_cache;
+        ap.key_slots = p.slots.contiguous ? nullptr : d_ints + p.keys_at;
+        ap.n_keys = d_ints + p.nkeys_at;
+        ap.slot_positions = p.cache->slot_positions();
+        ap.q_positions = qp.positions;
+        ap.custom_mask = p.has_mask ? masks_.get() + p.mask_at : nullptr;
+        ap.kind = mask_kind(batch[si].rule.kind);
+        ap.block_size = static_cast<int>(batch[si].rule.block_size);
+        ap.n_q = n;
+        ap.max_keys = static_cast<int>(p.max_keys);
+        ap.heads = qp.heads;
+        ap.kv_heads = qp.kv_heads;
+        ap.head_dim = qp.head_dim;
+        ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
+        ap.splits = splits[si];
+        ap.partial_o = attn_ws_.get();
+        ap.partial_ml = attn_ws_.get() + static_cast<size_t>(ap.splits) * n * c.num_heads * D;
+        ap.out = attn_.get() + p.row_offset * qd;
+        op_begin("attention");
+        cuda::attention(ap, stream_);
+        op_end();
+      }
+      op_begin("gemm");
+      cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), x_.get(), CUDA_R_32F, T, static_cast<int>(h),
+                    static_cast<int>(qd), true);
+      op_end();
+      op_begin("norms");
+      cuda::rms_norm(x_.get(), nullptr, L.mlp_norm.get(), xn_.get(), T, static_cast<int>(h), eps,
+                     stream_);
+      op_end();
+      op_begin("gemm");
+      cuda::gemm_nt(cublas_, xn_.get(), L.gate_up.get(), gu_.get(), CUDA_R_16BF, T,
+                    static_cast<int>(2 * inter), static_cast<int>(h), false);
+      op_end();
+      op_begin("swiglu");
+      cuda::swiglu(gu_.get(), act_.get(), T, static_cast<int>(inter), stream_);
+      op_end();
+      op_begin("gemm");
+      cuda::gemm_nt(cublas_, act_.get(), L.down.get(), x_.get(), CUDA_R_32F, T, static_cast<int>(h),
+                    static_cast<int>(inter), true);
       op_end();
     }
-    out_at += m;
+
+    // Final norm + LM head on the wanted rows of every sequence at once.
+    if (M > 0) {
+      op_begin("norms");
+      cuda::rms_norm(x_.get(), d_ints + out_rows_at, final_norm_.get(), hn_.get(), M,
+                     static_cast<int>(h), eps, stream_);
+      op_end();
+      op_begin("lm head gemm");
+      cuda::gemm_nt(cublas_, hn_.get(), tied_ ? embed_.get() : lm_head_.get(), logits_.get(),
+                    CUDA_R_32F, M, static_cast<int>(c.vocab_size), static_cast<int>(h), false);
+      op_end();
+    }
+    // What comes back: device stats where they suffice, logits rows where a sequence needs them.
+    int64_t out_at = 0;
+    for (size_t si = 0; si < batch.size(); ++si) {
+      const SequenceForward& seq = batch[si];
+      const int64_t m = static_cast<int64_t>(seq.output_rows.size());
+      const bool host_rows =
+          seq.want_logits || (seq.want_stats && !device_stats_suffice(seq.sampler));
+      if (m > 0 && seq.want_stats && !host_rows) {
+        cuda::BannedTokens ban;
+        for (int32_t id : seq.sampler.banned_tokens) ban.ids[ban.n++] = id;
+        op_begin("token stats");
+        cuda::greedy_token_stats(logits_.get() + out_at * c.vocab_size, static_cast<int>(m),
+                                 static_cast<int>(c.vocab_size), ban, stats_.get() + out_at,
+                                 stream_);
+        op_end();
+      }
+      out_at += m;
+    }
+    if (M > 0)
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(stats_dst, stats_.get(), M * sizeof(cuda::DeviceTokenStats),
+                                      cudaMemcpyDeviceToHost, stream_));
+  };  // enqueue
+
+  if (graphable) {
+    std::copy(ints.begin(), ints.end(), pinned_ints_.get());
+    const SeqPlan& p = plans[0];
+    // Everything a captured graph bakes in: buffers (the cache's, by address and capacity) and
+    // shape.
+    std::string key = std::to_string(reinterpret_cast<uintptr_t>(p.cache->k(0))) + "/" +
+                      std::to_string(reinterpret_cast<uintptr_t>(p.cache->v(0))) + "/" +
+                      std::to_string(reinterpret_cast<uintptr_t>(p.cache->slot_positions())) + "/" +
+                      std::to_string(p.cache->capacity()) + "/" + std::to_string(total) + "/" +
+                      std::to_string(M) + "/" + std::to_string(static_cast<int>(s0.rule.kind)) +
+                      "/" + std::to_string(s0.rule.block_size) + "/" + std::to_string(p.max_keys);
+    for (int32_t id : s0.sampler.banned_tokens) key += "/" + std::to_string(id);
+    auto it = graphs_.find(key);
+    if (it == graphs_.end() && !seen_shapes_.insert(key).second) {
+      // Second time this shape comes: capture it (the first ran directly and warmed everything up).
+      cudaGraph_t graph = nullptr;
+      DLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      enqueue(pinned_ints_.get(), pinned_stats_.get());
+      DLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+      cudaGraphExec_t exec = nullptr;
+      DLLM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      cudaGraphDestroy(graph);
+      it = graphs_.emplace(key, exec).first;
+    }
+    if (it != graphs_.end()) {
+      DLLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+      DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      std::copy(pinned_stats_.get(), pinned_stats_.get() + M, host_stats.begin());
+    } else {
+      enqueue(pinned_ints_.get(), host_stats.data());
+    }
+  } else {
+    enqueue(ints.data(), host_stats.data());
   }
-  if (M > 0) {
-    host_stats.resize(static_cast<size_t>(M));
-    DLLM_CUDA_CHECK(cudaMemcpyAsync(host_stats.data(), stats_.get(),
-                                    M * sizeof(cuda::DeviceTokenStats), cudaMemcpyDeviceToHost,
-                                    stream_));
-  }
-  out_at = 0;
+  int64_t out_at = 0;
   for (size_t si = 0; si < batch.size(); ++si) {
     const SequenceForward& seq = batch[si];
     const int64_t m = static_cast<int64_t>(seq.output_rows.size());
@@ -487,24 +567,24 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
       auto& stats = results[si].stats;
       stats.resize(static_cast<size_t>(m));
       if (!results[si].logits.empty()) {
+        // Host statistics (filters, sampling, LLaDA's per-entry Gumbel draws): one row per thread.
+#pragma omp parallel for if (m > 1)
         for (int64_t i = 0; i < m; ++i) {
           const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
           const int32_t pos = seq.rng_positions.empty() ? seq.positions[row]
                                                         : seq.rng_positions[static_cast<size_t>(i)];
-          const double u =
-              seq.sampler.greedy() ? 0.0 : uniform(seq.rng, pos, RngStream::kTokenSample);
           stats[static_cast<size_t>(i)] =
               compute_token_stats(std::span<const float>(results[si].logits)
                                       .subspan(static_cast<size_t>(i * c.vocab_size),
                                                static_cast<size_t>(c.vocab_size)),
-                                  seq.sampler, u);
+                                  seq.sampler, seq.rng, pos);
         }
       } else {
         for (int64_t i = 0; i < m; ++i) {
           const cuda::DeviceTokenStats& d = host_stats[static_cast<size_t>(out_at + i)];
           TokenStats& st = stats[static_cast<size_t>(i)];
           st.argmax = st.token = d.argmax;
-          st.p_max = st.p_token = st.p_token_tempered = d.p_max;
+          st.p_max = st.p_token = st.p_token_tempered = st.p_token_raw = d.p_max;
           st.entropy = st.entropy_filtered = d.entropy;
           st.margin = st.margin_filtered = d.margin;
         }

@@ -44,9 +44,12 @@ class DeviceBuffer {
     }
     n_ = n;
   }
-  // Grows (never shrinks), discarding contents.
-  void ensure(size_t n, const char* what) {
-    if (n > n_) resize(n, what);
+  // Grows (never shrinks), discarding contents. True when the buffer moved (captured CUDA graphs
+  // that point at it are stale then).
+  bool ensure(size_t n, const char* what) {
+    if (n <= n_) return false;
+    resize(n, what);
+    return true;
   }
 
   T* get() { return ptr_; }
@@ -59,6 +62,37 @@ class DeviceBuffer {
     ptr_ = nullptr;
     n_ = 0;
   }
+  T* ptr_ = nullptr;
+  size_t n_ = 0;
+};
+
+}  // namespace dllm::cuda
+
+namespace dllm::cuda {
+
+// Page-locked host memory: device copies from/to it can be captured in CUDA graphs.
+template <class T>
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  ~PinnedBuffer() {
+    if (ptr_) cudaFreeHost(ptr_);
+  }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  bool ensure(size_t n) {
+    if (n <= n_) return false;
+    if (ptr_) cudaFreeHost(ptr_);
+    ptr_ = nullptr;
+    n_ = 0;
+    DLLM_CUDA_CHECK(
+        cudaHostAlloc(reinterpret_cast<void**>(&ptr_), n * sizeof(T), cudaHostAllocDefault));
+    n_ = n;
+    return true;
+  }
+  T* get() { return ptr_; }
+
+ private:
   T* ptr_ = nullptr;
   size_t n_ = 0;
 };

@@ -32,10 +32,12 @@ __device__ float block_sum(float v) {
 __global__ void embed_kernel(const int32_t* tokens, const bf16* table, float* x, int hidden) {
   const int i = blockIdx.x;
   const bf16* row = table + static_cast<int64_t>(tokens[i]) * hidden;
-  for (int d = threadIdx.x; d < hidden; d += blockDim.x) x[static_cast<int64_t>(i) * hidden + d] = __bfloat162float(row[d]);
+  for (int d = threadIdx.x; d < hidden; d += blockDim.x)
+    x[static_cast<int64_t>(i) * hidden + d] = __bfloat162float(row[d]);
 }
 
-__global__ void rms_norm_kernel(const float* x, const int32_t* rows, const bf16* w, bf16* out, int dim, float eps) {
+__global__ void rms_norm_kernel(const float* x, const int32_t* rows, const bf16* w, bf16* out,
+                                int dim, float eps) {
   const int r = blockIdx.x;
   const float* xr = x + static_cast<int64_t>(rows ? rows[r] : r) * dim;
   float ss = 0.0f;
@@ -86,7 +88,8 @@ __global__ void qkv_post_kernel(QkvPostParams p) {
     } else if (is_k) {
       dst = p.k_cache + static_cast<int64_t>(slot) * p.kv_heads * D + (hd - p.heads) * D;
     } else {
-      dst = p.v_cache + static_cast<int64_t>(slot) * p.kv_heads * D + (hd - p.heads - p.kv_heads) * D;
+      dst =
+          p.v_cache + static_cast<int64_t>(slot) * p.kv_heads * D + (hd - p.heads - p.kv_heads) * D;
     }
     for (int d = lane; d < D; d += 32) dst[d] = __float2bfloat16(v[d]);
     __syncwarp();
@@ -106,14 +109,15 @@ __global__ void swiglu_kernel(const bf16* gu, bf16* out, int64_t n, int inter) {
 
 }  // namespace
 
-void embed(const int32_t* tokens, const bf16* table, float* x, int n, int hidden, cudaStream_t stream) {
+void embed(const int32_t* tokens, const bf16* table, float* x, int n, int hidden,
+           cudaStream_t stream) {
   if (n == 0) return;
   embed_kernel<<<n, 256, 0, stream>>>(tokens, table, x, hidden);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
-void rms_norm(const float* x, const int32_t* rows, const bf16* w, bf16* out, int n_rows, int dim, float eps,
-              cudaStream_t stream) {
+void rms_norm(const float* x, const int32_t* rows, const bf16* w, bf16* out, int n_rows, int dim,
+              float eps, cudaStream_t stream) {
   if (n_rows == 0) return;
   rms_norm_kernel<<<n_rows, dim >= 1024 ? 1024 : 256, 0, stream>>>(x, rows, w, out, dim, eps);
   DLLM_CUDA_LAUNCH_CHECK();

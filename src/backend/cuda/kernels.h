@@ -70,7 +70,7 @@ void attention(const AttentionParams& p, cudaStream_t stream);
 // Workspace floats attention() needs for (n_q, heads, head_dim, splits).
 size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits);
 // A split count that fills the GPU for this shape.
-int attention_splits(int n_q, int heads, int kv_heads, int max_keys, int num_sms);
+int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_keys, int num_sms);
 
 // Per-row statistics of fp32 logits for greedy decoding (the device half of TokenStats): argmax,
 // its probability, entropy, top1 - top2 margin. Banned ids act as -inf.

@@ -39,8 +39,8 @@ __device__ __forceinline__ bool banned(const BannedTokens& b, int id) {
   return false;
 }
 
-__global__ void __launch_bounds__(kThreads) greedy_stats_kernel(const float* logits, int vocab, BannedTokens ban,
-                                                                 DeviceTokenStats* out) {
+__global__ void __launch_bounds__(kThreads)
+    greedy_stats_kernel(const float* logits, int vocab, BannedTokens ban, DeviceTokenStats* out) {
   __shared__ Top2 part[kThreads / 32];
   __shared__ float sums[2][kThreads / 32];
   __shared__ Top2 total;
@@ -103,8 +103,8 @@ __global__ void __launch_bounds__(kThreads) greedy_stats_kernel(const float* log
 
 }  // namespace
 
-void greedy_token_stats(const float* logits, int rows, int vocab, BannedTokens banned, DeviceTokenStats* out,
-                        cudaStream_t stream) {
+void greedy_token_stats(const float* logits, int rows, int vocab, BannedTokens banned,
+                        DeviceTokenStats* out, cudaStream_t stream) {
   if (rows == 0) return;
   greedy_stats_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, banned, out);
   DLLM_CUDA_LAUNCH_CHECK();

@@ -59,6 +59,8 @@ ModelConfig parse_llada(const nlohmann::json& j, const std::string& source) {
   c.eos_token_id = r.get_token_id("eos_token_id", 126081);
   c.pad_token_id = r.get_token_id("pad_token_id", -1);
   c.bos_token_id = r.get_token_id("bos_token_id", -1);
+  // <|eot_id|>: LLaDA's generate.py hard-codes 126348; config.json may name another.
+  c.eot_token_id = r.get_token_id("eot_token_id", c.vocab_size > 126348 ? 126348 : -1);
   return c;
 }
 
