@@ -179,7 +179,6 @@ TEST(GenerateCliWedlm, DefaultStrategyAndMetrics) {
     const auto e = test::run_command(bin + " --prompt-ids 1,2,3" + args);
     EXPECT_NE(e.status, 0) << args;
     EXPECT_NE(e.output.find(needle), std::string::npos) << args << "\n" << e.output;
-    }
   }
 }
 
