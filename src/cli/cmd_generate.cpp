@@ -1,8 +1,8 @@
 // dllm generate: prompt in, text out, with any decoding strategy the checkpoint's family supports.
 #include <cstdio>
 #include <limits>
-#include <string>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "backend/backend.h"
 #include "cli/cli_util.h"
@@ -127,8 +127,8 @@ void run_generate(GenerateArgs a) {
                  "tokens/forward)%s, %.3f s, %.1f tokens/s, finish: %s\n",
                  r.params.strategy.c_str(), static_cast<long long>(r.stats.prompt_tokens),
                  static_cast<long long>(r.stats.generated_tokens),
-                 static_cast<long long>(r.stats.forwards), tpf, extra.c_str(), r.stats.seconds,
-                 tps, r.finish_reason.c_str());
+                 static_cast<long long>(r.stats.forwards), tpf, extra.c_str(), r.stats.seconds, tps,
+                 r.finish_reason.c_str());
   } else {
     nlohmann::ordered_json j = {{"ids", r.ids},
                                 {"text", r.text},

@@ -142,7 +142,8 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
 
   if (wedlm) {
     // Knobs of the block decoders would be silently ignored: refuse them.
-    if (p.block_length != 0) fail("--block-length does not apply to --strategy wedlm (see --window)");
+    if (p.block_length != 0)
+      fail("--block-length does not apply to --strategy wedlm (see --window)");
     if (p.steps != 0) fail("--steps does not apply to --strategy wedlm");
     if (p.threshold >= 0)
       fail("--threshold does not apply to --strategy wedlm (see --entropy-threshold)");

@@ -44,21 +44,29 @@ bool WedlmDecoder::plan(SequenceForward& fwd) {
   // (b) reorder: filled slots first, then masks, both in window order (logical positions kept).
   const int32_t base = static_cast<int32_t>(prompt_.size() + final_.size());
   const int32_t n = static_cast<int32_t>(window_.size());
+  mask_rows_.clear();
   for (int32_t pass = 0; pass < 2; ++pass)
     for (int32_t i = 0; i < n; ++i) {
       const bool is_mask = window_[static_cast<size_t>(i)] == mask_id_;
       if (is_mask != (pass == 1)) continue;
-      if (is_mask) fwd.output_rows.push_back(static_cast<int32_t>(fwd.tokens.size()));
+      if (is_mask) mask_rows_.push_back(static_cast<int32_t>(fwd.tokens.size()));
       fwd.tokens.push_back(window_[static_cast<size_t>(i)]);
       fwd.positions.push_back(base + i);
     }
   // (c) the leading run sits physically first at its own positions: commit exactly it.
   fwd.append_count = pending_commit_;
-  if (params_.pad_window)
-    for (int32_t pos = base + n; static_cast<int32_t>(fwd.tokens.size()) < 2 * window_size_; ++pos) {
+  if (params_.pad_window) {
+    for (int32_t pos = base + n; static_cast<int32_t>(fwd.tokens.size()) < 2 * window_size_;
+         ++pos) {
       fwd.tokens.push_back(mask_id_);
       fwd.positions.push_back(pos);
     }
+    // Every row is an output row, so the forward's shape (queries and output rows) is the same
+    // at every step and one captured CUDA graph serves them all; observe() reads the mask rows.
+    for (int32_t r = 0; r < 2 * window_size_; ++r) fwd.output_rows.push_back(r);
+  } else {
+    fwd.output_rows = mask_rows_;
+  }
   fwd.want_stats = true;
   fwd.sampler = params_.sampler;
   // rng_positions default to the output rows' logical positions: each mask's draw is keyed by
@@ -85,20 +93,27 @@ void WedlmDecoder::observe(const SequenceResult& result) {
   std::vector<int32_t> masks;
   for (int32_t i = 0; i < static_cast<int32_t>(window_.size()); ++i)
     if (window_[static_cast<size_t>(i)] == mask_id_) masks.push_back(i);
-  if (masks.size() != result.stats.size())
-    fail("WeDLM decoder: ", result.stats.size(), " stats rows for ", masks.size(), " masks");
+  if (masks.size() != mask_rows_.size())
+    fail("WeDLM decoder: ", mask_rows_.size(), " mask rows planned for ", masks.size(), " masks");
+  // Stats of the k-th mask: its row among the output rows (all rows when padded).
+  const auto stats_of = [&](size_t k) -> const TokenStats& {
+    const size_t row = params_.pad_window ? static_cast<size_t>(mask_rows_[k]) : k;
+    if (row >= result.stats.size())
+      fail("WeDLM decoder: ", result.stats.size(), " stats rows, mask row ", row, " wanted");
+    return result.stats[row];
+  };
   if (masks.empty()) return;
   std::vector<size_t> fill;
   size_t best = 0;
   double best_score = std::numeric_limits<double>::infinity();
   for (size_t k = 0; k < masks.size(); ++k) {
-    const double score = static_cast<double>(result.stats[k].entropy) +
+    const double score = static_cast<double>(stats_of(k).entropy) +
                          penalty_ * static_cast<double>(masks[k] - masks[0]);
     if (score < best_score) best_score = score, best = k;  // the first minimum, as argmin
     if (score < threshold_) fill.push_back(k);
   }
   if (fill.empty()) fill.push_back(best);
-  for (size_t k : fill) window_[static_cast<size_t>(masks[k])] = result.stats[k].token;
+  for (size_t k : fill) window_[static_cast<size_t>(masks[k])] = stats_of(k).token;
 }
 
 std::vector<int32_t> WedlmDecoder::canvas() const {

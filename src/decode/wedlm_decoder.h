@@ -39,9 +39,10 @@ class WedlmDecoder final : public Decoder {
   std::vector<int32_t> prompt_;
   std::vector<int32_t> window_;  // slot i sits at logical position prompt + committed + i
   bool prefilled_ = false;
-  int32_t pending_commit_ = 0;    // leading filled slots the planned forward commits
-  int64_t window_tokens_ = 0;     // N_fwd: window queries forwarded after the prefill
-  int64_t decode_forwards_ = 0;   // forwards after the prefill
+  int32_t pending_commit_ = 0;      // leading filled slots the planned forward commits
+  std::vector<int32_t> mask_rows_;  // forward rows of the planned forward's masks, window order
+  int64_t window_tokens_ = 0;       // N_fwd: window queries forwarded after the prefill
+  int64_t decode_forwards_ = 0;     // forwards after the prefill
 };
 
 }  // namespace dllm

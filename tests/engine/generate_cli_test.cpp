@@ -148,8 +148,9 @@ TEST(GenerateCliWedlm, DefaultStrategyAndMetrics) {
   EXPECT_LE(s["p_cache"].get<double>(), 1.0);
 
   // Knobs change the run; the text mode stats line carries the metrics too.
-  r = test::run_command(bin + " --prompt-ids 1,2,3 --max-tokens 12 --window 4 --entropy-threshold "
-                              "none --pos-penalty 0.1 --pad-window false");
+  r = test::run_command(bin +
+                        " --prompt-ids 1,2,3 --max-tokens 12 --window 4 --entropy-threshold "
+                        "none --pos-penalty 0.1 --pad-window false");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("[wedlm]"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("p_cache 0."), std::string::npos) << r.output;
@@ -158,7 +159,8 @@ TEST(GenerateCliWedlm, DefaultStrategyAndMetrics) {
       << r.output;
 
   // The autoregressive baseline stays available and has no WeDLM metrics.
-  r = test::run_command("{ " + bin + " --prompt-ids 1,2,3 --max-tokens 4 --strategy ar "
+  r = test::run_command("{ " + bin +
+                        " --prompt-ids 1,2,3 --max-tokens 4 --strategy ar "
                         "--format json 2>/dev/null; }");
   ASSERT_EQ(r.status, 0) << r.output;
   j = nlohmann::json::parse(r.output);
