@@ -49,6 +49,12 @@ for shape in $SHAPES; do
       --json "$OUT/peer-$name-b$b.json" 2>&1 | tee -a "$OUT/peer.md"
   done
 done
+# WeDLM: a window step (W = 16: 2W causal rows appended after the context) against the
+# autoregressive step, on a WeDLM-8B-shaped model.
+for b in 32 1; do
+  "$BIN/dllm" bench --device cuda --shape configs/wedlm-8b.json --step causal --block "$b" \
+    --context 4096,32768 --reps 20 --json "$OUT/bench-wedlm-8b-causal$b.json" 2>&1 | tee -a "$OUT/bench.md"
+done
 # Optional: Nsight Compute on the attention kernel of one denoising step (GPU_CHECK_NCU=1).
 if [ "${GPU_CHECK_NCU:-0}" = 1 ]; then
   for b in 4 32; do
@@ -64,6 +70,8 @@ mkdir -p "$OUT/trajectories"
 PYTHONUNBUFFERED=1 python3 tools/reference_decode.py --out "$OUT/trajectories" > "$OUT/reference_decode.log" 2>&1 &&
   PYTHONUNBUFFERED=1 python3 tools/reference_full_diffusion.py --out "$OUT/trajectories" \
     > "$OUT/reference_full_diffusion.log" 2>&1 &&
+  PYTHONUNBUFFERED=1 python3 tools/reference_wedlm.py --out "$OUT/trajectories" \
+    > "$OUT/reference_wedlm.log" 2>&1 &&
   tar czf "$OUT/trajectories.tgz" -C "$OUT" trajectories && rm -rf "$OUT/trajectories" || status=1
 # Everything in one archive too (the device tool returns at most 8 files).
 tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && mv "$OUT.tgz" "$OUT/all-results.tgz"

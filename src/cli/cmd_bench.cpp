@@ -1,6 +1,8 @@
 // dllm bench: speed of one denoising step on random weights of a real model shape, next to the
 // memory-bandwidth floor (weight bytes + visible K/V bytes) / measured copy bandwidth.
 //   dllm bench --shape configs/sdar-8b.json --block 32 --context 4096,32768,131072
+//   dllm bench --shape configs/wedlm-8b.json --step causal --block 32   (a WeDLM window, W = 16)
+//   dllm bench --shape configs/wedlm-8b.json --step causal --block 1    (an autoregressive step)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,7 +21,7 @@ namespace dllm::cli {
 namespace {
 
 struct BenchArgs {
-  std::string shape, contexts = "4096", device = "auto", json_out;
+  std::string shape, contexts = "4096", device = "auto", json_out, step = "block";
   int block = 32, reps = 20, prefill = 2048;
 };
 
@@ -31,6 +33,8 @@ void run_bench(const BenchArgs& a) {
   if (a.shape.empty()) fail("--shape FILE is required (e.g. configs/sdar-8b.json)");
   if (a.block <= 0) fail("--block must be positive");
   if (a.reps <= 0) fail("--reps must be positive");
+  if (a.step != "block" && a.step != "causal")
+    fail("--step must be block or causal (got '", a.step, "')");
   const auto contexts = parse_int_list(a.contexts, "--context");
   for (int32_t c : contexts)
     if (c < 0) fail("--context values must be >= 0");
@@ -85,7 +89,15 @@ void run_bench(const BenchArgs& a) {
       step.tokens.push_back(c.mask_token_id >= 0 ? static_cast<int32_t>(c.mask_token_id) : 0);
       step.positions.push_back(ctx + i);
     }
-    step.rule = AttentionRule::block_causal(a.block);
+    if (a.step == "block") {
+      step.rule = AttentionRule::block_causal(a.block);  // a denoising step: no cache write
+    } else {
+      // A WeDLM window (2W causal rows) or an AR token: K/V written after the prefix, none
+      // committed, so every repetition sees the same context.
+      step.rule = AttentionRule::causal();
+      step.write = CacheWrite::kAppend;
+      step.append_count = 0;
+    }
     step.output_rows.resize(static_cast<size_t>(a.block));
     std::iota(step.output_rows.begin(), step.output_rows.end(), 0);
     step.want_stats = true;
@@ -154,6 +166,10 @@ void add_bench_command(CLI::App& app) {
   auto a = std::make_shared<BenchArgs>();
   cmd->add_option("--shape", a->shape, "Model shape: a config.json (configs/*.json)")->required();
   cmd->add_option("--block", a->block, "Query rows per denoising step (default 32)");
+  cmd->add_option("--step", a->step,
+                  "block: a denoising step (block-causal, no cache write; default) | causal: "
+                  "causal rows appended after the context (WeDLM window of --block = 2W rows, or "
+                  "an AR step with --block 1)");
   cmd->add_option("--context", a->contexts,
                   "Comma-separated cached context lengths (default 4096)");
   cmd->add_option("--device", a->device, "auto | cpu | cuda");

@@ -1,6 +1,8 @@
 // dllm generate: prompt in, text out, with any decoding strategy the checkpoint's family supports.
 #include <cstdio>
+#include <limits>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "backend/backend.h"
 #include "cli/cli_util.h"
@@ -19,6 +21,7 @@ struct GenerateArgs {
   std::string device = "auto";
   DecodeParams params;
   std::vector<std::string> stops;
+  std::string entropy_threshold, pad_window;
   bool trace = false;
 };
 
@@ -28,7 +31,29 @@ std::string join_ids(std::span<const int32_t> ids) {
   return s;
 }
 
+// "--entropy-threshold": a number of nats, or "none" (one token per step).
+float parse_entropy_threshold(const std::string& text) {
+  if (text == "none") return -std::numeric_limits<float>::infinity();
+  size_t used = 0;
+  float v = 0;
+  try {
+    v = std::stof(text, &used);
+  } catch (...) {
+    used = 0;
+  }
+  if (used == 0 || used != text.size())
+    fail("--entropy-threshold must be a number >= 0 or 'none' (got '", text, "')");
+  return v;
+}
+
 void run_generate(GenerateArgs a) {
+  if (!a.entropy_threshold.empty())
+    a.params.entropy_threshold = parse_entropy_threshold(a.entropy_threshold);
+  if (!a.pad_window.empty()) {
+    if (a.pad_window != "true" && a.pad_window != "false")
+      fail("--pad-window must be true or false (got '", a.pad_window, "')");
+    a.params.pad_window = a.pad_window == "true";
+  }
   if (a.confidence == "tempered") {
     a.params.confidence = ConfidenceKind::kTempered;
   } else if (a.confidence == "filtered") {
@@ -87,18 +112,28 @@ void run_generate(GenerateArgs a) {
     // Without a tokenizer there is no text to stream: print the ids.
     if (!have_text) std::printf("%s", join_ids(r.ids).c_str());
     std::printf("\n");
+    std::string extra;
+    for (const auto& m : r.stats.decoder_metrics) {
+      char buf[64];
+      if (m.is_count)
+        std::snprintf(buf, sizeof buf, ", %s %lld", m.name.c_str(),
+                      static_cast<long long>(m.value));
+      else
+        std::snprintf(buf, sizeof buf, ", %s %.3f", m.name.c_str(), m.value);
+      extra += buf;
+    }
     std::fprintf(stderr,
                  "[%s] prompt %lld tokens, generated %lld tokens, %lld forwards (%.2f "
-                 "tokens/forward), %.3f s, "
-                 "%.1f tokens/s, finish: %s\n",
+                 "tokens/forward)%s, %.3f s, %.1f tokens/s, finish: %s\n",
                  r.params.strategy.c_str(), static_cast<long long>(r.stats.prompt_tokens),
                  static_cast<long long>(r.stats.generated_tokens),
-                 static_cast<long long>(r.stats.forwards), tpf, r.stats.seconds, tps,
+                 static_cast<long long>(r.stats.forwards), tpf, extra.c_str(), r.stats.seconds, tps,
                  r.finish_reason.c_str());
   } else {
     nlohmann::ordered_json j = {{"ids", r.ids},
                                 {"text", r.text},
                                 {"finish_reason", r.finish_reason},
+                                {"strategy", r.params.strategy},
                                 {"stats",
                                  {{"forwards", r.stats.forwards},
                                   {"prompt_tokens", r.stats.prompt_tokens},
@@ -106,6 +141,12 @@ void run_generate(GenerateArgs a) {
                                   {"tokens_per_forward", tpf},
                                   {"seconds", r.stats.seconds},
                                   {"tokens_per_second", tps}}}};
+    for (const auto& m : r.stats.decoder_metrics) {
+      if (m.is_count)
+        j["stats"][m.name] = static_cast<long long>(m.value);
+      else
+        j["stats"][m.name] = m.value;
+    }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
 }
@@ -126,7 +167,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt-ids", a->prompt_ids,
                   "Prompt as comma-separated token ids (bypasses the tokenizer)");
   cmd->add_option("--strategy", a->params.strategy,
-                  "block | ar (SDAR, Fast-dLLM v2) | full (LLaDA, Dream) (default: the family's)");
+                  "block | ar (SDAR, Fast-dLLM v2) | full (LLaDA, Dream) | wedlm, ar (WeDLM) "
+                  "(default: the family's)");
   cmd->add_option("--max-tokens", a->params.max_tokens,
                   "Maximum generated tokens; full diffusion: the canvas length (default 128 for "
                   "LLaDA, 256 otherwise)");
@@ -155,6 +197,18 @@ void add_generate_command(CLI::App& app) {
       "--confidence", a->confidence,
       "tempered: p under softmax(logits/T) before top-k/top-p (SDAR evaluation, default) | "
       "filtered: p after filtering (SDAR generate.py)");
+  cmd->add_option_function<int32_t>(
+      "--window", [a](const int32_t& w) { a->params.window = w; },
+      "WeDLM window: slots after the committed prefix (default 16)");
+  cmd->add_option("--entropy-threshold", a->entropy_threshold,
+                  "WeDLM: fill every mask whose entropy (nats) + pos-penalty * distance is below "
+                  "this (default 0.4); none = one token per step");
+  cmd->add_option_function<float>(
+      "--pos-penalty", [a](const float& v) { a->params.pos_penalty = v; },
+      "WeDLM: entropy penalty per window slot from the first mask (default 0.02)");
+  cmd->add_option("--pad-window", a->pad_window,
+                  "WeDLM: pad each step's forward to 2*window queries, one fixed shape "
+                  "(true, default) | false");
   cmd->add_option("--temperature", a->params.sampler.temperature, "0 = greedy (default)");
   cmd->add_option("--top-k", a->params.sampler.top_k, "0 = off");
   cmd->add_option("--top-p", a->params.sampler.top_p, "1 = off");

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -28,7 +29,7 @@ enum class ConfidenceKind {
 struct DecodeParams {
   static constexpr int32_t kFamilyDefault = std::numeric_limits<int32_t>::min();
 
-  std::string strategy;  // "block" | "ar" | "full"
+  std::string strategy;  // "block" | "ar" | "full" | "wedlm"
   // Generated tokens at most (stop token excluded); full diffusion: the canvas length.
   int32_t max_tokens = kFamilyDefault;  // LLaDA full 128, otherwise 256
   int32_t block_length = 0;
@@ -39,6 +40,13 @@ struct DecodeParams {
   std::string remasking;
   int32_t sub_block_length = 0;  // Fast-dLLM v2 sub-blocks
   ConfidenceKind confidence = ConfidenceKind::kTempered;
+  // WeDLM streaming parallel decoding (method-specs §3); unset: family defaults.
+  std::optional<int32_t> window;           // W slots after the committed prefix (16)
+  std::optional<float> entropy_threshold;  // tau in nats (0.4); -inf = none: one token per step
+  std::optional<float> pos_penalty;        // lambda per window slot (0.02)
+  // Pads every window forward to 2W queries with trailing masks (exact under causal attention):
+  // one fixed forward shape per step, which a CUDA graph can capture.
+  bool pad_window = true;
   // LLaDA full diffusion (model-specs §4.5)
   float cfg_scale = 0.0f;               // classifier-free guidance; 0: off
   bool logits_eos_inf = false;          // EOS never chosen
@@ -49,6 +57,13 @@ struct DecodeParams {
   SamplerConfig sampler;
   uint64_t seed = 0;
   uint32_t sequence_id = 0;
+};
+
+// One strategy-specific number for the stats line and JSON (WeDLM's p_cache, ...).
+struct DecoderMetric {
+  std::string name;
+  double value = 0;
+  bool is_count = false;  // an integer count (printed without decimals)
 };
 
 class Decoder {
@@ -71,6 +86,12 @@ class Decoder {
   // KV cache capacity the decoder will need for this request (0: it runs without a cache).
   virtual int64_t cache_capacity() const = 0;
   int64_t forwards() const { return forwards_; }
+  // Strategy-specific metrics once generation ended; `generated_tokens` is what the request
+  // returned (stop token excluded). Empty for strategies without any.
+  virtual std::vector<DecoderMetric> metrics(int64_t generated_tokens) const {
+    (void)generated_tokens;
+    return {};
+  }
 
  protected:
   std::vector<int32_t> final_;

@@ -8,6 +8,7 @@
 #include "decode/decoder.h"
 #include "decode/fast_dllm_v2_decoder.h"
 #include "decode/full_diffusion_decoder.h"
+#include "decode/wedlm_decoder.h"
 
 namespace dllm {
 
@@ -15,13 +16,13 @@ namespace {
 
 std::string default_strategy(const ModelConfig& c) {
   if (c.family == "sdar" || c.family == "fast_dllm_v2") return "block";
-  if (c.family == "wedlm") return "ar";  // streaming decoding (--strategy wedlm) is a later issue
+  if (c.family == "wedlm") return "wedlm";
   return "full";
 }
 
 std::vector<std::string> strategies_for(const ModelConfig& c) {
   if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar"};
-  if (c.family == "wedlm") return {"ar"};
+  if (c.family == "wedlm") return {"wedlm", "ar"};
   if (c.family == "llada" || c.family == "dream") return {"full"};
   return {};
 }
@@ -131,7 +132,35 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (c.mask_token_id < 0 && !(p.strategy == "ar" && c.shifted_logits))
     fail("the checkpoint has no mask token id (set mask_token_id in config.json)");
 
-  if (p.strategy == "block") {
+  const bool wedlm = p.strategy == "wedlm";
+  if (!wedlm) {
+    if (p.window) fail("--window applies only to --strategy wedlm");
+    if (p.entropy_threshold) fail("--entropy-threshold applies only to --strategy wedlm");
+    if (p.pos_penalty) fail("--pos-penalty applies only to --strategy wedlm");
+  }
+  int32_t lookahead = 0;  // positions past prompt + max_tokens a forward may use
+
+  if (wedlm) {
+    // Knobs of the block decoders would be silently ignored: refuse them.
+    if (p.block_length != 0)
+      fail("--block-length does not apply to --strategy wedlm (see --window)");
+    if (p.steps != 0) fail("--steps does not apply to --strategy wedlm");
+    if (p.threshold >= 0)
+      fail("--threshold does not apply to --strategy wedlm (see --entropy-threshold)");
+    if (!p.remasking.empty()) fail("--remasking does not apply to --strategy wedlm");
+    if (p.sub_block_length != 0) fail("--sub-block-length does not apply to --strategy wedlm");
+    // Engine defaults (WeDLM wedlm/config.py, sampling_params.py; method-specs §3.1).
+    if (!p.window) p.window = 16;
+    if (*p.window <= 0) fail("--window must be positive (got ", *p.window, ")");
+    if (!p.entropy_threshold) p.entropy_threshold = 0.4f;
+    if (std::isnan(*p.entropy_threshold) ||
+        (*p.entropy_threshold < 0 && !std::isinf(*p.entropy_threshold)))
+      fail("--entropy-threshold must be >= 0 or 'none' (got ", *p.entropy_threshold, ")");
+    if (!p.pos_penalty) p.pos_penalty = 0.02f;
+    if (!std::isfinite(*p.pos_penalty) || *p.pos_penalty < 0)
+      fail("--pos-penalty must be a finite number >= 0 (got ", *p.pos_penalty, ")");
+    lookahead = 2 * *p.window;
+  } else if (p.strategy == "block") {
     if (p.block_length == 0) p.block_length = static_cast<int32_t>(c.block_size);
     if (p.block_length <= 0) fail("--block-length must be positive (got ", p.block_length, ")");
     if (c.family == "fast_dllm_v2") {
@@ -168,17 +197,22 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     p.block_length = 1;
     if (p.threshold < 0) p.threshold = 0.0f;
   }
+  if (!wedlm) lookahead = p.block_length;
   if (p.sampler.top_p < 0) p.sampler.top_p = 1.0f;
   if (std::isnan(p.threshold) || p.threshold > 1.0f)
     fail("--threshold must be in [0, 1] (got ", p.threshold, ")");
-  p.sampler.order = p.strategy == "full" && c.family == "dream" ? FilterOrder::kTemperatureTopPTopK
-                                                                : FilterOrder::kTemperatureTopKTopP;
+  // WeDLM's sampler filters the raw logits (top-k, then top-p) and divides by T afterwards.
+  p.sampler.order = wedlm ? FilterOrder::kTopKTopPTemperature
+                    : p.strategy == "full" && c.family == "dream"
+                        ? FilterOrder::kTemperatureTopPTopK
+                        : FilterOrder::kTemperatureTopKTopP;
   // A decoder never decides a [MASK]: untrained (or tiny) models can put mass on it.
   if (c.mask_token_id >= 0)
     add_unique(p.sampler.banned_tokens, static_cast<int32_t>(c.mask_token_id));
   p.sampler.validate();
-  // Block decoders may run past max_tokens up to the end of a block; full diffusion never does.
-  const int64_t overhang = p.strategy == "full" ? 0 : p.block_length;
+  // Positions past prompt + max_tokens a forward may use: block decoders run to the end of a
+  // block, WeDLM's window reaches 2W ahead, full diffusion never runs past.
+  const int64_t overhang = p.strategy == "full" ? 0 : lookahead;
   if (c.max_position_embeddings > 0 &&
       prompt_tokens + p.max_tokens + overhang > c.max_position_embeddings)
     fail("prompt (", prompt_tokens, " tokens) + --max-tokens ", p.max_tokens,
@@ -192,6 +226,7 @@ std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& 
     if (id < 0 || id >= c.vocab_size)
       fail("prompt token id ", id, " is outside the vocabulary (size ", c.vocab_size, ")");
   if (p.strategy == "ar") return std::make_unique<ArDecoder>(c, p, prompt);
+  if (p.strategy == "wedlm") return std::make_unique<WedlmDecoder>(c, p, prompt);
   if (p.strategy == "full") {
     for (int32_t id : prompt)
       if (id == c.mask_token_id)

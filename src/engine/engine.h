@@ -26,6 +26,7 @@ struct GenerationStats {
   int64_t generated_tokens = 0;
   int64_t forwards = 0;
   double seconds = 0;
+  std::vector<DecoderMetric> decoder_metrics;  // strategy-specific (Decoder::metrics)
 };
 
 struct GenerationResult {

@@ -125,6 +125,65 @@ TEST_F(GenerateCli, BadInputIsAClearError) {
   }
 }
 
+// WeDLM checkpoints decode with streaming parallel decoding by default and report its metrics.
+TEST(GenerateCliWedlm, DefaultStrategyAndMetrics) {
+  const std::string bin =
+      test::dllm_binary() + " generate -m " + test::model_fixture("wedlm-qwen3-tiny").string();
+  auto r = test::run_command("{ " + bin + " --prompt-ids 1,2,3 --format json 2>/dev/null; }");
+  ASSERT_EQ(r.status, 0) << r.output;
+  auto j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["strategy"], "wedlm");
+  const auto& s = j["stats"];
+  EXPECT_EQ(s["prompt_tokens"], 3);
+  const double gen = s["generated_tokens"].get<double>();
+  EXPECT_EQ(gen, static_cast<double>(j["ids"].size()));
+  EXPECT_GT(gen, 0);
+  ASSERT_TRUE(s.contains("p_cache")) << s.dump();
+  ASSERT_TRUE(s["decode_forwards"].is_number_integer());
+  ASSERT_TRUE(s["window_tokens"].is_number_integer());
+  EXPECT_EQ(s["forwards"].get<int64_t>(), s["decode_forwards"].get<int64_t>() + 1)
+      << "one prefill forward";
+  EXPECT_NEAR(s["p_cache"].get<double>(), gen / s["window_tokens"].get<double>(), 1e-12);
+  EXPECT_GT(s["p_cache"].get<double>(), 0.0);
+  EXPECT_LE(s["p_cache"].get<double>(), 1.0);
+
+  // Knobs change the run; the text mode stats line carries the metrics too.
+  r = test::run_command(bin +
+                        " --prompt-ids 1,2,3 --max-tokens 12 --window 4 --entropy-threshold "
+                        "none --pos-penalty 0.1 --pad-window false");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("[wedlm]"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("p_cache 0."), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("decode_forwards 13,"), std::string::npos)
+      << "none: one token per step, 12 tokens need 13 decode forwards\n"
+      << r.output;
+
+  // The autoregressive baseline stays available and has no WeDLM metrics.
+  r = test::run_command("{ " + bin +
+                        " --prompt-ids 1,2,3 --max-tokens 4 --strategy ar "
+                        "--format json 2>/dev/null; }");
+  ASSERT_EQ(r.status, 0) << r.output;
+  j = nlohmann::json::parse(r.output);
+  EXPECT_EQ(j["strategy"], "ar");
+  EXPECT_FALSE(j["stats"].contains("p_cache"));
+
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {" --window 0", "--window must be positive"},
+      {" --entropy-threshold abc", "--entropy-threshold must be a number >= 0 or 'none'"},
+      {" --entropy-threshold -1", "--entropy-threshold must be >= 0 or 'none'"},
+      {" --pos-penalty -0.5", "--pos-penalty must be a finite number >= 0"},
+      {" --pad-window maybe", "--pad-window must be true or false"},
+      {" --threshold 0.9", "see --entropy-threshold"},
+      {" --strategy ar --window 4", "--window applies only to --strategy wedlm"},
+      {" --strategy block", "not available for wedlm checkpoints (available: wedlm, ar)"},
+  };
+  for (const auto& [args, needle] : bad) {
+    const auto e = test::run_command(bin + " --prompt-ids 1,2,3" + args);
+    EXPECT_NE(e.status, 0) << args;
+    EXPECT_NE(e.output.find(needle), std::string::npos) << args << "\n" << e.output;
+  }
+}
+
 // Full diffusion on the tiny LLaDA and Dream fixtures (no tokenizer: ids in, ids out).
 TEST(GenerateCliFullDiffusion, LladaAndDreamFixturesGenerate) {
   auto run = [](const std::string& model, const std::string& args) {

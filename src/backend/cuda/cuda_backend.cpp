@@ -323,12 +323,13 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
   const int64_t qkvd = qd + 2 * kvd;
   const int M = static_cast<int>(total_out);
 
-  // A single-sequence denoising step of a shape seen before replays a captured CUDA graph: its
-  // inputs travel through pinned staging, the key count is read on the device, and the attention
+  // A single-sequence step of a shape seen before (a denoising step, a WeDLM window, an AR
+  // token) replays a captured CUDA graph: its inputs (tokens, positions, the cache slots it
+  // writes) travel through pinned staging, the key count is read on the device, and the attention
   // grid covers a power-of-two bucket of keys so one graph serves a growing context.
   const SequenceForward& s0 = batch[0];
   const bool graphable = graphs_enabled_ && !profiling_ && batch.size() == 1 && s0.cache &&
-                         s0.write == CacheWrite::kNone && plans[0].slots.contiguous &&
+                         s0.write != CacheWrite::kAtSlots && plans[0].slots.contiguous &&
                          s0.rule.kind != AttentionKind::kCustom && !s0.want_logits && M > 0 &&
                          s0.want_stats && device_stats_suffice(s0.sampler);
   for (auto& p : plans) {
