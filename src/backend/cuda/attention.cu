@@ -94,8 +94,10 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n_keys = *p.n_keys;
   const int n_cache = n_keys - p.n_q;  // keys [0, n_cache) are cache entries, the rest the queries
+  // The keys there are (read on the device), not the grid's max_keys, are shared out: a graph
+  // captured for a power-of-two bucket of keys keeps every split busy at any length within it.
   const int chunk =
-      ((p.max_keys + p.splits - 1) / p.splits + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
+      ((n_keys + p.splits - 1) / p.splits + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
   const int k_begin = split * chunk;
   const int k_end = min(n_keys, k_begin + chunk);
 
