@@ -232,7 +232,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     if (seq.want_stats) {
       auto& stats = results[si].stats;
       stats.resize(static_cast<size_t>(m));
-#pragma omp parallel for if (m > 1)
+#pragma omp parallel for if (m > 1 && m * c.vocab_size >= (1 << 16))  // tiny vocabularies: one thread
       for (int64_t i = 0; i < m; ++i) {
         const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
         const int32_t pos = seq.rng_positions.empty() ? seq.positions[row]
