@@ -39,6 +39,9 @@ struct SequenceForward {
   std::vector<int32_t> output_rows;  // query rows whose outputs are wanted, in the order returned
   bool want_logits = false;          // full-vocabulary logits for output_rows (tests, parity, S2D2)
   bool want_stats = false;           // TokenStats for output_rows
+  // Head-averaged post-softmax attention probabilities of every query row, per layer (d2Cache's
+  // attention rollout, method-specs §4.5): SequenceResult::attention_rows.
+  bool want_attention_rows = false;
 
   // Sampling for want_stats: the row's draw is uniform(rng, rng_positions[i], kTokenSample);
   // rng_positions defaults to the logical position of each output row. Right-shifted families
@@ -51,6 +54,11 @@ struct SequenceForward {
 struct SequenceResult {
   std::vector<float> logits;      // [output_rows.size(), vocab] when want_logits
   std::vector<TokenStats> stats;  // [output_rows.size()] when want_stats
+  // want_attention_rows: [num_layers, tokens.size(), attention_width], row-major. Column j is the
+  // key in cache slot j (for a cache-less request: query j); keys the query could not see, and
+  // slots that were not keys, are 0. attention_width = 1 + the largest key slot.
+  std::vector<float> attention_rows;
+  int64_t attention_width = 0;
 };
 
 }  // namespace dllm

@@ -1,6 +1,7 @@
 // CPU backend: the reference forward. fp32 compute from bf16/f16/f32 weights (converted once at
 // load), OpenBLAS GEMMs, OpenMP elementwise ops. Sequences of a batch share the GEMMs (their tokens
 // are concatenated) and get their own attention.
+#include <algorithm>
 #include <cmath>
 #include <set>
 
@@ -137,6 +138,19 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
   std::vector<float> attn(q.size());
   std::vector<float> gate(static_cast<size_t>(total * inter)), up(gate.size());
 
+  // Attention rows (want_attention_rows): [layers, n, width] per sequence, columns = key slots.
+  std::vector<SequenceResult> results(batch.size());
+  std::vector<float> probs;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    if (!batch[si].want_attention_rows) continue;
+    int64_t width = 0;
+    for (int32_t s : layouts[si].key_slots) width = std::max<int64_t>(width, s + 1);
+    results[si].attention_width = width;
+    results[si].attention_rows.assign(
+        static_cast<size_t>(c.num_layers * static_cast<int64_t>(batch[si].tokens.size()) * width),
+        0.0f);
+  }
+
   int64_t row = 0;
   for (const auto& seq : batch)
     for (int32_t tok : seq.tokens)
@@ -186,9 +200,20 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
         krows.push_back(cache.k(li, s));
         vrows.push_back(cache.v(li, s));
       }
+      const bool rows_wanted = batch[si].want_attention_rows;
+      const int64_t n_k = static_cast<int64_t>(lay.key_slots.size());
+      if (rows_wanted) probs.resize(static_cast<size_t>(n * n_k));
       cpu::attention(&q[static_cast<size_t>(lay.row_offset * qd)], qd, krows, vrows, lay.visible,
                      &attn[static_cast<size_t>(lay.row_offset * qd)], qd, n, c.num_heads,
-                     c.num_kv_heads, hd, scale);
+                     c.num_kv_heads, hd, scale, rows_wanted ? probs.data() : nullptr);
+      if (rows_wanted) {
+        const int64_t width = results[si].attention_width;
+        float* out = &results[si].attention_rows[static_cast<size_t>(li * n * width)];
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n_k; ++j)
+            out[i * width + lay.key_slots[static_cast<size_t>(j)]] =
+                probs[static_cast<size_t>(i * n_k + j)];
+      }
     }
     cpu::matmul_nt(attn.data(), qd, L.o.ptr(), qd, x.data(), h, total, h, qd, /*accumulate=*/true);
 
@@ -214,7 +239,6 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
   }
 
   // Outputs: final norm + LM head on the wanted rows only.
-  std::vector<SequenceResult> results(batch.size());
   const HostTensor& head = tied_ ? embed_ : lm_head_;
   for (size_t si = 0; si < batch.size(); ++si) {
     const auto& seq = batch[si];

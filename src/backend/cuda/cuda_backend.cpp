@@ -271,6 +271,11 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
     const SequenceForward& seq = batch[si];
     SeqPlan& p = plans[si];
     const int64_t n = static_cast<int64_t>(seq.tokens.size());
+    // TODO(issue 9): head-averaged attention rows on the device (d2Cache rollout).
+    if (seq.want_attention_rows)
+      fail("forward request ", si,
+           ": attention rows (d2Cache rollout) are not implemented on the CUDA backend yet; use "
+           "--device cpu");
     if (seq.cache) {
       p.cache = dynamic_cast<cuda::CudaKvCache*>(seq.cache);
       if (!p.cache) fail("forward request ", si, ": the cache was not created by the CUDA backend");
