@@ -126,7 +126,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt-ids", a->prompt_ids,
                   "Prompt as comma-separated token ids (bypasses the tokenizer)");
   cmd->add_option("--strategy", a->params.strategy,
-                  "block | ar (SDAR, Fast-dLLM v2) | full (LLaDA, Dream) (default: the family's)");
+                  "block | ar (SDAR, Fast-dLLM v2) | full | d2cache (LLaDA, Dream) (default: the "
+                  "family's)");
   cmd->add_option("--max-tokens", a->params.max_tokens,
                   "Maximum generated tokens; full diffusion: the canvas length (default 128 for "
                   "LLaDA, 256 otherwise)");
@@ -151,6 +152,19 @@ void add_generate_command(CLI::App& app) {
                   "Dream: origin | maskgit_plus | topk_margin | entropy (default)");
   cmd->add_option("--alg-temp", a->params.alg_temp,
                   "Dream: > 0 draws positions from softmax(confidence / alg_temp) (default 0)");
+  cmd->add_option("--d2c-k", a->params.d2c_k,
+                  "d2cache: masked tokens recomputed per step (default 32)");
+  cmd->add_option("--d2c-sigma", a->params.d2c_sigma,
+                  "d2cache: certainty-density std (default 10; 0 = certainty prior off)");
+  cmd->add_option("--d2c-p", a->params.d2c_p, "d2cache: attention-rollout nucleus (default 0.1)");
+  cmd->add_option("--d2c-inflate", a->params.d2c_inflate,
+                  "d2cache: also recompute gaps of at most this span between selected tokens "
+                  "(default 0)");
+  cmd->add_flag("--d2c-frozen-conf", a->params.d2c_frozen_conf,
+                "d2cache: keep step 0's confidences for the selection, as the reference code "
+                "does (default: current confidences, as the paper)");
+  cmd->add_flag("--d2c-select-all", a->params.d2c_select_all,
+                "d2cache: recompute every row every step (verification)");
   cmd->add_option(
       "--confidence", a->confidence,
       "tempered: p under softmax(logits/T) before top-k/top-p (SDAR evaluation, default) | "

@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "decode/ar_decoder.h"
 #include "decode/block_diffusion_decoder.h"
+#include "decode/d2cache_decoder.h"
 #include "decode/decoder.h"
 #include "decode/fast_dllm_v2_decoder.h"
 #include "decode/full_diffusion_decoder.h"
@@ -22,7 +23,7 @@ std::string default_strategy(const ModelConfig& c) {
 std::vector<std::string> strategies_for(const ModelConfig& c) {
   if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar"};
   if (c.family == "wedlm") return {"ar"};
-  if (c.family == "llada" || c.family == "dream") return {"full"};
+  if (c.family == "llada" || c.family == "dream") return {"full", "d2cache"};
   return {};
 }
 
@@ -108,6 +109,31 @@ void resolve_dream_full(DecodeParams& p) {
     fail("--alg-temp does not apply to --alg origin (it transfers each mask independently)");
 }
 
+// d2Cache (method-specs §4.1): NAR by default (block = max_tokens), one token per step, greedy.
+void resolve_d2cache(DecodeParams& p) {
+  refuse_llada_knobs(p, "--strategy d2cache");
+  refuse_dream_knobs(p, "--strategy d2cache");
+  if (!p.remasking.empty()) fail("--remasking does not apply to --strategy d2cache");
+  if (p.sub_block_length != 0) fail("--sub-block-length does not apply to --strategy d2cache");
+  if (p.block_length == 0) p.block_length = p.max_tokens;
+  if (p.block_length < 0) fail("--block-length must be positive (got ", p.block_length, ")");
+  if (p.max_tokens % p.block_length != 0)
+    fail("--block-length ", p.block_length, " must divide --max-tokens ", p.max_tokens);
+  const int32_t blocks = p.max_tokens / p.block_length;
+  if (p.steps == 0) p.steps = p.max_tokens;
+  if (p.steps < 0) fail("--steps must be positive (got ", p.steps, ")");
+  if (p.steps % blocks != 0 || p.steps / blocks > p.block_length)
+    fail("--steps ", p.steps, " must be a multiple of the number of blocks ", blocks,
+         " with at most --block-length ", p.block_length, " steps per block");
+  if (!p.sampler.greedy() || p.sampler.top_k != 0 || (p.sampler.top_p >= 0 && p.sampler.top_p < 1))
+    fail("--strategy d2cache decodes greedily (--temperature 0, no --top-k / --top-p)");
+  if (p.d2c_k <= 0) fail("--d2c-k must be positive (got ", p.d2c_k, ")");
+  if (!std::isfinite(p.d2c_sigma) || p.d2c_sigma < 0)
+    fail("--d2c-sigma must be >= 0 (got ", p.d2c_sigma, ")");
+  if (!(p.d2c_p >= 0.0f && p.d2c_p <= 1.0f)) fail("--d2c-p must be in [0, 1] (got ", p.d2c_p, ")");
+  if (p.d2c_inflate < 0) fail("--d2c-inflate must be >= 0 (got ", p.d2c_inflate, ")");
+}
+
 }  // namespace
 
 DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t prompt_tokens) {
@@ -124,6 +150,13 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (p.max_tokens == DecodeParams::kFamilyDefault)
     p.max_tokens = p.strategy == "full" && c.family == "llada" ? 128 : 256;
   if (p.max_tokens <= 0) fail("--max-tokens must be positive (got ", p.max_tokens, ")");
+  if (p.strategy != "d2cache") {
+    const DecodeParams defaults;
+    if (p.d2c_k != defaults.d2c_k || p.d2c_sigma != defaults.d2c_sigma ||
+        p.d2c_p != defaults.d2c_p || p.d2c_inflate != defaults.d2c_inflate || p.d2c_frozen_conf ||
+        p.d2c_select_all)
+      fail("--d2c-* options apply to --strategy d2cache only, not --strategy ", p.strategy);
+  }
   if (p.strategy != "full") {
     refuse_llada_knobs(p, "--strategy " + p.strategy);
     refuse_dream_knobs(p, "--strategy " + p.strategy);
@@ -156,6 +189,8 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
              "' (expected low_confidence_dynamic, low_confidence_static or sequential)");
       if (p.threshold < 0) p.threshold = 0.9f;  // SDAR README recommendation
     }
+  } else if (p.strategy == "d2cache") {
+    resolve_d2cache(p);
   } else if (p.strategy == "full") {
     if (c.family == "llada") {
       resolve_llada_full(c, p);
@@ -178,7 +213,7 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     add_unique(p.sampler.banned_tokens, static_cast<int32_t>(c.mask_token_id));
   p.sampler.validate();
   // Block decoders may run past max_tokens up to the end of a block; full diffusion never does.
-  const int64_t overhang = p.strategy == "full" ? 0 : p.block_length;
+  const int64_t overhang = p.strategy == "full" || p.strategy == "d2cache" ? 0 : p.block_length;
   if (c.max_position_embeddings > 0 &&
       prompt_tokens + p.max_tokens + overhang > c.max_position_embeddings)
     fail("prompt (", prompt_tokens, " tokens) + --max-tokens ", p.max_tokens,
@@ -192,11 +227,12 @@ std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& 
     if (id < 0 || id >= c.vocab_size)
       fail("prompt token id ", id, " is outside the vocabulary (size ", c.vocab_size, ")");
   if (p.strategy == "ar") return std::make_unique<ArDecoder>(c, p, prompt);
-  if (p.strategy == "full") {
+  if (p.strategy == "full" || p.strategy == "d2cache") {
     for (int32_t id : prompt)
       if (id == c.mask_token_id)
         fail("the prompt contains the mask token id ", id,
              " (full diffusion would decode it as a generated position)");
+    if (p.strategy == "d2cache") return std::make_unique<D2CacheDecoder>(c, p, prompt);
     if (c.family == "llada") return std::make_unique<LladaDecoder>(c, p, prompt);
     return std::make_unique<DreamDecoder>(c, p, prompt);
   }
