@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference decoding trajectories for d2Cache on LLaDA and Dream (issue #9).
+"""Reference decoding trajectories for d2Cache and its Fast-dLLM v1 baseline on LLaDA and Dream (issue #9).
 
 An independent PyTorch implementation written after the d2Cache reference (Kamichanw/d2Cache:
 src/cache/d2cache.py, src/generation/vanilla.py, src/utils/common.py; method-specs §4), run on the
@@ -271,11 +271,90 @@ def d2cache_generate(m, prompt, p):
     return dict(ids=ids, finish_reason=reason, forwards=forwards, canvases=tr.canvases)
 
 
+# ---------------------------------------------------------------- Fast-dLLM v1 (method-specs §6.4)
+def fastdllm_generate(m, prompt, p):
+    """Fast-dLLM v1 (NVlabs/Fast-dLLM llada/generate.py generate_with_prefix_cache /
+    generate_with_dual_cache; dream/model/generation_utils_block.py _sample with
+    alg=confidence_threshold), greedy, threshold parallel decoding: per block, one full forward
+    of the canvas refreshes the whole cache, then each step forwards the block (dual) or the
+    block and everything after it (prefix) against the cached rest; the top-1 mask of the block
+    is always unmasked, every other with confidence >= threshold too.
+    LLaDA decodes from the block-start forward with the same rule; Dream's block-start forward
+    fixes only the first block position (from row s-1), and its block steps shift logits inside
+    the forwarded window (position s would read row s itself; it is never masked then). Dream's
+    loop checks for remaining masks after the step, so a block it completes at block start still
+    costs one block forward (block_length 1)."""
+    P, G, B = len(prompt), p["max_tokens"], p["block_length"]
+    thr = f32(p["threshold"])
+    mask = m.mask_id
+    dream = m.family == "dream"
+    T = P + G
+    x = list(prompt) + [mask] * G
+    tr = Tracker(P, mask, G, p["stop_ids"])
+    canvas = CachedCanvas(m, T)
+    forwards = 0
+
+    def decide(logits_row):
+        lg = logits_row.double().clone()
+        lg[mask] = NEG_INF
+        pr = torch.softmax(lg, dim=-1)
+        t = int(torch.argmax(pr))
+        return t, f32(pr[t])
+
+    def threshold_rule(cands):  # cands: {position: (token, conf)}
+        order = sorted(cands, key=lambda j: (-cands[j][1], j))
+        for rank, j in enumerate(order):
+            if rank == 0 or cands[j][1] >= thr:
+                x[j] = cands[j][0]
+
+    def record():
+        nonlocal forwards
+        forwards += 1
+        tr.canvases.append(x[P:])
+        return tr.done(x)
+
+    for b in range(G // B):
+        s, e = P + b * B, P + (b + 1) * B
+        logits, _ = canvas.forward(x, list(range(T)))
+        if dream:
+            x[s] = decide(logits[s - 1])[0]
+        else:
+            threshold_rule({j: decide(logits[j]) for j in range(s, e) if x[j] == mask})
+        ok, ids, reason = record()
+        if ok:
+            return dict(ids=ids, finish_reason=reason, forwards=forwards, canvases=tr.canvases)
+        first = True
+        while True:
+            if not any(x[j] == mask for j in range(s, e)) and not (dream and first):
+                break
+            first = False
+            rows = list(range(s, e)) if p["cache"] == "dual" else list(range(s, T))
+            logits, _ = canvas.forward(x, rows)
+            cands = {}
+            for j in range(s, e):
+                if x[j] == mask:
+                    src = (j - 1 if j > s else j) if dream else j
+                    cands[j] = decide(logits[src - s])
+            if cands:
+                threshold_rule(cands)
+            ok, ids, reason = record()
+            if ok:
+                return dict(ids=ids, finish_reason=reason, forwards=forwards, canvases=tr.canvases)
+            if dream and not any(x[j] == mask for j in range(s, e)):
+                break
+    ok, ids, reason = tr.done(x)
+    return dict(ids=ids, finish_reason=reason, forwards=forwards, canvases=tr.canvases)
+
+
+def generate(m, prompt, p):
+    return d2cache_generate(m, prompt, p) if p["strategy"] == "d2cache" else fastdllm_generate(m, prompt, p)
+
+
 # ---------------------------------------------------------------- cases
 def params(**kw):
     base = dict(strategy="d2cache", max_tokens=24, block_length=0, steps=0, threshold=-1.0, remasking="",
                 confidence="tempered", sub_block_length=0, temperature=0.0, top_k=0, top_p=1.0, seed=0,
-                stop_ids=[], d2c_k=4, d2c_sigma=10.0, d2c_p=0.1, d2c_inflate=0, d2c_frozen_conf=False,
+                stop_ids=[], cache="", d2c_k=4, d2c_sigma=10.0, d2c_p=0.1, d2c_inflate=0, d2c_frozen_conf=False,
                 d2c_select_all=False)
     base.update(kw)
     return base
@@ -302,7 +381,28 @@ def cases_for(rng):
         ("select_all_threshold", pr, params(d2c_select_all=True, block_length=8, threshold=0.05,
                                             d2c_sigma=0.0)),
     ]
+    for cache in ("dual", "prefix"):
+        # d2c_* at the engine defaults: they do not apply to fastdllm (the engine refuses others).
+        fd = lambda **kw: dict(params(strategy="fastdllm", cache=cache, threshold=0.9, block_length=8,  # noqa: E731
+                                      d2c_k=32, d2c_sigma=10.0, d2c_p=0.1), **kw)
+        cases += [
+            (f"fastdllm_{cache}_t09_b8", pr, fd()),
+            (f"fastdllm_{cache}_t03_b4_long", prompts["long"], fd(block_length=4, threshold=0.3)),
+            (f"fastdllm_{cache}_t005_b8_short", prompts["short"], fd(threshold=0.05)),
+            (f"fastdllm_{cache}_t02_b24", pr, fd(block_length=24, threshold=0.2)),
+            (f"fastdllm_{cache}_t1_b1", prompts["short"], fd(max_tokens=6, block_length=1, threshold=1.0)),
+        ]
     return cases
+
+
+def check_fastdllm_cache_bites(m, cases):
+    """Dual and prefix caching must decode differently from each other somewhere."""
+    seen = {}
+    for name, pr, p in cases:
+        if p["strategy"] == "fastdllm" and not name.endswith("_stop"):
+            key = name.replace("dual", "X").replace("prefix", "X")
+            seen.setdefault(key, []).append(generate(m, pr, p)["canvases"])
+    assert any(v[0] != v[1] for v in seen.values() if len(v) == 2), "prefix and dual never differ"
 
 
 def check_knobs_bite(m, cases):
@@ -310,7 +410,7 @@ def check_knobs_bite(m, cases):
     exercised), and frozen vs paper confidence must differ in at least one case."""
     diff_cache = diff_frozen = False
     for name, pr, p in cases:
-        if p["d2c_select_all"] or name.endswith("_stop"):
+        if p["strategy"] != "d2cache" or p["d2c_select_all"] or name.endswith("_stop"):
             continue
         a = d2cache_generate(m, pr, p)["canvases"]
         diff_cache |= a != d2cache_generate(m, pr, dict(p, d2c_select_all=True))["canvases"]
@@ -323,7 +423,7 @@ def add_stop_cases(m, cases):
     out = []
     for name, pr, p in cases:
         out.append((name, pr, p))
-        ids = d2cache_generate(m, pr, p)["ids"]
+        ids = generate(m, pr, p)["ids"]
         first = {}
         for i, t in enumerate(ids):
             first.setdefault(t, i)
@@ -351,9 +451,10 @@ def main():
         rng = np.random.default_rng(9090)
         cases = add_stop_cases(m, cases_for(rng))
         check_knobs_bite(m, cases)
+        check_fastdllm_cache_bites(m, cases)
         records = []
         for name, pr, p in cases:
-            res = d2cache_generate(m, pr, p)
+            res = generate(m, pr, p)
             records.append(dict(name=name, prompt=pr, params=p, expected=res))
             print(f"{model_name:11s} {name:28s} P={len(pr):2d} -> {len(res['ids']):2d} ids, "
                   f"{res['forwards']:3d} forwards, {res['finish_reason']}: {res['ids'][:12]}")

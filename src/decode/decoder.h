@@ -28,7 +28,7 @@ enum class ConfidenceKind {
 struct DecodeParams {
   static constexpr int32_t kFamilyDefault = std::numeric_limits<int32_t>::min();
 
-  std::string strategy;  // "block" | "ar" | "full" | "d2cache"
+  std::string strategy;  // "block" | "ar" | "full" | "d2cache" | "fastdllm"
   // Generated tokens at most (stop token excluded); full diffusion: the canvas length.
   int32_t max_tokens = kFamilyDefault;  // LLaDA full 128, otherwise 256
   int32_t block_length = 0;
@@ -54,6 +54,8 @@ struct DecodeParams {
   int32_t d2c_inflate = 0;       // fill selection gaps of at most this span
   bool d2c_frozen_conf = false;  // the reference's step-0 confidence cache (§4.6 quirk 1)
   bool d2c_select_all = false;   // recompute every row every step (verification)
+  // Fast-dLLM v1 (method-specs §6.4): "dual" (default) | "prefix".
+  std::string cache;
   SamplerConfig sampler;
   uint64_t seed = 0;
   uint32_t sequence_id = 0;

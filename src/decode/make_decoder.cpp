@@ -7,6 +7,7 @@
 #include "decode/block_diffusion_decoder.h"
 #include "decode/d2cache_decoder.h"
 #include "decode/decoder.h"
+#include "decode/fast_dllm_v1_decoder.h"
 #include "decode/fast_dllm_v2_decoder.h"
 #include "decode/full_diffusion_decoder.h"
 
@@ -23,7 +24,7 @@ std::string default_strategy(const ModelConfig& c) {
 std::vector<std::string> strategies_for(const ModelConfig& c) {
   if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar"};
   if (c.family == "wedlm") return {"ar"};
-  if (c.family == "llada" || c.family == "dream") return {"full", "d2cache"};
+  if (c.family == "llada" || c.family == "dream") return {"full", "d2cache", "fastdllm"};
   return {};
 }
 
@@ -134,6 +135,28 @@ void resolve_d2cache(DecodeParams& p) {
   if (p.d2c_inflate < 0) fail("--d2c-inflate must be >= 0 (got ", p.d2c_inflate, ")");
 }
 
+// Fast-dLLM v1 (method-specs §6.4): blocks of 32, threshold 0.9, dual cache, greedy.
+void resolve_fastdllm_v1(DecodeParams& p) {
+  refuse_llada_knobs(p, "--strategy fastdllm");
+  refuse_dream_knobs(p, "--strategy fastdllm");
+  if (!p.remasking.empty()) fail("--remasking does not apply to --strategy fastdllm");
+  if (p.sub_block_length != 0) fail("--sub-block-length does not apply to --strategy fastdllm");
+  if (p.cache.empty()) p.cache = "dual";
+  if (p.cache != "dual" && p.cache != "prefix")
+    fail("--cache '", p.cache, "' (expected prefix or dual)");
+  if (p.block_length == 0) p.block_length = std::min<int32_t>(32, p.max_tokens);
+  if (p.block_length < 0) fail("--block-length must be positive (got ", p.block_length, ")");
+  if (p.max_tokens % p.block_length != 0)
+    fail("--block-length ", p.block_length, " must divide --max-tokens ", p.max_tokens);
+  if (p.steps != 0)
+    fail(
+        "--steps does not apply to --strategy fastdllm (threshold decoding runs each block "
+        "until it has no masks)");
+  if (p.threshold < 0) p.threshold = 0.9f;
+  if (!p.sampler.greedy() || p.sampler.top_k != 0 || (p.sampler.top_p >= 0 && p.sampler.top_p < 1))
+    fail("--strategy fastdllm decodes greedily (--temperature 0, no --top-k / --top-p)");
+}
+
 }  // namespace
 
 DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t prompt_tokens) {
@@ -157,6 +180,8 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
         p.d2c_select_all)
       fail("--d2c-* options apply to --strategy d2cache only, not --strategy ", p.strategy);
   }
+  if (p.strategy != "fastdllm" && !p.cache.empty())
+    fail("--cache applies to --strategy fastdllm only, not --strategy ", p.strategy);
   if (p.strategy != "full") {
     refuse_llada_knobs(p, "--strategy " + p.strategy);
     refuse_dream_knobs(p, "--strategy " + p.strategy);
@@ -191,6 +216,8 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     }
   } else if (p.strategy == "d2cache") {
     resolve_d2cache(p);
+  } else if (p.strategy == "fastdllm") {
+    resolve_fastdllm_v1(p);
   } else if (p.strategy == "full") {
     if (c.family == "llada") {
       resolve_llada_full(c, p);
@@ -213,7 +240,8 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     add_unique(p.sampler.banned_tokens, static_cast<int32_t>(c.mask_token_id));
   p.sampler.validate();
   // Block decoders may run past max_tokens up to the end of a block; full diffusion never does.
-  const int64_t overhang = p.strategy == "full" || p.strategy == "d2cache" ? 0 : p.block_length;
+  const bool canvas = p.strategy == "full" || p.strategy == "d2cache" || p.strategy == "fastdllm";
+  const int64_t overhang = canvas ? 0 : p.block_length;
   if (c.max_position_embeddings > 0 &&
       prompt_tokens + p.max_tokens + overhang > c.max_position_embeddings)
     fail("prompt (", prompt_tokens, " tokens) + --max-tokens ", p.max_tokens,
@@ -227,12 +255,13 @@ std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& 
     if (id < 0 || id >= c.vocab_size)
       fail("prompt token id ", id, " is outside the vocabulary (size ", c.vocab_size, ")");
   if (p.strategy == "ar") return std::make_unique<ArDecoder>(c, p, prompt);
-  if (p.strategy == "full" || p.strategy == "d2cache") {
+  if (p.strategy == "full" || p.strategy == "d2cache" || p.strategy == "fastdllm") {
     for (int32_t id : prompt)
       if (id == c.mask_token_id)
         fail("the prompt contains the mask token id ", id,
              " (full diffusion would decode it as a generated position)");
     if (p.strategy == "d2cache") return std::make_unique<D2CacheDecoder>(c, p, prompt);
+    if (p.strategy == "fastdllm") return std::make_unique<FastDllmV1Decoder>(c, p, prompt);
     if (c.family == "llada") return std::make_unique<LladaDecoder>(c, p, prompt);
     return std::make_unique<DreamDecoder>(c, p, prompt);
   }

@@ -40,6 +40,7 @@ DecodeParams params_from(const nlohmann::json& p) {
   d.d2c_inflate = p.value("d2c_inflate", 0);
   d.d2c_frozen_conf = p.value("d2c_frozen_conf", false);
   d.d2c_select_all = p.value("d2c_select_all", false);
+  d.cache = p.value("cache", std::string());
   return d;
 }
 
