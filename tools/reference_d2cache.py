@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Reference decoding trajectories for d2Cache and its Fast-dLLM v1 baseline on LLaDA and Dream (issue #9).
+"""Reference decoding trajectories for d2Cache and its Fast-dLLM v1 and dLLM-Cache baselines on LLaDA and Dream (issue #9).
 
 An independent PyTorch implementation written after the d2Cache reference (Kamichanw/d2Cache:
 src/cache/d2cache.py, src/generation/vanilla.py, src/utils/common.py; method-specs §4), run on the
@@ -346,15 +346,129 @@ def fastdllm_generate(m, prompt, p):
     return dict(ids=ids, finish_reason=reason, forwards=forwards, canvases=tr.canvases)
 
 
+# ---------------------------------------------------------------- dLLM-Cache (method-specs §6.3)
+class DllmCacheCanvas(CachedCanvas):
+    """The d2Cache repository's dLLM-Cache port (src/cache/dllm_cache.py): per layer, K/V and the
+    attention (after o_proj) and FFN outputs of every canvas row are cached; every row's hidden
+    state is residual + cached outputs. Layer 0 always refreshes everything (its input is the
+    current embedding); other layers refresh the prompt rows on refresh_prompt, the response
+    rows on refresh_response, and otherwise (rho > 0) recompute V of every response row (V cache
+    replaced), then Q/K, attention and FFN of the int(G * rho) rows with the lowest cosine
+    similarity between new and cached V."""
+
+    def __init__(self, m, T, P):
+        super().__init__(m, T)
+        self.P = P
+        self.attn_out, self.ffn_out = [None] * len(self.layers), [None] * len(self.layers)
+        self.first = True
+
+    def forward_step(self, x, refresh_prompt, refresh_response, rho):
+        T, P = self.T, self.P
+        G = T - P
+        h = self.embed(torch.tensor([x]))
+        cos, sin = self.rotary(h, torch.arange(T)[None])
+        for li, layer in enumerate(self.layers):
+            a = layer.self_attn
+            rp = self.first or refresh_prompt or li == 0
+            rr = self.first or refresh_response or li == 0
+            hn = layer.input_layernorm(h)[0]  # [T, hidden]
+            rows = list(range(P)) if rp else []
+            if rr:
+                rows += list(range(P, T))
+            elif rho > 0:
+                v_new = a.v_proj(hn[P:]).view(G, self.Hkv, self.d)
+                v_old = self.V[li][:, P:].transpose(0, 1)  # [G, Hkv, d]
+                sim = torch.nn.functional.cosine_similarity(v_new.reshape(G, -1).double(),
+                                                            v_old.reshape(G, -1).double(), dim=-1)
+                self.V[li][:, P:] = v_new.transpose(0, 1)
+                order = sorted(range(G), key=lambda g: (float(sim[g]), g))[: int(G * rho)]
+                rows += [P + g for g in sorted(order)]
+            if rows:
+                rt = torch.tensor(rows)
+                hs = hn[rt][None]
+                n = len(rows)
+                q = a.q_proj(hs).view(1, n, self.H, self.d).transpose(1, 2)
+                k = a.k_proj(hs).view(1, n, self.Hkv, self.d).transpose(1, 2)
+                v = a.v_proj(hs).view(1, n, self.Hkv, self.d).transpose(1, 2)
+                q, k = self.rope_apply(q, k, cos[:, rt], sin[:, rt])
+                self.K[li][:, rt] = k[0]
+                self.V[li][:, rt] = v[0]
+                rep = self.H // self.Hkv
+                keys = self.K[li].repeat_interleave(rep, 0)
+                vals = self.V[li].repeat_interleave(rep, 0)
+                probs = torch.softmax(q[0] @ keys.transpose(1, 2) / math.sqrt(self.d), dim=-1)
+                o = a.o_proj((probs @ vals).transpose(0, 1).reshape(1, n, self.H * self.d))[0]
+                if self.attn_out[li] is None:
+                    self.attn_out[li] = torch.zeros(T, o.shape[-1])
+                self.attn_out[li][rt] = o
+            h = h + self.attn_out[li][None]
+            if rows:
+                f = layer.mlp(layer.post_attention_layernorm(h[0][rt][None]))[0]
+                if self.ffn_out[li] is None:
+                    self.ffn_out[li] = torch.zeros(T, f.shape[-1])
+                self.ffn_out[li][rt] = f
+            h = h + self.ffn_out[li][None]
+        self.first = False
+        return self.head(self.norm(h))[0].float()
+
+
+def dllmcache_generate(m, prompt, p):
+    """Vanilla decoding (d2Cache vanilla.py with sigma None: the top-n confidence masks of the
+    current block per step, or the threshold rule) over dLLM-Cache forwards; refresh_prompt at
+    forward t iff t % K_p == 0, refresh_response iff t % K_r == 0 (dLLM-Cache: (step - 1) % K
+    with steps from 1; the first forward computes everything)."""
+    P, G, B = len(prompt), p["max_tokens"], p["block_length"]
+    steps = p["steps"] or G
+    mask = m.mask_id
+    shift = 1 if m.family == "dream" else 0
+    T = P + G
+    nb = G // B
+    spb = steps // nb
+    thr = f32(p["threshold"]) if p["threshold"] >= 0 else None
+    x = list(prompt) + [mask] * G
+    tr = Tracker(P, mask, G, p["stop_ids"])
+    canvas = DllmCacheCanvas(m, T, P)
+    forwards = 0
+    for b in range(nb):
+        blk = range(P + b * B, P + (b + 1) * B)
+        counts = transfer_counts(B, spb)
+        for i in range(spb):
+            if not any(x[j] == mask for j in blk):
+                break
+            logits = canvas.forward_step(x, forwards % p["dlc_kp"] == 0, forwards % p["dlc_kr"] == 0,
+                                         f32(p["dlc_rho"]))
+            cands = {}
+            for j in blk:
+                if x[j] == mask:
+                    lg = logits[j - shift].double().clone()
+                    lg[mask] = NEG_INF
+                    pr = torch.softmax(lg, dim=-1)
+                    t = int(torch.argmax(pr))
+                    cands[j] = (t, f32(pr[t]))
+            chosen = [j for j in cands if thr is not None and cands[j][1] >= thr]
+            if len(chosen) < counts[i]:
+                chosen = sorted(cands, key=lambda j: (-cands[j][1], j))[: counts[i]]
+            for j in chosen:
+                x[j] = cands[j][0]
+            forwards += 1
+            tr.canvases.append(x[P:])
+            ok, ids, reason = tr.done(x)
+            if ok:
+                return dict(ids=ids, finish_reason=reason, forwards=forwards, canvases=tr.canvases)
+    ok, ids, reason = tr.done(x)
+    return dict(ids=ids, finish_reason=reason, forwards=forwards, canvases=tr.canvases)
+
+
 def generate(m, prompt, p):
-    return d2cache_generate(m, prompt, p) if p["strategy"] == "d2cache" else fastdllm_generate(m, prompt, p)
+    return {"d2cache": d2cache_generate, "fastdllm": fastdllm_generate,
+            "dllmcache": dllmcache_generate}[p["strategy"]](m, prompt, p)
 
 
 # ---------------------------------------------------------------- cases
 def params(**kw):
     base = dict(strategy="d2cache", max_tokens=24, block_length=0, steps=0, threshold=-1.0, remasking="",
                 confidence="tempered", sub_block_length=0, temperature=0.0, top_k=0, top_p=1.0, seed=0,
-                stop_ids=[], cache="", d2c_k=4, d2c_sigma=10.0, d2c_p=0.1, d2c_inflate=0, d2c_frozen_conf=False,
+                stop_ids=[], cache="", dlc_kp=0, dlc_kr=0, dlc_rho=0.25, d2c_k=4, d2c_sigma=10.0, d2c_p=0.1, d2c_inflate=0, d2c_frozen_conf=False,
                 d2c_select_all=False)
     base.update(kw)
     return base
@@ -392,7 +506,33 @@ def cases_for(rng):
             (f"fastdllm_{cache}_t02_b24", pr, fd(block_length=24, threshold=0.2)),
             (f"fastdllm_{cache}_t1_b1", prompts["short"], fd(max_tokens=6, block_length=1, threshold=1.0)),
         ]
+    dc = lambda **kw: dict(params(strategy="dllmcache", block_length=8, d2c_k=32, d2c_sigma=10.0,  # noqa: E731
+                                  d2c_p=0.1, dlc_kp=5, dlc_kr=2, dlc_rho=0.25), **kw)
+    cases += [
+        ("dllmcache_kp5_kr2_b8", pr, dc()),
+        ("dllmcache_kp8_kr3_rho05_long", prompts["long"], dc(dlc_kp=8, dlc_kr=3, dlc_rho=0.5)),
+        ("dllmcache_kp50_kr7_b24", pr, dc(block_length=24, dlc_kp=50, dlc_kr=7)),
+        ("dllmcache_rho0_short", prompts["short"], dc(dlc_kp=4, dlc_kr=3, dlc_rho=0.0)),
+        ("dllmcache_steps12_threshold", pr, dc(steps=12, threshold=0.05, dlc_kr=4)),
+        ("dllmcache_kr1_equals_vanilla", pr, dc(dlc_kp=1, dlc_kr=1)),
+    ]
     return cases
+
+
+def check_dllmcache_bites(m, cases):
+    """Partial refresh must change a trajectory against refreshing every step, and K_r = 1 (every
+    step refreshed) must equal vanilla decoding with plain transformers forwards."""
+    diff = False
+    for name, pr, p in cases:
+        if p["strategy"] != "dllmcache" or name.endswith("_stop"):
+            continue
+        a = generate(m, pr, p)["canvases"]
+        full = generate(m, pr, dict(p, dlc_kp=1, dlc_kr=1))["canvases"]
+        diff |= a != full
+        if p["dlc_kr"] == 1 and p["dlc_kp"] == 1:
+            vanilla = d2cache_generate(m, pr, dict(p, strategy="d2cache", d2c_select_all=True, d2c_sigma=0.0))
+            assert vanilla["canvases"] == a, name
+    assert diff, "dLLM-Cache never differs from full recompute"
 
 
 def check_fastdllm_cache_bites(m, cases):
@@ -452,6 +592,7 @@ def main():
         cases = add_stop_cases(m, cases_for(rng))
         check_knobs_bite(m, cases)
         check_fastdllm_cache_bites(m, cases)
+        check_dllmcache_bites(m, cases)
         records = []
         for name, pr, p in cases:
             res = generate(m, pr, p)

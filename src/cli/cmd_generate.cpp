@@ -126,8 +126,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt-ids", a->prompt_ids,
                   "Prompt as comma-separated token ids (bypasses the tokenizer)");
   cmd->add_option("--strategy", a->params.strategy,
-                  "block | ar (SDAR, Fast-dLLM v2) | full | d2cache | fastdllm (LLaDA, Dream) "
-                  "(default: the family's)");
+                  "block | ar (SDAR, Fast-dLLM v2) | full | d2cache | fastdllm | dllmcache (LLaDA, "
+                  "Dream) (default: the family's)");
   cmd->add_option("--max-tokens", a->params.max_tokens,
                   "Maximum generated tokens; full diffusion: the canvas length (default 128 for "
                   "LLaDA, 256 otherwise)");
@@ -154,6 +154,12 @@ void add_generate_command(CLI::App& app) {
                   "Dream: > 0 draws positions from softmax(confidence / alg_temp) (default 0)");
   cmd->add_option("--cache", a->params.cache,
                   "fastdllm (Fast-dLLM v1): dual (default) | prefix KV cache");
+  cmd->add_option("--dlc-kp", a->params.dlc_kp,
+                  "dllmcache: prompt refresh interval K_p (default LLaDA 50, Dream 25)");
+  cmd->add_option("--dlc-kr", a->params.dlc_kr,
+                  "dllmcache: response refresh interval K_r (default LLaDA 7, Dream 2)");
+  cmd->add_option("--dlc-rho", a->params.dlc_rho,
+                  "dllmcache: fraction of response rows refreshed by value similarity (0.25)");
   cmd->add_option("--d2c-k", a->params.d2c_k,
                   "d2cache: masked tokens recomputed per step (default 32)");
   cmd->add_option("--d2c-sigma", a->params.d2c_sigma,

@@ -28,7 +28,7 @@ enum class ConfidenceKind {
 struct DecodeParams {
   static constexpr int32_t kFamilyDefault = std::numeric_limits<int32_t>::min();
 
-  std::string strategy;  // "block" | "ar" | "full" | "d2cache" | "fastdllm"
+  std::string strategy;  // "block" | "ar" | "full" | "d2cache" | "fastdllm" | "dllmcache"
   // Generated tokens at most (stop token excluded); full diffusion: the canvas length.
   int32_t max_tokens = kFamilyDefault;  // LLaDA full 128, otherwise 256
   int32_t block_length = 0;
@@ -56,6 +56,11 @@ struct DecodeParams {
   bool d2c_select_all = false;   // recompute every row every step (verification)
   // Fast-dLLM v1 (method-specs §6.4): "dual" (default) | "prefix".
   std::string cache;
+  // dLLM-Cache (method-specs §6.3): refresh intervals (0: family default, LLaDA 50 / 7, Dream
+  // 25 / 2, the GSM8K rows of d2Cache's table) and the value-similarity refresh fraction.
+  int32_t dlc_kp = 0;
+  int32_t dlc_kr = 0;
+  float dlc_rho = 0.25f;
   SamplerConfig sampler;
   uint64_t seed = 0;
   uint32_t sequence_id = 0;

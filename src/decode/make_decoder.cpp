@@ -7,6 +7,7 @@
 #include "decode/block_diffusion_decoder.h"
 #include "decode/d2cache_decoder.h"
 #include "decode/decoder.h"
+#include "decode/dllm_cache_decoder.h"
 #include "decode/fast_dllm_v1_decoder.h"
 #include "decode/fast_dllm_v2_decoder.h"
 #include "decode/full_diffusion_decoder.h"
@@ -24,7 +25,8 @@ std::string default_strategy(const ModelConfig& c) {
 std::vector<std::string> strategies_for(const ModelConfig& c) {
   if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar"};
   if (c.family == "wedlm") return {"ar"};
-  if (c.family == "llada" || c.family == "dream") return {"full", "d2cache", "fastdllm"};
+  if (c.family == "llada" || c.family == "dream")
+    return {"full", "d2cache", "fastdllm", "dllmcache"};
   return {};
 }
 
@@ -157,6 +159,33 @@ void resolve_fastdllm_v1(DecodeParams& p) {
     fail("--strategy fastdllm decodes greedily (--temperature 0, no --top-k / --top-p)");
 }
 
+// dLLM-Cache (method-specs §6.3) over vanilla decoding: blocks of 32, one token per step.
+void resolve_dllm_cache(const ModelConfig& c, DecodeParams& p) {
+  refuse_llada_knobs(p, "--strategy dllmcache");
+  refuse_dream_knobs(p, "--strategy dllmcache");
+  if (!p.remasking.empty()) fail("--remasking does not apply to --strategy dllmcache");
+  if (p.sub_block_length != 0) fail("--sub-block-length does not apply to --strategy dllmcache");
+  if (p.block_length == 0) p.block_length = std::min<int32_t>(32, p.max_tokens);
+  if (p.block_length < 0) fail("--block-length must be positive (got ", p.block_length, ")");
+  if (p.max_tokens % p.block_length != 0)
+    fail("--block-length ", p.block_length, " must divide --max-tokens ", p.max_tokens);
+  const int32_t blocks = p.max_tokens / p.block_length;
+  if (p.steps == 0) p.steps = p.max_tokens;
+  if (p.steps < 0) fail("--steps must be positive (got ", p.steps, ")");
+  if (p.steps % blocks != 0 || p.steps / blocks > p.block_length)
+    fail("--steps ", p.steps, " must be a multiple of the number of blocks ", blocks,
+         " with at most --block-length ", p.block_length, " steps per block");
+  const bool dream = c.family == "dream";
+  if (p.dlc_kp == 0) p.dlc_kp = dream ? 25 : 50;
+  if (p.dlc_kr == 0) p.dlc_kr = dream ? 2 : 7;
+  if (p.dlc_kp < 0) fail("--dlc-kp must be positive (got ", p.dlc_kp, ")");
+  if (p.dlc_kr < 0) fail("--dlc-kr must be positive (got ", p.dlc_kr, ")");
+  if (!(p.dlc_rho >= 0.0f && p.dlc_rho <= 1.0f))
+    fail("--dlc-rho must be in [0, 1] (got ", p.dlc_rho, ")");
+  if (!p.sampler.greedy() || p.sampler.top_k != 0 || (p.sampler.top_p >= 0 && p.sampler.top_p < 1))
+    fail("--strategy dllmcache decodes greedily (--temperature 0, no --top-k / --top-p)");
+}
+
 }  // namespace
 
 DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t prompt_tokens) {
@@ -180,6 +209,9 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
         p.d2c_select_all)
       fail("--d2c-* options apply to --strategy d2cache only, not --strategy ", p.strategy);
   }
+  if (p.strategy != "dllmcache" &&
+      (p.dlc_kp != 0 || p.dlc_kr != 0 || p.dlc_rho != DecodeParams{}.dlc_rho))
+    fail("--dlc-* options apply to --strategy dllmcache only, not --strategy ", p.strategy);
   if (p.strategy != "fastdllm" && !p.cache.empty())
     fail("--cache applies to --strategy fastdllm only, not --strategy ", p.strategy);
   if (p.strategy != "full") {
@@ -218,6 +250,8 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     resolve_d2cache(p);
   } else if (p.strategy == "fastdllm") {
     resolve_fastdllm_v1(p);
+  } else if (p.strategy == "dllmcache") {
+    resolve_dllm_cache(c, p);
   } else if (p.strategy == "full") {
     if (c.family == "llada") {
       resolve_llada_full(c, p);
@@ -240,7 +274,8 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     add_unique(p.sampler.banned_tokens, static_cast<int32_t>(c.mask_token_id));
   p.sampler.validate();
   // Block decoders may run past max_tokens up to the end of a block; full diffusion never does.
-  const bool canvas = p.strategy == "full" || p.strategy == "d2cache" || p.strategy == "fastdllm";
+  const bool canvas = p.strategy == "full" || p.strategy == "d2cache" || p.strategy == "fastdllm" ||
+                      p.strategy == "dllmcache";
   const int64_t overhang = canvas ? 0 : p.block_length;
   if (c.max_position_embeddings > 0 &&
       prompt_tokens + p.max_tokens + overhang > c.max_position_embeddings)
@@ -255,13 +290,15 @@ std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& 
     if (id < 0 || id >= c.vocab_size)
       fail("prompt token id ", id, " is outside the vocabulary (size ", c.vocab_size, ")");
   if (p.strategy == "ar") return std::make_unique<ArDecoder>(c, p, prompt);
-  if (p.strategy == "full" || p.strategy == "d2cache" || p.strategy == "fastdllm") {
+  if (p.strategy == "full" || p.strategy == "d2cache" || p.strategy == "fastdllm" ||
+      p.strategy == "dllmcache") {
     for (int32_t id : prompt)
       if (id == c.mask_token_id)
         fail("the prompt contains the mask token id ", id,
              " (full diffusion would decode it as a generated position)");
     if (p.strategy == "d2cache") return std::make_unique<D2CacheDecoder>(c, p, prompt);
     if (p.strategy == "fastdllm") return std::make_unique<FastDllmV1Decoder>(c, p, prompt);
+    if (p.strategy == "dllmcache") return std::make_unique<DllmCacheDecoder>(c, p, prompt);
     if (c.family == "llada") return std::make_unique<LladaDecoder>(c, p, prompt);
     return std::make_unique<DreamDecoder>(c, p, prompt);
   }

@@ -41,6 +41,9 @@ DecodeParams params_from(const nlohmann::json& p) {
   d.d2c_frozen_conf = p.value("d2c_frozen_conf", false);
   d.d2c_select_all = p.value("d2c_select_all", false);
   d.cache = p.value("cache", std::string());
+  d.dlc_kp = p.value("dlc_kp", 0);
+  d.dlc_kr = p.value("dlc_kr", 0);
+  d.dlc_rho = p.value("dlc_rho", 0.25f);
   return d;
 }
 

@@ -276,6 +276,9 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
       fail("forward request ", si,
            ": attention rows (d2Cache rollout) are not implemented on the CUDA backend yet; use "
            "--device cpu");
+    if (seq.dllm_cache)
+      fail("forward request ", si,
+           ": dLLM-Cache steps are not implemented on the CUDA backend yet; use --device cpu");
     if (seq.cache) {
       p.cache = dynamic_cast<cuda::CudaKvCache*>(seq.cache);
       if (!p.cache) fail("forward request ", si, ": the cache was not created by the CUDA backend");
