@@ -104,6 +104,7 @@ void run_generate(GenerateArgs a) {
                                   {"prompt_tokens", r.stats.prompt_tokens},
                                   {"generated_tokens", r.stats.generated_tokens},
                                   {"tokens_per_forward", tpf},
+                                  {"query_rows", r.stats.query_rows},
                                   {"seconds", r.stats.seconds},
                                   {"tokens_per_second", tps}}}};
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());

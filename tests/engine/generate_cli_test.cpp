@@ -192,6 +192,9 @@ TEST(GenerateCliFullDiffusion, CachedStrategiesGenerate) {
                  "--prompt-ids 1,2,3 --format json --max-tokens 16 --strategy d2cache --d2c-k 4 "
                  "--d2c-sigma 3 --d2c-p 0.2 --d2c-inflate 2");
     EXPECT_EQ(j["stats"]["forwards"], 16) << "one token per step";
+    // Step 0 forwards the whole canvas (3 + 16 rows), later steps only the selected rows.
+    EXPECT_GT(j["stats"]["query_rows"].get<int>(), 19);
+    EXPECT_LT(j["stats"]["query_rows"].get<int>(), 16 * 19);
     j = run(model,
             "--prompt-ids 1,2,3 --format json --max-tokens 16 --strategy d2cache --d2c-frozen-conf "
             "--block-length 8 --threshold 0.01");
@@ -201,11 +204,13 @@ TEST(GenerateCliFullDiffusion, CachedStrategiesGenerate) {
                                  "fastdllm --block-length 8 --cache ") +
                          cache);
       EXPECT_GE(j["stats"]["forwards"].get<int>(), 2);
+      EXPECT_LT(j["stats"]["query_rows"].get<int>(), j["stats"]["forwards"].get<int>() * 19);
     }
     j = run(model,
             "--prompt-ids 1,2,3 --format json --max-tokens 16 --strategy dllmcache --dlc-kp 4 "
             "--dlc-kr 2 --dlc-rho 0.5");
     EXPECT_EQ(j["stats"]["forwards"], 16);
+    EXPECT_EQ(j["stats"]["query_rows"], 16 * 19) << "dLLM-Cache forwards the whole canvas";
   }
 }
 
