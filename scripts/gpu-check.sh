@@ -51,13 +51,16 @@ for shape in $SHAPES; do
 done
 # d2Cache-style steps on a 768-token canvas (prompt 512 + gen 256), LLaDA-8B / Dream-7B shapes:
 # rows recomputed per step = 768 (vanilla full diffusion), 32 (Fast-dLLM v1 dual cache: the
-# block), 64 (a d2Cache step: k = 32 masks + decoded + rollout nucleus). dLLM-Cache is CPU-only.
+# block), 64 (a d2Cache step: k = 32 masks + decoded + rollout nucleus; also with the attention
+# rows its rollout reads). dLLM-Cache is CPU-only.
 for shape in configs/llada-8b.json configs/dream-7b.json; do
   name=$(basename "$shape" .json)
   for rows in 768 64 32; do
     "$BIN/dllm" bench --device cuda --shape "$shape" --write-at-slots --block "$rows" --context 768 \
       --reps 20 --prefill 0 --json "$OUT/bench-d2c-$name-r$rows.json" 2>&1 | tee -a "$OUT/bench-d2cache.md" || status=1
   done
+  "$BIN/dllm" bench --device cuda --shape "$shape" --write-at-slots --attention-rows --block 64 --context 768 \
+    --reps 20 --prefill 0 --json "$OUT/bench-d2c-$name-r64-rows.json" 2>&1 | tee -a "$OUT/bench-d2cache.md" || status=1
 done
 # Optional: Nsight Compute on the attention kernel of one denoising step (GPU_CHECK_NCU=1).
 if [ "${GPU_CHECK_NCU:-0}" = 1 ]; then

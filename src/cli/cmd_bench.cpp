@@ -25,6 +25,7 @@ struct BenchArgs {
   // over the cached context, rewritten in place (write-at-slots) and attending bidirectionally
   // to the whole canvas, instead of a new block after it.
   bool at_slots = false;
+  bool attention_rows = false;  // also return head-averaged attention rows (d2Cache's rollout)
 };
 
 double now_s() {
@@ -35,7 +36,8 @@ void run_bench(const BenchArgs& a) {
   if (a.shape.empty()) fail("--shape FILE is required (e.g. configs/sdar-8b.json)");
   if (a.block <= 0) fail("--block must be positive");
   if (a.reps <= 0) fail("--reps must be positive");
-  if (a.at_slots && a.block <= 0) fail("--block must be positive");
+  if (a.attention_rows && !a.at_slots)
+    fail("--attention-rows needs --write-at-slots (a bidirectional canvas step)");
   const auto contexts = parse_int_list(a.contexts, "--context");
   for (int32_t c : contexts)
     if (c < 0) fail("--context values must be >= 0");
@@ -103,6 +105,7 @@ void run_bench(const BenchArgs& a) {
       step.write = CacheWrite::kAtSlots;
       step.write_slots = step.positions;
     }
+    step.want_attention_rows = a.attention_rows;
     step.output_rows.resize(static_cast<size_t>(a.block));
     std::iota(step.output_rows.begin(), step.output_rows.end(), 0);
     step.want_stats = true;
@@ -177,6 +180,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--write-at-slots", a->at_slots,
                 "d2Cache-like step: the --block rows are scattered canvas positions inside the "
                 "context, refreshed in place, bidirectional over the whole canvas");
+  cmd->add_flag("--attention-rows", a->attention_rows,
+                "Also compute the head-averaged attention rows d2Cache's rollout reads "
+                "(bidirectional, with --write-at-slots)");
   cmd->add_option("--device", a->device, "auto | cpu | cuda");
   cmd->add_option("--reps", a->reps, "Timed repetitions per context (default 20)");
   cmd->add_option("--prefill", a->prefill, "Tokens of the timed prefill (default 2048)");
