@@ -55,6 +55,19 @@ for b in 32 1; do
   "$BIN/dllm" bench --device cuda --shape configs/wedlm-8b.json --step causal --block "$b" \
     --context 4096,32768 --reps 20 --json "$OUT/bench-wedlm-8b-causal$b.json" 2>&1 | tee -a "$OUT/bench.md"
 done
+# d2Cache-style steps on a 768-token canvas (prompt 512 + gen 256), LLaDA-8B / Dream-7B shapes:
+# rows recomputed per step = 768 (vanilla full diffusion), 32 (Fast-dLLM v1 dual cache: the
+# block), 64 (a d2Cache step: k = 32 masks + decoded + rollout nucleus; also with the attention
+# rows its rollout reads). dLLM-Cache is CPU-only.
+for shape in configs/llada-8b.json configs/dream-7b.json; do
+  name=$(basename "$shape" .json)
+  for rows in 768 64 32; do
+    "$BIN/dllm" bench --device cuda --shape "$shape" --write-at-slots --block "$rows" --context 768 \
+      --reps 20 --prefill 0 --json "$OUT/bench-d2c-$name-r$rows.json" 2>&1 | tee -a "$OUT/bench-d2cache.md" || status=1
+  done
+  "$BIN/dllm" bench --device cuda --shape "$shape" --write-at-slots --attention-rows --block 64 --context 768 \
+    --reps 20 --prefill 0 --json "$OUT/bench-d2c-$name-r64-rows.json" 2>&1 | tee -a "$OUT/bench-d2cache.md" || status=1
+done
 # Optional: Nsight Compute on the attention kernel of one denoising step (GPU_CHECK_NCU=1).
 if [ "${GPU_CHECK_NCU:-0}" = 1 ]; then
   for b in 4 32; do
@@ -72,6 +85,8 @@ PYTHONUNBUFFERED=1 python3 tools/reference_decode.py --out "$OUT/trajectories" >
     > "$OUT/reference_full_diffusion.log" 2>&1 &&
   PYTHONUNBUFFERED=1 python3 tools/reference_wedlm.py --out "$OUT/trajectories" \
     > "$OUT/reference_wedlm.log" 2>&1 &&
+  PYTHONUNBUFFERED=1 python3 tools/reference_d2cache.py --out "$OUT/trajectories" \
+    > "$OUT/reference_d2cache.log" 2>&1 &&
   tar czf "$OUT/trajectories.tgz" -C "$OUT" trajectories && rm -rf "$OUT/trajectories" || status=1
 # Everything in one archive too (the device tool returns at most 8 files).
 tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && mv "$OUT.tgz" "$OUT/all-results.tgz"

@@ -18,6 +18,17 @@ enum class CacheWrite {
   kAtSlots,  // fresh K/V overwrite the given slots (d2Cache refresh, WeDLM window)
 };
 
+// dLLM-Cache step (method-specs §6.3): the queries are the whole canvas at positions 0..n-1,
+// one sequence per batch, write none (the mode manages the cache). The first forward over an
+// empty cache computes and caches everything; later ones reuse per-layer attention and FFN
+// outputs and recompute only what the flags and rho select. CPU backend only.
+struct DllmCacheStep {
+  int32_t prompt_length = 0;
+  bool refresh_prompt = false;
+  bool refresh_response = false;
+  float rho = 0.25f;  // fraction of response rows refreshed by value similarity (0: none)
+};
+
 struct SequenceForward {
   // The sequence's cache; null means no cache at all (full recompute, nothing visible but the
   // queries themselves, and write must be kNone).
@@ -39,6 +50,11 @@ struct SequenceForward {
   std::vector<int32_t> output_rows;  // query rows whose outputs are wanted, in the order returned
   bool want_logits = false;          // full-vocabulary logits for output_rows (tests, parity, S2D2)
   bool want_stats = false;           // TokenStats for output_rows
+  // Head-averaged post-softmax attention probabilities of every query row, per layer (d2Cache's
+  // attention rollout, method-specs §4.5): SequenceResult::attention_rows.
+  bool want_attention_rows = false;
+
+  std::optional<DllmCacheStep> dllm_cache;
 
   // Sampling for want_stats: the row's draw is uniform(rng, rng_positions[i], kTokenSample);
   // rng_positions defaults to the logical position of each output row. Right-shifted families
@@ -51,6 +67,11 @@ struct SequenceForward {
 struct SequenceResult {
   std::vector<float> logits;      // [output_rows.size(), vocab] when want_logits
   std::vector<TokenStats> stats;  // [output_rows.size()] when want_stats
+  // want_attention_rows: [num_layers, tokens.size(), attention_width], row-major. Column j is the
+  // key in cache slot j (for a cache-less request: query j); keys the query could not see, and
+  // slots that were not keys, are 0. attention_width = 1 + the largest key slot.
+  std::vector<float> attention_rows;
+  int64_t attention_width = 0;
 };
 
 }  // namespace dllm

@@ -23,6 +23,11 @@ namespace {
 struct BenchArgs {
   std::string shape, contexts = "4096", device = "auto", json_out, step = "block";
   int block = 32, reps = 20, prefill = 2048;
+  // d2Cache / Fast-dLLM v1-style step: the --block query rows are canvas positions spread evenly
+  // over the cached context, rewritten in place (write-at-slots) and attending bidirectionally
+  // to the whole canvas, instead of a new block after it.
+  bool at_slots = false;
+  bool attention_rows = false;  // also return head-averaged attention rows (d2Cache's rollout)
 };
 
 double now_s() {
@@ -35,6 +40,10 @@ void run_bench(const BenchArgs& a) {
   if (a.reps <= 0) fail("--reps must be positive");
   if (a.step != "block" && a.step != "causal")
     fail("--step must be block or causal (got '", a.step, "')");
+  if (a.at_slots && a.step != "block")
+    fail("--write-at-slots is its own step kind; it does not combine with --step ", a.step);
+  if (a.attention_rows && !a.at_slots)
+    fail("--attention-rows needs --write-at-slots (a bidirectional canvas step)");
   const auto contexts = parse_int_list(a.contexts, "--context");
   for (int32_t c : contexts)
     if (c < 0) fail("--context values must be >= 0");
@@ -62,6 +71,9 @@ void run_bench(const BenchArgs& a) {
       "prefill tok/s |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (int32_t ctx : contexts) {
+    if (a.at_slots && a.block > ctx)
+      fail("--write-at-slots: --block ", a.block, " exceeds --context ", ctx,
+           " (the rows are positions of the cached canvas)");
     auto cache = backend->create_cache(ctx + a.block);
     // Prefill speed on a fresh cache (at most --prefill tokens), then a random context of ctx.
     double prefill_tps = 0;
@@ -89,7 +101,15 @@ void run_bench(const BenchArgs& a) {
       step.tokens.push_back(c.mask_token_id >= 0 ? static_cast<int32_t>(c.mask_token_id) : 0);
       step.positions.push_back(ctx + i);
     }
-    if (a.step == "block") {
+    if (a.at_slots) {
+      // Evenly spread canvas positions (the rows a d2Cache step recomputes are scattered).
+      for (int i = 0; i < a.block; ++i)
+        step.positions[static_cast<size_t>(i)] =
+            static_cast<int32_t>(static_cast<int64_t>(i) * ctx / a.block);
+      step.rule = AttentionRule::bidirectional();
+      step.write = CacheWrite::kAtSlots;
+      step.write_slots = step.positions;
+    } else if (a.step == "block") {
       step.rule = AttentionRule::block_causal(a.block);  // a denoising step: no cache write
     } else {
       // A WeDLM window (2W causal rows) or an AR token: K/V written after the prefix, none
@@ -98,6 +118,7 @@ void run_bench(const BenchArgs& a) {
       step.write = CacheWrite::kAppend;
       step.append_count = 0;
     }
+    step.want_attention_rows = a.attention_rows;
     step.output_rows.resize(static_cast<size_t>(a.block));
     std::iota(step.output_rows.begin(), step.output_rows.end(), 0);
     step.want_stats = true;
@@ -110,7 +131,8 @@ void run_bench(const BenchArgs& a) {
     }
     std::sort(times.begin(), times.end());
     const double ms = times[times.size() / 2];
-    const double floor_ms = (weight_bytes + kv_bytes_per_token * (ctx + a.block)) / bw * 1e3;
+    const int64_t keys = a.at_slots ? ctx : ctx + a.block;
+    const double floor_ms = (weight_bytes + kv_bytes_per_token * keys) / bw * 1e3;
 
     backend->set_profiling(true);
     backend->forward(std::span(&step, 1));
@@ -121,12 +143,12 @@ void run_bench(const BenchArgs& a) {
       prof_total += t;
       if (op == "attention") attn_ms = t;
     }
-    const double attn_gbs =
-        attn_ms > 0 ? kv_bytes_per_token * (ctx + a.block) / (attn_ms * 1e-3) / 1e9 : 0;
+    const double attn_gbs = attn_ms > 0 ? kv_bytes_per_token * keys / (attn_ms * 1e-3) / 1e9 : 0;
     std::printf("| %d | %d | %.2f | %.2f | %.2f | %.0f (%.0f%%) | %.0f |\n", ctx, a.block, ms,
                 floor_ms, ms / floor_ms, attn_gbs, 100.0 * attn_gbs * 1e9 / bw, prefill_tps);
     nlohmann::json row = {{"context", ctx},
                           {"block", a.block},
+                          {"write_at_slots", a.at_slots},
                           {"ms_per_step", ms},
                           {"floor_ms", floor_ms},
                           {"x_floor", ms / floor_ms},
@@ -172,6 +194,12 @@ void add_bench_command(CLI::App& app) {
                   "an AR step with --block 1)");
   cmd->add_option("--context", a->contexts,
                   "Comma-separated cached context lengths (default 4096)");
+  cmd->add_flag("--write-at-slots", a->at_slots,
+                "d2Cache-like step: the --block rows are scattered canvas positions inside the "
+                "context, refreshed in place, bidirectional over the whole canvas");
+  cmd->add_flag("--attention-rows", a->attention_rows,
+                "Also compute the head-averaged attention rows d2Cache's rollout reads "
+                "(bidirectional, with --write-at-slots)");
   cmd->add_option("--device", a->device, "auto | cpu | cuda");
   cmd->add_option("--reps", a->reps, "Timed repetitions per context (default 20)");
   cmd->add_option("--prefill", a->prefill, "Tokens of the timed prefill (default 2048)");

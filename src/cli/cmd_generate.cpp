@@ -139,6 +139,7 @@ void run_generate(GenerateArgs a) {
                                   {"prompt_tokens", r.stats.prompt_tokens},
                                   {"generated_tokens", r.stats.generated_tokens},
                                   {"tokens_per_forward", tpf},
+                                  {"query_rows", r.stats.query_rows},
                                   {"seconds", r.stats.seconds},
                                   {"tokens_per_second", tps}}}};
     for (const auto& m : r.stats.decoder_metrics) {
@@ -167,8 +168,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt-ids", a->prompt_ids,
                   "Prompt as comma-separated token ids (bypasses the tokenizer)");
   cmd->add_option("--strategy", a->params.strategy,
-                  "block | ar (SDAR, Fast-dLLM v2) | full (LLaDA, Dream) | wedlm, ar (WeDLM) "
-                  "(default: the family's)");
+                  "block | ar (SDAR, Fast-dLLM v2) | full | d2cache | fastdllm | dllmcache (LLaDA, "
+                  "Dream) | wedlm | ar (WeDLM) (default: the family's)");
   cmd->add_option("--max-tokens", a->params.max_tokens,
                   "Maximum generated tokens; full diffusion: the canvas length (default 128 for "
                   "LLaDA, 256 otherwise)");
@@ -193,6 +194,27 @@ void add_generate_command(CLI::App& app) {
                   "Dream: origin | maskgit_plus | topk_margin | entropy (default)");
   cmd->add_option("--alg-temp", a->params.alg_temp,
                   "Dream: > 0 draws positions from softmax(confidence / alg_temp) (default 0)");
+  cmd->add_option("--cache", a->params.cache,
+                  "fastdllm (Fast-dLLM v1): dual (default) | prefix KV cache");
+  cmd->add_option("--dlc-kp", a->params.dlc_kp,
+                  "dllmcache: prompt refresh interval K_p (default LLaDA 50, Dream 25)");
+  cmd->add_option("--dlc-kr", a->params.dlc_kr,
+                  "dllmcache: response refresh interval K_r (default LLaDA 7, Dream 2)");
+  cmd->add_option("--dlc-rho", a->params.dlc_rho,
+                  "dllmcache: fraction of response rows refreshed by value similarity (0.25)");
+  cmd->add_option("--d2c-k", a->params.d2c_k,
+                  "d2cache: masked tokens recomputed per step (default 32)");
+  cmd->add_option("--d2c-sigma", a->params.d2c_sigma,
+                  "d2cache: certainty-density std (default 10; 0 = certainty prior off)");
+  cmd->add_option("--d2c-p", a->params.d2c_p, "d2cache: attention-rollout nucleus (default 0.1)");
+  cmd->add_option("--d2c-inflate", a->params.d2c_inflate,
+                  "d2cache: also recompute gaps of at most this span between selected tokens "
+                  "(default 0)");
+  cmd->add_flag("--d2c-frozen-conf", a->params.d2c_frozen_conf,
+                "d2cache: keep step 0's confidences for the selection, as the reference code "
+                "does (default: current confidences, as the paper)");
+  cmd->add_flag("--d2c-select-all", a->params.d2c_select_all,
+                "d2cache: recompute every row every step (verification)");
   cmd->add_option(
       "--confidence", a->confidence,
       "tempered: p under softmax(logits/T) before top-k/top-p (SDAR evaluation, default) | "

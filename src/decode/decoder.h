@@ -29,7 +29,8 @@ enum class ConfidenceKind {
 struct DecodeParams {
   static constexpr int32_t kFamilyDefault = std::numeric_limits<int32_t>::min();
 
-  std::string strategy;  // "block" | "ar" | "full" | "wedlm"
+  // "block" | "ar" | "full" | "d2cache" | "fastdllm" | "dllmcache" | "wedlm"
+  std::string strategy;
   // Generated tokens at most (stop token excluded); full diffusion: the canvas length.
   int32_t max_tokens = kFamilyDefault;  // LLaDA full 128, otherwise 256
   int32_t block_length = 0;
@@ -54,6 +55,21 @@ struct DecodeParams {
   // Dream full diffusion (model-specs §5.3)
   std::string alg;        // origin | maskgit_plus | topk_margin | entropy
   float alg_temp = 0.0f;  // > 0: positions drawn from softmax(confidence / alg_temp)
+  // d2Cache (method-specs §4.1); block_length defaults to max_tokens (NAR), steps to max_tokens,
+  // threshold < 0: one token per step (the threshold variant otherwise).
+  int32_t d2c_k = 32;            // masked tokens recomputed per step (stage 1)
+  float d2c_sigma = 10.0f;       // certainty-density Gaussian std; 0: certainty prior off
+  float d2c_p = 0.1f;            // rollout nucleus (stage 2)
+  int32_t d2c_inflate = 0;       // fill selection gaps of at most this span
+  bool d2c_frozen_conf = false;  // the reference's step-0 confidence cache (§4.6 quirk 1)
+  bool d2c_select_all = false;   // recompute every row every step (verification)
+  // Fast-dLLM v1 (method-specs §6.4): "dual" (default) | "prefix".
+  std::string cache;
+  // dLLM-Cache (method-specs §6.3): refresh intervals (0: family default, LLaDA 50 / 7, Dream
+  // 25 / 2, the GSM8K rows of d2Cache's table) and the value-similarity refresh fraction.
+  int32_t dlc_kp = 0;
+  int32_t dlc_kr = 0;
+  float dlc_rho = 0.25f;
   SamplerConfig sampler;
   uint64_t seed = 0;
   uint32_t sequence_id = 0;

@@ -5,7 +5,10 @@
 #include "core/error.h"
 #include "decode/ar_decoder.h"
 #include "decode/block_diffusion_decoder.h"
+#include "decode/d2cache_decoder.h"
 #include "decode/decoder.h"
+#include "decode/dllm_cache_decoder.h"
+#include "decode/fast_dllm_v1_decoder.h"
 #include "decode/fast_dllm_v2_decoder.h"
 #include "decode/full_diffusion_decoder.h"
 #include "decode/wedlm_decoder.h"
@@ -23,7 +26,8 @@ std::string default_strategy(const ModelConfig& c) {
 std::vector<std::string> strategies_for(const ModelConfig& c) {
   if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar"};
   if (c.family == "wedlm") return {"wedlm", "ar"};
-  if (c.family == "llada" || c.family == "dream") return {"full"};
+  if (c.family == "llada" || c.family == "dream")
+    return {"full", "d2cache", "fastdllm", "dllmcache"};
   return {};
 }
 
@@ -109,6 +113,80 @@ void resolve_dream_full(DecodeParams& p) {
     fail("--alg-temp does not apply to --alg origin (it transfers each mask independently)");
 }
 
+// d2Cache (method-specs §4.1): NAR by default (block = max_tokens), one token per step, greedy.
+void resolve_d2cache(DecodeParams& p) {
+  refuse_llada_knobs(p, "--strategy d2cache");
+  refuse_dream_knobs(p, "--strategy d2cache");
+  if (!p.remasking.empty()) fail("--remasking does not apply to --strategy d2cache");
+  if (p.sub_block_length != 0) fail("--sub-block-length does not apply to --strategy d2cache");
+  if (p.block_length == 0) p.block_length = p.max_tokens;
+  if (p.block_length < 0) fail("--block-length must be positive (got ", p.block_length, ")");
+  if (p.max_tokens % p.block_length != 0)
+    fail("--block-length ", p.block_length, " must divide --max-tokens ", p.max_tokens);
+  const int32_t blocks = p.max_tokens / p.block_length;
+  if (p.steps == 0) p.steps = p.max_tokens;
+  if (p.steps < 0) fail("--steps must be positive (got ", p.steps, ")");
+  if (p.steps % blocks != 0 || p.steps / blocks > p.block_length)
+    fail("--steps ", p.steps, " must be a multiple of the number of blocks ", blocks,
+         " with at most --block-length ", p.block_length, " steps per block");
+  if (!p.sampler.greedy() || p.sampler.top_k != 0 || (p.sampler.top_p >= 0 && p.sampler.top_p < 1))
+    fail("--strategy d2cache decodes greedily (--temperature 0, no --top-k / --top-p)");
+  if (p.d2c_k <= 0) fail("--d2c-k must be positive (got ", p.d2c_k, ")");
+  if (!std::isfinite(p.d2c_sigma) || p.d2c_sigma < 0)
+    fail("--d2c-sigma must be >= 0 (got ", p.d2c_sigma, ")");
+  if (!(p.d2c_p >= 0.0f && p.d2c_p <= 1.0f)) fail("--d2c-p must be in [0, 1] (got ", p.d2c_p, ")");
+  if (p.d2c_inflate < 0) fail("--d2c-inflate must be >= 0 (got ", p.d2c_inflate, ")");
+}
+
+// Fast-dLLM v1 (method-specs §6.4): blocks of 32, threshold 0.9, dual cache, greedy.
+void resolve_fastdllm_v1(DecodeParams& p) {
+  refuse_llada_knobs(p, "--strategy fastdllm");
+  refuse_dream_knobs(p, "--strategy fastdllm");
+  if (!p.remasking.empty()) fail("--remasking does not apply to --strategy fastdllm");
+  if (p.sub_block_length != 0) fail("--sub-block-length does not apply to --strategy fastdllm");
+  if (p.cache.empty()) p.cache = "dual";
+  if (p.cache != "dual" && p.cache != "prefix")
+    fail("--cache '", p.cache, "' (expected prefix or dual)");
+  if (p.block_length == 0) p.block_length = std::min<int32_t>(32, p.max_tokens);
+  if (p.block_length < 0) fail("--block-length must be positive (got ", p.block_length, ")");
+  if (p.max_tokens % p.block_length != 0)
+    fail("--block-length ", p.block_length, " must divide --max-tokens ", p.max_tokens);
+  if (p.steps != 0)
+    fail(
+        "--steps does not apply to --strategy fastdllm (threshold decoding runs each block "
+        "until it has no masks)");
+  if (p.threshold < 0) p.threshold = 0.9f;
+  if (!p.sampler.greedy() || p.sampler.top_k != 0 || (p.sampler.top_p >= 0 && p.sampler.top_p < 1))
+    fail("--strategy fastdllm decodes greedily (--temperature 0, no --top-k / --top-p)");
+}
+
+// dLLM-Cache (method-specs §6.3) over vanilla decoding: blocks of 32, one token per step.
+void resolve_dllm_cache(const ModelConfig& c, DecodeParams& p) {
+  refuse_llada_knobs(p, "--strategy dllmcache");
+  refuse_dream_knobs(p, "--strategy dllmcache");
+  if (!p.remasking.empty()) fail("--remasking does not apply to --strategy dllmcache");
+  if (p.sub_block_length != 0) fail("--sub-block-length does not apply to --strategy dllmcache");
+  if (p.block_length == 0) p.block_length = std::min<int32_t>(32, p.max_tokens);
+  if (p.block_length < 0) fail("--block-length must be positive (got ", p.block_length, ")");
+  if (p.max_tokens % p.block_length != 0)
+    fail("--block-length ", p.block_length, " must divide --max-tokens ", p.max_tokens);
+  const int32_t blocks = p.max_tokens / p.block_length;
+  if (p.steps == 0) p.steps = p.max_tokens;
+  if (p.steps < 0) fail("--steps must be positive (got ", p.steps, ")");
+  if (p.steps % blocks != 0 || p.steps / blocks > p.block_length)
+    fail("--steps ", p.steps, " must be a multiple of the number of blocks ", blocks,
+         " with at most --block-length ", p.block_length, " steps per block");
+  const bool dream = c.family == "dream";
+  if (p.dlc_kp == 0) p.dlc_kp = dream ? 25 : 50;
+  if (p.dlc_kr == 0) p.dlc_kr = dream ? 2 : 7;
+  if (p.dlc_kp < 0) fail("--dlc-kp must be positive (got ", p.dlc_kp, ")");
+  if (p.dlc_kr < 0) fail("--dlc-kr must be positive (got ", p.dlc_kr, ")");
+  if (!(p.dlc_rho >= 0.0f && p.dlc_rho <= 1.0f))
+    fail("--dlc-rho must be in [0, 1] (got ", p.dlc_rho, ")");
+  if (!p.sampler.greedy() || p.sampler.top_k != 0 || (p.sampler.top_p >= 0 && p.sampler.top_p < 1))
+    fail("--strategy dllmcache decodes greedily (--temperature 0, no --top-k / --top-p)");
+}
+
 }  // namespace
 
 DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t prompt_tokens) {
@@ -125,6 +203,18 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (p.max_tokens == DecodeParams::kFamilyDefault)
     p.max_tokens = p.strategy == "full" && c.family == "llada" ? 128 : 256;
   if (p.max_tokens <= 0) fail("--max-tokens must be positive (got ", p.max_tokens, ")");
+  if (p.strategy != "d2cache") {
+    const DecodeParams defaults;
+    if (p.d2c_k != defaults.d2c_k || p.d2c_sigma != defaults.d2c_sigma ||
+        p.d2c_p != defaults.d2c_p || p.d2c_inflate != defaults.d2c_inflate || p.d2c_frozen_conf ||
+        p.d2c_select_all)
+      fail("--d2c-* options apply to --strategy d2cache only, not --strategy ", p.strategy);
+  }
+  if (p.strategy != "dllmcache" &&
+      (p.dlc_kp != 0 || p.dlc_kr != 0 || p.dlc_rho != DecodeParams{}.dlc_rho))
+    fail("--dlc-* options apply to --strategy dllmcache only, not --strategy ", p.strategy);
+  if (p.strategy != "fastdllm" && !p.cache.empty())
+    fail("--cache applies to --strategy fastdllm only, not --strategy ", p.strategy);
   if (p.strategy != "full") {
     refuse_llada_knobs(p, "--strategy " + p.strategy);
     refuse_dream_knobs(p, "--strategy " + p.strategy);
@@ -185,6 +275,12 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
              "' (expected low_confidence_dynamic, low_confidence_static or sequential)");
       if (p.threshold < 0) p.threshold = 0.9f;  // SDAR README recommendation
     }
+  } else if (p.strategy == "d2cache") {
+    resolve_d2cache(p);
+  } else if (p.strategy == "fastdllm") {
+    resolve_fastdllm_v1(p);
+  } else if (p.strategy == "dllmcache") {
+    resolve_dllm_cache(c, p);
   } else if (p.strategy == "full") {
     if (c.family == "llada") {
       resolve_llada_full(c, p);
@@ -211,8 +307,10 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     add_unique(p.sampler.banned_tokens, static_cast<int32_t>(c.mask_token_id));
   p.sampler.validate();
   // Positions past prompt + max_tokens a forward may use: block decoders run to the end of a
-  // block, WeDLM's window reaches 2W ahead, full diffusion never runs past.
-  const int64_t overhang = p.strategy == "full" ? 0 : lookahead;
+  // block, WeDLM's window reaches 2W ahead, full diffusion (a fixed canvas) never runs past.
+  const bool canvas = p.strategy == "full" || p.strategy == "d2cache" || p.strategy == "fastdllm" ||
+                      p.strategy == "dllmcache";
+  const int64_t overhang = canvas ? 0 : lookahead;
   if (c.max_position_embeddings > 0 &&
       prompt_tokens + p.max_tokens + overhang > c.max_position_embeddings)
     fail("prompt (", prompt_tokens, " tokens) + --max-tokens ", p.max_tokens,
@@ -227,11 +325,15 @@ std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& 
       fail("prompt token id ", id, " is outside the vocabulary (size ", c.vocab_size, ")");
   if (p.strategy == "ar") return std::make_unique<ArDecoder>(c, p, prompt);
   if (p.strategy == "wedlm") return std::make_unique<WedlmDecoder>(c, p, prompt);
-  if (p.strategy == "full") {
+  if (p.strategy == "full" || p.strategy == "d2cache" || p.strategy == "fastdllm" ||
+      p.strategy == "dllmcache") {
     for (int32_t id : prompt)
       if (id == c.mask_token_id)
         fail("the prompt contains the mask token id ", id,
              " (full diffusion would decode it as a generated position)");
+    if (p.strategy == "d2cache") return std::make_unique<D2CacheDecoder>(c, p, prompt);
+    if (p.strategy == "fastdllm") return std::make_unique<FastDllmV1Decoder>(c, p, prompt);
+    if (p.strategy == "dllmcache") return std::make_unique<DllmCacheDecoder>(c, p, prompt);
     if (c.family == "llada") return std::make_unique<LladaDecoder>(c, p, prompt);
     return std::make_unique<DreamDecoder>(c, p, prompt);
   }

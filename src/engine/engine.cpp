@@ -24,6 +24,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
     fwds[0].cache = cache.get();
     if (!decoder->plan_step(fwds)) break;
     const auto results = backend_.forward(fwds);
+    for (const auto& f : fwds) out.stats.query_rows += static_cast<int64_t>(f.tokens.size());
     decoder->observe_step(results);
     if (trace) trace(*decoder);
 

@@ -25,6 +25,10 @@ struct GenerationStats {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
   int64_t forwards = 0;
+  // Query rows forwarded in all (the rows recomputed through all layers: the whole canvas per
+  // step for full diffusion, the selected rows for d2Cache; dLLM-Cache's per-layer partial
+  // refresh is not counted).
+  int64_t query_rows = 0;
   double seconds = 0;
   std::vector<DecoderMetric> decoder_metrics;  // strategy-specific (Decoder::metrics)
 };

@@ -16,6 +16,10 @@ class HostKvCache final : public KvCache {
   float* v(int64_t layer, int64_t slot) { return &v_[layer][static_cast<size_t>(slot * kv_dim_)]; }
   int64_t kv_dim() const { return kv_dim_; }
 
+  // dLLM-Cache (method-specs §6.3): per layer, the attention output (after o_proj) and the FFN
+  // output of every canvas row, [layer][slot * hidden]; empty unless that mode ran.
+  std::vector<std::vector<float>> attn_out, ffn_out;
+
  private:
   void grow_storage(int64_t new_capacity) override;
   int64_t kv_dim_;

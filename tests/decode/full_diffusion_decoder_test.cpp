@@ -498,7 +498,9 @@ TEST(FullDiffusionParams, BadInputIsNamed) {
   expect(sdar, p, "--logits-eos-inf applies to LLaDA");
   p = DecodeParams{};
   p.strategy = "block";
-  expect(l, p, "'block' is not available for llada checkpoints (available: full)");
+  expect(l, p,
+         "'block' is not available for llada checkpoints (available: full, d2cache, fastdllm, "
+         "dllmcache)");
 }
 
 TEST(FullDiffusionParams, MaskTokenInThePromptIsRefused) {

@@ -1,7 +1,8 @@
 // Decoder trajectories against independent PyTorch implementations of the reference loops, run
 // with transformers on the tiny fixtures: tools/reference_decode.py (SDAR, Fast-dLLM v2, AR) and
-// tools/reference_full_diffusion.py (LLaDA, Dream). Checked: the canvas after every forward, the
-// generated ids, the finish reason and the number of forwards.
+// tools/reference_full_diffusion.py (LLaDA, Dream), tools/reference_d2cache.py (d2Cache on LLaDA
+// and Dream). Checked: the canvas after every forward, the generated ids, the finish reason and
+// the number of forwards.
 #include <gtest/gtest.h>
 
 #include "engine/engine.h"
@@ -32,6 +33,17 @@ DecodeParams params_from(const nlohmann::json& p) {
   d.confidence_eos_eot_inf = p.value("confidence_eos_eot_inf", false);
   d.alg = p.value("alg", std::string());
   d.alg_temp = p.value("alg_temp", 0.0f);
+  // d2Cache (tools/reference_d2cache.py).
+  d.d2c_k = p.value("d2c_k", 32);
+  d.d2c_sigma = p.value("d2c_sigma", 10.0f);
+  d.d2c_p = p.value("d2c_p", 0.1f);
+  d.d2c_inflate = p.value("d2c_inflate", 0);
+  d.d2c_frozen_conf = p.value("d2c_frozen_conf", false);
+  d.d2c_select_all = p.value("d2c_select_all", false);
+  d.cache = p.value("cache", std::string());
+  d.dlc_kp = p.value("dlc_kp", 0);
+  d.dlc_kr = p.value("dlc_kr", 0);
+  d.dlc_rho = p.value("dlc_rho", 0.25f);
   return d;
 }
 
@@ -72,7 +84,8 @@ TEST_P(Trajectory, MatchesReferenceAfterEveryForward) {
 
 INSTANTIATE_TEST_SUITE_P(Families, Trajectory,
                          ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny", "llada-tiny",
-                                           "dream-tiny"),
+                                           "dream-tiny", "llada-tiny-d2cache",
+                                           "dream-tiny-d2cache"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

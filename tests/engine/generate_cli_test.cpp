@@ -235,6 +235,44 @@ TEST(GenerateCliFullDiffusion, LladaAndDreamFixturesGenerate) {
   EXPECT_NE(text.output.find("[full]"), std::string::npos) << text.output;
 }
 
+// The cached full-diffusion strategies from the command line (issue 9): d2Cache, Fast-dLLM v1,
+// dLLM-Cache; each generates the whole canvas.
+TEST(GenerateCliFullDiffusion, CachedStrategiesGenerate) {
+  auto run = [](const std::string& model, const std::string& args) {
+    const auto r =
+        test::run_command("{ " + test::dllm_binary() + " generate -m " +
+                          test::model_fixture(model).string() + " " + args + " 2>/dev/null; }");
+    EXPECT_EQ(r.status, 0) << args << "\n" << r.output;
+    return nlohmann::json::parse(r.output);
+  };
+  for (const char* model : {"llada-tiny", "dream-tiny"}) {
+    SCOPED_TRACE(model);
+    auto j = run(model,
+                 "--prompt-ids 1,2,3 --format json --max-tokens 16 --strategy d2cache --d2c-k 4 "
+                 "--d2c-sigma 3 --d2c-p 0.2 --d2c-inflate 2");
+    EXPECT_EQ(j["stats"]["forwards"], 16) << "one token per step";
+    // Step 0 forwards the whole canvas (3 + 16 rows), later steps only the selected rows.
+    EXPECT_GT(j["stats"]["query_rows"].get<int>(), 19);
+    EXPECT_LT(j["stats"]["query_rows"].get<int>(), 16 * 19);
+    j = run(model,
+            "--prompt-ids 1,2,3 --format json --max-tokens 16 --strategy d2cache --d2c-frozen-conf "
+            "--block-length 8 --threshold 0.01");
+    EXPECT_LE(j["stats"]["forwards"].get<int>(), 16);
+    for (const char* cache : {"dual", "prefix"}) {
+      j = run(model, std::string("--prompt-ids 1,2,3 --format json --max-tokens 16 --strategy "
+                                 "fastdllm --block-length 8 --cache ") +
+                         cache);
+      EXPECT_GE(j["stats"]["forwards"].get<int>(), 2);
+      EXPECT_LT(j["stats"]["query_rows"].get<int>(), j["stats"]["forwards"].get<int>() * 19);
+    }
+    j = run(model,
+            "--prompt-ids 1,2,3 --format json --max-tokens 16 --strategy dllmcache --dlc-kp 4 "
+            "--dlc-kr 2 --dlc-rho 0.5");
+    EXPECT_EQ(j["stats"]["forwards"], 16);
+    EXPECT_EQ(j["stats"]["query_rows"], 16 * 19) << "dLLM-Cache forwards the whole canvas";
+  }
+}
+
 TEST(GenerateCliFullDiffusion, BadInputIsAClearError) {
   const std::string llada =
       test::dllm_binary() + " generate -m " + test::model_fixture("llada-tiny").string();
@@ -254,6 +292,12 @@ TEST(GenerateCliFullDiffusion, BadInputIsAClearError) {
       {dream + " --prompt-ids 1 --alg origin --alg-temp 1", "--alg-temp does not apply"},
       {dream + " --prompt-ids 1 --logits-eos-inf", "--logits-eos-inf applies to LLaDA"},
       {dream + " --prompt-ids 1 --steps -3", "--steps must be positive"},
+      {llada + " --prompt-ids 1 --strategy d2cache --d2c-k 0", "--d2c-k must be positive"},
+      {dream + " --prompt-ids 1 --strategy d2cache --d2c-p 2", "--d2c-p must be in [0, 1]"},
+      {dream + " --prompt-ids 1 --d2c-sigma 3", "--d2c-* options apply to --strategy d2cache"},
+      {llada + " --prompt-ids 1 --strategy fastdllm --cache both", "--cache 'both'"},
+      {llada + " --prompt-ids 1 --cache dual", "--cache applies to --strategy fastdllm"},
+      {dream + " --prompt-ids 1 --strategy dllmcache --dlc-rho -1", "--dlc-rho must be in [0, 1]"},
   };
   for (const auto& [cmd, needle] : cases) {
     const auto r = test::run_command(cmd);

@@ -1,7 +1,9 @@
 // CPU backend: the reference forward. fp32 compute from bf16/f16/f32 weights (converted once at
 // load), OpenBLAS GEMMs, OpenMP elementwise ops. Sequences of a batch share the GEMMs (their tokens
 // are concatenated) and get their own attention.
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <set>
 
 #include "backend/backend.h"
@@ -78,6 +80,13 @@ class CpuBackend final : public Backend {
 
  private:
   SequenceLayout plan_layout(const SequenceForward& seq, size_t index);
+  // Final norm, LM head and TokenStats of seq's output rows; x = its first hidden row.
+  void compute_outputs(const SequenceForward& seq, const float* x, SequenceResult& result) const;
+  // Q/K/V projections (+ bias, q/k-norm, RoPE at `positions`) of `rows` normed rows; null
+  // outputs are skipped (V needs no positions).
+  void project_qkv(const CpuLayer& L, const float* xn, int64_t rows,
+                   std::span<const int32_t> positions, float* q, float* k, float* v) const;
+  SequenceResult forward_dllm_cache(const SequenceForward& seq);
 
   ModelConfig config_;
   HostTensor embed_, final_norm_, lm_head_;
@@ -113,8 +122,209 @@ SequenceLayout CpuBackend::plan_layout(const SequenceForward& seq, size_t index)
   return lay;
 }
 
+void CpuBackend::compute_outputs(const SequenceForward& seq, const float* x,
+                                 SequenceResult& result) const {
+  const ModelConfig& c = config_;
+  const int64_t h = c.hidden_size;
+  const float eps = static_cast<float>(c.norm_eps);
+  const HostTensor& head = tied_ ? embed_ : lm_head_;
+  const int64_t m = static_cast<int64_t>(seq.output_rows.size());
+  if (m == 0 || !(seq.want_logits || seq.want_stats)) return;
+  std::vector<float> rows(static_cast<size_t>(m * h));
+  for (int64_t i = 0; i < m; ++i) {
+    const int64_t r = seq.output_rows[static_cast<size_t>(i)];
+    cpu::rms_norm(&x[static_cast<size_t>(r * h)], h, final_norm_.ptr(),
+                  &rows[static_cast<size_t>(i * h)], h, 1, h, eps);
+  }
+  std::vector<float>& logits = result.logits;
+  logits.resize(static_cast<size_t>(m * c.vocab_size));
+  cpu::matmul_nt(rows.data(), h, head.ptr(), h, logits.data(), c.vocab_size, m, c.vocab_size, h);
+  if (seq.want_stats) {
+    auto& stats = result.stats;
+    stats.resize(static_cast<size_t>(m));
+#pragma omp parallel for if (m > 1 && \
+                             m * c.vocab_size >= (1 << 16))  // tiny vocabularies: one thread
+    for (int64_t i = 0; i < m; ++i) {
+      const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
+      const int32_t pos = seq.rng_positions.empty() ? seq.positions[row]
+                                                    : seq.rng_positions[static_cast<size_t>(i)];
+      const auto row_logits = std::span<const float>(logits).subspan(
+          static_cast<size_t>(i * c.vocab_size), static_cast<size_t>(c.vocab_size));
+      stats[static_cast<size_t>(i)] = compute_token_stats(row_logits, seq.sampler, seq.rng, pos);
+    }
+  }
+  if (!seq.want_logits) logits.clear();
+}
+
+void CpuBackend::project_qkv(const CpuLayer& L, const float* xn, int64_t rows,
+                             std::span<const int32_t> positions, float* q, float* k,
+                             float* v) const {
+  const ModelConfig& c = config_;
+  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
+  const float eps = static_cast<float>(c.norm_eps);
+  if (q) cpu::matmul_nt(xn, h, L.q.ptr(), h, q, qd, rows, qd, h);
+  if (k) cpu::matmul_nt(xn, h, L.k.ptr(), h, k, kvd, rows, kvd, h);
+  if (v) cpu::matmul_nt(xn, h, L.v.ptr(), h, v, kvd, rows, kvd, h);
+  if (c.qkv_bias) {
+    for (int64_t r = 0; r < rows; ++r) {
+      if (q)
+        for (int64_t i = 0; i < qd; ++i) q[r * qd + i] += L.q_bias.data[static_cast<size_t>(i)];
+      for (int64_t i = 0; i < kvd; ++i) {
+        if (k) k[r * kvd + i] += L.k_bias.data[static_cast<size_t>(i)];
+        if (v) v[r * kvd + i] += L.v_bias.data[static_cast<size_t>(i)];
+      }
+    }
+  }
+  if (c.qk_norm) {
+    if (q) cpu::rms_norm(q, hd, L.q_norm.ptr(), q, hd, rows * c.num_heads, hd, eps);
+    if (k) cpu::rms_norm(k, hd, L.k_norm.ptr(), k, hd, rows * c.num_kv_heads, hd, eps);
+  }
+  if (q) cpu::rope_neox(q, qd, rows, c.num_heads, hd, c.rotary_dim, positions, inv_freq_);
+  if (k) cpu::rope_neox(k, kvd, rows, c.num_kv_heads, hd, c.rotary_dim, positions, inv_freq_);
+}
+
+// dLLM-Cache (method-specs §6.3, the d2Cache repository's port src/cache/dllm_cache.py): the
+// queries are the whole canvas. The first forward computes everything and caches, per layer,
+// K/V and the attention (after o_proj) and FFN outputs of every row. A later forward keeps
+// every row's hidden state as residual + cached outputs and recomputes per layer only
+//   the prompt rows when refresh_prompt, the response rows when refresh_response (layer 0
+//   always both: its input is the embedding of the current tokens);
+//   otherwise, with rho > 0, V of every response row (written to the cache) and Q/K,
+//   attention and FFN of the int(G * rho) response rows whose new V is least cosine-similar to
+//   the cached one (ties: lower position).
+SequenceResult CpuBackend::forward_dllm_cache(const SequenceForward& seq) {
+  const ModelConfig& c = config_;
+  const DllmCacheStep& dc = *seq.dllm_cache;
+  auto* cache = dynamic_cast<HostKvCache*>(seq.cache);
+  if (!cache) fail("forward request 0: dLLM-Cache needs a cache created by the CPU backend");
+  const int64_t n = static_cast<int64_t>(seq.tokens.size());
+  const int64_t p_len = dc.prompt_length, g_len = n - p_len;
+  if (p_len <= 0 || g_len <= 0) fail("forward request 0: dLLM-Cache prompt length ", p_len);
+  for (int64_t i = 0; i < n; ++i)
+    if (seq.positions[static_cast<size_t>(i)] != i)
+      fail("forward request 0: dLLM-Cache forwards the whole canvas at positions 0..n-1");
+  if (seq.write != CacheWrite::kNone)
+    fail("forward request 0: dLLM-Cache manages its cache itself (write must be none)");
+  const bool first = cache->length() == 0;
+  if (!first && cache->length() != n)
+    fail("forward request 0: dLLM-Cache canvas of ", n, " tokens over a cache of ",
+         cache->length());
+  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
+  const float eps = static_cast<float>(c.norm_eps);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  if (first) {
+    cache->reserve(n);
+    cache->attn_out.assign(static_cast<size_t>(c.num_layers), std::vector<float>(size_t(n * h)));
+    cache->ffn_out.assign(static_cast<size_t>(c.num_layers), std::vector<float>(size_t(n * h)));
+  }
+
+  std::vector<float> x(static_cast<size_t>(n * h)), xn(x.size());
+  for (int64_t r = 0; r < n; ++r)
+    std::copy_n(embed_.ptr() + static_cast<int64_t>(seq.tokens[static_cast<size_t>(r)]) * h, h,
+                &x[static_cast<size_t>(r * h)]);
+  std::vector<uint8_t> visible;
+  std::vector<const float*> krows(static_cast<size_t>(n)), vrows(static_cast<size_t>(n));
+  for (int64_t li = 0; li < c.num_layers; ++li) {
+    const CpuLayer& L = layers_[static_cast<size_t>(li)];
+    const bool rp = first || dc.refresh_prompt || li == 0;
+    const bool rr = first || dc.refresh_response || li == 0;
+    cpu::rms_norm(x.data(), h, L.attn_norm.ptr(), xn.data(), h, n, h, eps);
+    std::vector<int32_t> rows;
+    if (rp)
+      for (int32_t r = 0; r < p_len; ++r) rows.push_back(r);
+    if (rr) {
+      for (int32_t r = static_cast<int32_t>(p_len); r < n; ++r) rows.push_back(r);
+    } else if (dc.rho > 0.0f) {
+      // V of every response row; refresh the least similar ones.
+      std::vector<float> vr(static_cast<size_t>(g_len * kvd));
+      project_qkv(L, &xn[static_cast<size_t>(p_len * h)], g_len, {}, nullptr, nullptr, vr.data());
+      std::vector<double> sim(static_cast<size_t>(g_len));
+      for (int64_t g = 0; g < g_len; ++g) {
+        const float* a = &vr[static_cast<size_t>(g * kvd)];
+        const float* b = cache->v(li, p_len + g);
+        double ab = 0, aa = 0, bb = 0;
+        for (int64_t i = 0; i < kvd; ++i) {
+          ab += double(a[i]) * b[i];
+          aa += double(a[i]) * a[i];
+          bb += double(b[i]) * b[i];
+        }
+        // torch cosine_similarity: x.y / max(|x| |y|, eps), eps = 1e-8
+        sim[static_cast<size_t>(g)] = ab / std::max(std::sqrt(aa) * std::sqrt(bb), 1e-8);
+        std::copy_n(a, kvd, cache->v(li, p_len + g));
+      }
+      std::vector<int32_t> order(static_cast<size_t>(g_len));
+      std::iota(order.begin(), order.end(), 0);
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        return sim[static_cast<size_t>(a)] < sim[static_cast<size_t>(b)];
+      });
+      order.resize(static_cast<size_t>(static_cast<double>(g_len) * dc.rho));
+      std::sort(order.begin(), order.end());
+      for (int32_t g : order) rows.push_back(static_cast<int32_t>(p_len + g));
+    }
+    const int64_t m = static_cast<int64_t>(rows.size());
+    if (m > 0) {
+      std::vector<float> xs(static_cast<size_t>(m * h)), q(static_cast<size_t>(m * qd)),
+          k(static_cast<size_t>(m * kvd)), v(k.size()), attn(q.size()),
+          o(static_cast<size_t>(m * h));
+      for (int64_t i = 0; i < m; ++i)
+        std::copy_n(&xn[static_cast<size_t>(rows[static_cast<size_t>(i)] * h)], h,
+                    &xs[static_cast<size_t>(i * h)]);
+      project_qkv(L, xs.data(), m, rows, q.data(), k.data(), v.data());
+      for (int64_t i = 0; i < m; ++i) {
+        const int32_t r = rows[static_cast<size_t>(i)];
+        std::copy_n(&k[static_cast<size_t>(i * kvd)], kvd, cache->k(li, r));
+        std::copy_n(&v[static_cast<size_t>(i * kvd)], kvd, cache->v(li, r));
+      }
+      for (int64_t s = 0; s < n; ++s) {
+        krows[static_cast<size_t>(s)] = cache->k(li, s);
+        vrows[static_cast<size_t>(s)] = cache->v(li, s);
+      }
+      visible.assign(static_cast<size_t>(m * n), 1);
+      cpu::attention(q.data(), qd, krows, vrows, visible, attn.data(), qd, m, c.num_heads,
+                     c.num_kv_heads, c.head_dim, scale);
+      cpu::matmul_nt(attn.data(), qd, L.o.ptr(), qd, o.data(), h, m, h, qd);
+      for (int64_t i = 0; i < m; ++i)
+        std::copy_n(&o[static_cast<size_t>(i * h)], h,
+                    &cache->attn_out[static_cast<size_t>(li)]
+                                    [static_cast<size_t>(rows[static_cast<size_t>(i)] * h)]);
+    }
+    const std::vector<float>& ao = cache->attn_out[static_cast<size_t>(li)];
+    for (size_t i = 0; i < x.size(); ++i) x[i] += ao[i];
+    if (m > 0) {
+      std::vector<float> xs(static_cast<size_t>(m * h)), gate(static_cast<size_t>(m * inter)),
+          up(gate.size()), f(static_cast<size_t>(m * h));
+      for (int64_t i = 0; i < m; ++i)
+        cpu::rms_norm(&x[static_cast<size_t>(rows[static_cast<size_t>(i)] * h)], h,
+                      L.mlp_norm.ptr(), &xs[static_cast<size_t>(i * h)], h, 1, h, eps);
+      cpu::matmul_nt(xs.data(), h, L.gate.ptr(), h, gate.data(), inter, m, inter, h);
+      cpu::matmul_nt(xs.data(), h, L.up.ptr(), h, up.data(), inter, m, inter, h);
+      cpu::silu_mul(gate.data(), up.data(), gate.data(), m * inter);
+      cpu::matmul_nt(gate.data(), inter, L.down.ptr(), inter, f.data(), h, m, h, inter);
+      for (int64_t i = 0; i < m; ++i)
+        std::copy_n(&f[static_cast<size_t>(i * h)], h,
+                    &cache->ffn_out[static_cast<size_t>(li)]
+                                   [static_cast<size_t>(rows[static_cast<size_t>(i)] * h)]);
+    }
+    const std::vector<float>& fo = cache->ffn_out[static_cast<size_t>(li)];
+    for (size_t i = 0; i < x.size(); ++i) x[i] += fo[i];
+  }
+  if (first) {
+    for (int64_t s = 0; s < n; ++s) cache->set_position(s, static_cast<int32_t>(s));
+    cache->set_length(n);
+  }
+  SequenceResult result;
+  compute_outputs(seq, x.data(), result);
+  return result;
+}
+
 std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward> batch) {
   const ModelConfig& c = config_;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!batch[i].dllm_cache) continue;
+    if (batch.size() != 1) fail("forward request ", i, ": dLLM-Cache runs one sequence per batch");
+    validate_forward(c, batch[0], 0);
+    return {forward_dllm_cache(batch[0])};
+  }
   // Validate and lay out every sequence before touching any cache.
   std::vector<SequenceLayout> layouts;
   int64_t total = 0;
@@ -136,6 +346,19 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
       v(k.size());
   std::vector<float> attn(q.size());
   std::vector<float> gate(static_cast<size_t>(total * inter)), up(gate.size());
+
+  // Attention rows (want_attention_rows): [layers, n, width] per sequence, columns = key slots.
+  std::vector<SequenceResult> results(batch.size());
+  std::vector<float> probs;
+  for (size_t si = 0; si < batch.size(); ++si) {
+    if (!batch[si].want_attention_rows) continue;
+    int64_t width = 0;
+    for (int32_t s : layouts[si].key_slots) width = std::max<int64_t>(width, s + 1);
+    results[si].attention_width = width;
+    results[si].attention_rows.assign(
+        static_cast<size_t>(c.num_layers * static_cast<int64_t>(batch[si].tokens.size()) * width),
+        0.0f);
+  }
 
   int64_t row = 0;
   for (const auto& seq : batch)
@@ -186,9 +409,20 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
         krows.push_back(cache.k(li, s));
         vrows.push_back(cache.v(li, s));
       }
+      const bool rows_wanted = batch[si].want_attention_rows;
+      const int64_t n_k = static_cast<int64_t>(lay.key_slots.size());
+      if (rows_wanted) probs.resize(static_cast<size_t>(n * n_k));
       cpu::attention(&q[static_cast<size_t>(lay.row_offset * qd)], qd, krows, vrows, lay.visible,
                      &attn[static_cast<size_t>(lay.row_offset * qd)], qd, n, c.num_heads,
-                     c.num_kv_heads, hd, scale);
+                     c.num_kv_heads, hd, scale, rows_wanted ? probs.data() : nullptr);
+      if (rows_wanted) {
+        const int64_t width = results[si].attention_width;
+        float* out = &results[si].attention_rows[static_cast<size_t>(li * n * width)];
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < n_k; ++j)
+            out[i * width + lay.key_slots[static_cast<size_t>(j)]] =
+                probs[static_cast<size_t>(i * n_k + j)];
+      }
     }
     cpu::matmul_nt(attn.data(), qd, L.o.ptr(), qd, x.data(), h, total, h, qd, /*accumulate=*/true);
 
@@ -214,36 +448,8 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
   }
 
   // Outputs: final norm + LM head on the wanted rows only.
-  std::vector<SequenceResult> results(batch.size());
-  const HostTensor& head = tied_ ? embed_ : lm_head_;
-  for (size_t si = 0; si < batch.size(); ++si) {
-    const auto& seq = batch[si];
-    const int64_t m = static_cast<int64_t>(seq.output_rows.size());
-    if (m == 0 || !(seq.want_logits || seq.want_stats)) continue;
-    std::vector<float> rows(static_cast<size_t>(m * h));
-    for (int64_t i = 0; i < m; ++i) {
-      const int64_t r = layouts[si].row_offset + seq.output_rows[static_cast<size_t>(i)];
-      cpu::rms_norm(&x[static_cast<size_t>(r * h)], h, final_norm_.ptr(),
-                    &rows[static_cast<size_t>(i * h)], h, 1, h, eps);
-    }
-    std::vector<float>& logits = results[si].logits;
-    logits.resize(static_cast<size_t>(m * c.vocab_size));
-    cpu::matmul_nt(rows.data(), h, head.ptr(), h, logits.data(), c.vocab_size, m, c.vocab_size, h);
-    if (seq.want_stats) {
-      auto& stats = results[si].stats;
-      stats.resize(static_cast<size_t>(m));
-#pragma omp parallel for if (m > 1 && m * c.vocab_size >= (1 << 16))  // tiny vocabularies: one thread
-      for (int64_t i = 0; i < m; ++i) {
-        const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
-        const int32_t pos = seq.rng_positions.empty() ? seq.positions[row]
-                                                      : seq.rng_positions[static_cast<size_t>(i)];
-        const auto row_logits = std::span<const float>(logits).subspan(
-            static_cast<size_t>(i * c.vocab_size), static_cast<size_t>(c.vocab_size));
-        stats[static_cast<size_t>(i)] = compute_token_stats(row_logits, seq.sampler, seq.rng, pos);
-      }
-    }
-    if (!seq.want_logits) logits.clear();
-  }
+  for (size_t si = 0; si < batch.size(); ++si)
+    compute_outputs(batch[si], &x[static_cast<size_t>(layouts[si].row_offset * h)], results[si]);
   return results;
 }
 

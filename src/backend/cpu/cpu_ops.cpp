@@ -88,8 +88,10 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
 void attention(const float* q, int64_t q_stride, std::span<const float* const> k_rows,
                std::span<const float* const> v_rows, std::span<const uint8_t> visible, float* out,
                int64_t out_stride, int64_t n_q, int64_t num_heads, int64_t num_kv_heads,
-               int64_t head_dim, float scale) {
+               int64_t head_dim, float scale, float* head_mean_probs) {
   const int64_t n_k = static_cast<int64_t>(k_rows.size());
+  if (head_mean_probs) std::fill_n(head_mean_probs, n_q * n_k, 0.0f);
+  const float inv_heads = 1.0f / static_cast<float>(num_heads);
   const int64_t group = num_heads / num_kv_heads;
   // Gather each KV head's keys and values into contiguous [n_k, head_dim] matrices so the two
   // products per head are plain GEMMs, whatever slots the keys came from.
@@ -128,6 +130,10 @@ void attention(const float* q, int64_t q_stride, std::span<const float* const> k
         }
         const float inv = static_cast<float>(1.0 / sum);
         for (int64_t j = 0; j < n_k; ++j) s[j] *= inv;
+        if (head_mean_probs) {
+          float* acc = head_mean_probs + i * n_k;
+          for (int64_t j = 0; j < n_k; ++j) acc[j] += s[j] * inv_heads;
+        }
       }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n_q),
                   static_cast<blasint>(head_dim), static_cast<blasint>(n_k), 1.0f, scores.data(),

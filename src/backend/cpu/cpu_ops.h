@@ -36,9 +36,11 @@ void silu_mul(const float* gate, const float* up, float* out, int64_t n);
 //   visible: [n_q, n_k], 1 = may attend
 //   out: [n_q, num_heads * head_dim]     (row stride out_stride)
 // A query that sees no key gets a zero output.
+// head_mean_probs (optional, [n_q, n_k]): receives the post-softmax probabilities averaged over
+// the query heads (d2Cache's attention rollout).
 void attention(const float* q, int64_t q_stride, std::span<const float* const> k_rows,
                std::span<const float* const> v_rows, std::span<const uint8_t> visible, float* out,
                int64_t out_stride, int64_t n_q, int64_t num_heads, int64_t num_kv_heads,
-               int64_t head_dim, float scale);
+               int64_t head_dim, float scale, float* head_mean_probs = nullptr);
 
 }  // namespace dllm::cpu

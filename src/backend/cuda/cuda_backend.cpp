@@ -271,6 +271,12 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
     const SequenceForward& seq = batch[si];
     SeqPlan& p = plans[si];
     const int64_t n = static_cast<int64_t>(seq.tokens.size());
+    if (seq.want_attention_rows && seq.rule.kind != AttentionKind::kBidirectional)
+      fail("forward request ", si,
+           ": attention rows (d2Cache rollout) need bidirectional attention on the CUDA backend");
+    if (seq.dllm_cache)
+      fail("forward request ", si,
+           ": dLLM-Cache steps are not implemented on the CUDA backend yet; use --device cpu");
     if (seq.cache) {
       p.cache = dynamic_cast<cuda::CudaKvCache*>(seq.cache);
       if (!p.cache) fail("forward request ", si, ": the cache was not created by the CUDA backend");
@@ -329,9 +335,10 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
   // grid covers a power-of-two bucket of keys so one graph serves a growing context.
   const SequenceForward& s0 = batch[0];
   const bool graphable = graphs_enabled_ && !profiling_ && batch.size() == 1 && s0.cache &&
-                         s0.write != CacheWrite::kAtSlots && plans[0].slots.contiguous &&
-                         s0.rule.kind != AttentionKind::kCustom && !s0.want_logits && M > 0 &&
-                         s0.want_stats && device_stats_suffice(s0.sampler);
+                         !s0.want_attention_rows && s0.write != CacheWrite::kAtSlots &&
+                         plans[0].slots.contiguous && s0.rule.kind != AttentionKind::kCustom &&
+                         !s0.want_logits && M > 0 && s0.want_stats &&
+                         device_stats_suffice(s0.sampler);
   for (auto& p : plans) {
     p.max_keys = p.n_keys;
     if (graphable) {
@@ -372,6 +379,23 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
 
   std::vector<SequenceResult> results(batch.size());
   std::vector<cuda::DeviceTokenStats> host_stats(static_cast<size_t>(M));
+  // Attention rows (want_attention_rows): [layers, n, width] per sequence, columns = key slots.
+  std::vector<cuda::DeviceBuffer<float>> attn_rows(batch.size());
+  for (size_t si = 0; si < batch.size(); ++si) {
+    if (!batch[si].want_attention_rows) continue;
+    const SeqPlan& p = plans[si];
+    if (static_cast<size_t>(p.n_keys) > cuda::attention_rows_max_keys())
+      fail("forward request ", si, ": attention rows over ", p.n_keys,
+           " keys exceed the CUDA kernel's ", cuda::attention_rows_max_keys());
+    int64_t width = 0;
+    for (int32_t sl : p.slots.visible_slots) width = std::max<int64_t>(width, sl + 1);
+    for (int32_t sl : p.slots.query_slots) width = std::max<int64_t>(width, sl + 1);
+    results[si].attention_width = width;
+    const size_t count =
+        static_cast<size_t>(c.num_layers) * batch[si].tokens.size() * static_cast<size_t>(width);
+    attn_rows[si].resize(count, "attention rows");
+    DLLM_CUDA_CHECK(cudaMemsetAsync(attn_rows[si].get(), 0, count * sizeof(float), stream_));
+  }
   // Everything the GPU does for this forward, in stream order; captured as a graph or run directly.
   auto enqueue = [&](const int32_t* ints_src, cuda::DeviceTokenStats* stats_dst) {
     DLLM_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), ints_src, ints.size() * sizeof(int32_t),
@@ -445,6 +469,23 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
         op_begin("attention");
         cuda::attention(ap, stream_);
         op_end();
+        if (batch[si].want_attention_rows) {
+          cuda::AttentionRowsParams rp;
+          rp.q = ap.q;
+          rp.k_cache = ap.k_cache;
+          rp.key_slots = ap.key_slots;
+          rp.n_q = n;
+          rp.n_keys = static_cast<int>(p.n_keys);
+          rp.heads = ap.heads;
+          rp.kv_heads = ap.kv_heads;
+          rp.head_dim = ap.head_dim;
+          rp.width = static_cast<int>(results[si].attention_width);
+          rp.scale = ap.scale;
+          rp.out = attn_rows[si].get() + static_cast<size_t>(li) * n * rp.width;
+          op_begin("attention rows");
+          cuda::attention_rows(rp, stream_);
+          op_end();
+        }
       }
       op_begin("gemm");
       cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), x_.get(), CUDA_R_32F, T, static_cast<int>(h),
@@ -548,6 +589,13 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
           results[si].logits.size() * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     }
     out_at += m;
+  }
+  for (size_t si = 0; si < batch.size(); ++si) {
+    if (!batch[si].want_attention_rows) continue;
+    results[si].attention_rows.resize(attn_rows[si].size());
+    DLLM_CUDA_CHECK(cudaMemcpyAsync(results[si].attention_rows.data(), attn_rows[si].get(),
+                                    attn_rows[si].size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                    stream_));
   }
   DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   if (profiling_) collect_profile();

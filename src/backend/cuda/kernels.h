@@ -72,6 +72,20 @@ size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits);
 // A split count that fills the GPU for this shape.
 int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_keys, int num_sms);
 
+// Head-averaged post-softmax attention rows of a bidirectional forward (d2Cache rollout):
+// out[i * width + slot(j)] += (1 / heads) sum_h softmax_j(q_ih . k_j * scale), every key visible;
+// out must be zeroed first (slots that are not keys stay 0). n_keys <= attention_rows_max_keys().
+struct AttentionRowsParams {
+  const bf16* q = nullptr;            // [n_q, heads * head_dim] (after RoPE)
+  const bf16* k_cache = nullptr;      // one layer, [capacity, kv_heads * head_dim]
+  const int32_t* key_slots = nullptr; // [n_keys] or null (key j is slot j)
+  int n_q = 0, n_keys = 0, heads = 0, kv_heads = 0, head_dim = 0, width = 0;
+  float scale = 1.0f;
+  float* out = nullptr;  // [n_q, width]
+};
+void attention_rows(const AttentionRowsParams& p, cudaStream_t stream);
+size_t attention_rows_max_keys();
+
 // Per-row statistics of fp32 logits for greedy decoding (the device half of TokenStats): argmax,
 // its probability, entropy, top1 - top2 margin. Banned ids act as -inf.
 struct DeviceTokenStats {

@@ -1,0 +1,197 @@
+// d2Cache on the CUDA backend: the head-averaged attention-rows kernel against a naive host
+// computation, and selected-row (write-at-slots) forwards with attention rows against the CPU
+// backend on the full-diffusion fixtures.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "backend/backend.h"
+#include "cuda_test_util.h"
+#include "decode/decoder.h"
+#include "io/json_file.h"
+#include "support/test_paths.h"
+
+namespace dllm {
+namespace {
+
+TEST(CudaD2Cache, AttentionRowsKernelMatchesNaive) {
+  std::mt19937 rng(17);
+  const int n_q = 5, heads = 8, kv_heads = 2, hd = 64, capacity = 700, n_keys = 600;
+  auto qf = test::random_floats(size_t(n_q) * heads * hd, rng);
+  auto kf = test::random_floats(size_t(capacity) * kv_heads * hd, rng);
+  const auto qb = test::round_bf16(qf);
+  const auto kb = test::round_bf16(kf);
+  std::vector<int32_t> slots(capacity);
+  std::iota(slots.begin(), slots.end(), 0);
+  std::shuffle(slots.begin(), slots.end(), rng);
+  slots.resize(n_keys);
+  const int width = *std::max_element(slots.begin(), slots.end()) + 1;
+  auto dq = test::to_device(qb);
+  auto dk = test::to_device(kb);
+  auto ds = test::to_device(slots);
+  cuda::DeviceBuffer<float> out(size_t(n_q) * width, "test output");
+  DLLM_CUDA_CHECK(cudaMemset(out.get(), 0, out.size() * sizeof(float)));
+  cuda::AttentionRowsParams p;
+  p.q = reinterpret_cast<const cuda::bf16*>(dq.get());
+  p.k_cache = reinterpret_cast<const cuda::bf16*>(dk.get());
+  p.key_slots = ds.get();
+  p.n_q = n_q;
+  p.n_keys = n_keys;
+  p.heads = heads;
+  p.kv_heads = kv_heads;
+  p.head_dim = hd;
+  p.width = width;
+  p.scale = 1.0f / std::sqrt(float(hd));
+  p.out = out.get();
+  cuda::attention_rows(p, nullptr);
+  const auto got = test::to_host(out);
+
+  std::vector<float> want(got.size(), 0.0f);
+  for (int i = 0; i < n_q; ++i)
+    for (int h = 0; h < heads; ++h) {
+      const int g = h / (heads / kv_heads);
+      std::vector<double> s(n_keys);
+      double mx = -1e300, sum = 0;
+      for (int j = 0; j < n_keys; ++j) {
+        double dot = 0;
+        for (int d = 0; d < hd; ++d)
+          dot += double(qf[(size_t(i) * heads + h) * hd + d]) *
+                 kf[(size_t(slots[j]) * kv_heads + g) * hd + d];
+        s[j] = dot * p.scale;
+        mx = std::max(mx, s[j]);
+      }
+      for (double& v : s) sum += (v = std::exp(v - mx));
+      for (int j = 0; j < n_keys; ++j)
+        want[size_t(i) * width + slots[j]] += float(s[j] / sum / heads);
+    }
+  double max_err = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    max_err = std::max(max_err, std::fabs(double(got[i]) - want[i]));
+  EXPECT_LT(max_err, 1e-5);
+}
+
+// Step 0 over the whole canvas, then a scattered subset refreshed in place: rows and logits as on
+// the CPU backend (bf16 storage on the GPU).
+TEST(CudaD2Cache, SelectedRowForwardWithAttentionRowsMatchesCpu) {
+  for (const char* name : {"llada-tiny", "dream-tiny"}) {
+    SCOPED_TRACE(name);
+    auto model = Model::load(test::model_fixture(name));
+    auto gpu = make_cuda_backend(*model);
+    auto cpu = make_cpu_backend(*model);
+    const int32_t mask = static_cast<int32_t>(model->config().mask_token_id);
+    const std::vector<int32_t> ids = {3, 99, 17, 250, 5, mask, mask, 8, mask, mask, mask, 41};
+    const int32_t n = static_cast<int32_t>(ids.size());
+    auto gc = gpu->create_cache(n);
+    auto cc = cpu->create_cache(n);
+    auto make = [&](const std::vector<int32_t>& rows, KvCache* cache, bool first) {
+      SequenceForward f;
+      for (int32_t r : rows) {
+        f.tokens.push_back(ids[size_t(r)]);
+        f.positions.push_back(r);
+      }
+      f.cache = cache;
+      f.rule = AttentionRule::bidirectional();
+      f.write = first ? CacheWrite::kAppend : CacheWrite::kAtSlots;
+      if (!first) f.write_slots = rows;
+      f.want_logits = true;
+      f.want_attention_rows = true;
+      f.output_rows.resize(rows.size());
+      std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
+      return f;
+    };
+    std::vector<int32_t> all(static_cast<size_t>(n));
+    std::iota(all.begin(), all.end(), 0);
+    for (const auto& rows : {all, std::vector<int32_t>{9, 1, 5, 11}}) {
+      const bool first = rows.size() == all.size();
+      auto fg = make(rows, gc.get(), first);
+      auto fc = make(rows, cc.get(), first);
+      const auto g = gpu->forward(std::span(&fg, 1))[0];
+      const auto c = cpu->forward(std::span(&fc, 1))[0];
+      EXPECT_LE(test::rel_error(g.logits, c.logits), 1e-2);
+      ASSERT_EQ(g.attention_width, c.attention_width);
+      ASSERT_EQ(g.attention_rows.size(), c.attention_rows.size());
+      double max_err = 0;
+      for (size_t i = 0; i < c.attention_rows.size(); ++i)
+        max_err = std::max(max_err, std::fabs(double(g.attention_rows[i]) - c.attention_rows[i]));
+      EXPECT_LT(max_err, 2e-2);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dllm
+
+namespace dllm {
+namespace {
+
+// The d2Cache and Fast-dLLM v1 fixture cases (tools/reference_d2cache.py) decoded on both
+// backends in lockstep. bf16 storage flips near-ties of the random tiny models' flat
+// distributions (and of the rollout nucleus), so a share of trajectories may diverge; the
+// rest must match to the end.
+TEST(CudaD2Cache, CachedStrategiesTrackTheCpu) {
+  int cases = 0, identical = 0;
+  for (const char* name : {"llada-tiny-d2cache", "dream-tiny-d2cache"}) {
+    const auto fx =
+        read_json_file(test::fixtures_dir() / "trajectories" / (std::string(name) + ".json"));
+    auto model = Model::load(test::model_fixture(fx["model"]));
+    auto gpu = make_cuda_backend(*model);
+    auto cpu = make_cpu_backend(*model);
+    for (const auto& c : fx["cases"]) {
+      const auto& p = c["params"];
+      if (p["strategy"] == "dllmcache") continue;  // CPU backend only
+      SCOPED_TRACE(name + std::string(" ") + c["name"].get<std::string>());
+      DecodeParams d;
+      d.strategy = p["strategy"];
+      d.max_tokens = p["max_tokens"];
+      d.block_length = p["block_length"];
+      d.steps = p["steps"];
+      d.threshold = p["threshold"];
+      d.cache = p["cache"];
+      d.d2c_k = p["d2c_k"];
+      d.d2c_sigma = p["d2c_sigma"];
+      d.d2c_p = p["d2c_p"];
+      d.d2c_inflate = p["d2c_inflate"];
+      d.d2c_frozen_conf = p["d2c_frozen_conf"];
+      d.d2c_select_all = p["d2c_select_all"];
+      const auto prompt = c["prompt"].get<std::vector<int32_t>>();
+      d = resolve_decode_params(model->config(), d, int64_t(prompt.size()));
+      auto dc = make_decoder(model->config(), d, prompt),
+           dg = make_decoder(model->config(), d, prompt);
+      auto kc = cpu->create_cache(dc->cache_capacity()),
+           kg = gpu->create_cache(dg->cache_capacity());
+      ++cases;
+      bool same = true;
+      for (int step = 0; step < 200; ++step) {
+        SequenceForward fc, fg;
+        fc.cache = kc.get();
+        fg.cache = kg.get();
+        const bool more = dc->plan(fc);
+        ASSERT_EQ(more, dg->plan(fg));
+        if (!more) break;
+        if (fc.tokens != fg.tokens || fc.positions != fg.positions) {
+          same = false;
+          std::printf("  %s %s: rows diverge at forward %d\n", name,
+                      c["name"].get<std::string>().c_str(), step);
+          break;
+        }
+        dc->observe(cpu->forward(std::span(&fc, 1))[0]);
+        dg->observe(gpu->forward(std::span(&fg, 1))[0]);
+        if (dc->canvas() != dg->canvas()) {
+          same = false;
+          std::printf("  %s %s: tokens diverge at forward %d\n", name,
+                      c["name"].get<std::string>().c_str(), step);
+          break;
+        }
+      }
+      identical += same ? 1 : 0;
+    }
+  }
+  std::printf("  cached-strategy GPU trajectories identical to CPU: %d of %d\n", identical, cases);
+  EXPECT_GE(cases, 40);
+  EXPECT_GE(identical * 10, cases * 3);
+}
+
+}  // namespace
+}  // namespace dllm
