@@ -441,17 +441,12 @@ int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_key
       break;  // attention() reports the unsupported head_dim
   }
   // Splits long enough (>= 4 tiles) that the per-split prologue and partial-result traffic stay
-  // small, and one wave of resident blocks: a partial second wave idles most SMs.
+  // small, and no more than one wave of resident blocks: a partial second wave idles most SMs.
   // On the H100 this took a 32-row step at 4K context from 9.13 to 8.46 ms and 4 rows at 32K
   // from 10.0 to ~9 ms compared with >= 2 tiles and eight blocks per SM.
-  const int tile = tile_keys_for(warps);
-  const int by_keys = (max_keys + 4 * tile - 1) / (4 * tile);
-  const int one_wave = (resident * num_sms + blocks - 1) / blocks;
-  // Very long contexts (a graph's key bucket holds at least max_keys / 2 keys): more waves keep
-  // more loads in flight; 32-row blocks at 128K ran 24.6 ms/step with ~1.3 waves, 28.4 with 1.
-  const int min_tiles = max_keys / 2 / tile;
-  const int waves = std::clamp(min_tiles / std::max(1, one_wave * 32), 1, 3);
-  return std::max(1, std::min(by_keys, one_wave * waves));
+  const int by_keys = (max_keys + 4 * tile_keys_for(warps) - 1) / (4 * tile_keys_for(warps));
+  const int by_wave = (resident * num_sms + blocks - 1) / blocks;
+  return std::max(1, std::min(by_keys, by_wave));
 }
 
 void attention(const AttentionParams& p, cudaStream_t stream) {
