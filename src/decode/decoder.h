@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backend/forward_batch.h"
+#include "decode/s2d2_policy.h"
 #include "model/model_config.h"
 
 namespace dllm {
@@ -28,7 +29,7 @@ enum class ConfidenceKind {
 struct DecodeParams {
   static constexpr int32_t kFamilyDefault = std::numeric_limits<int32_t>::min();
 
-  std::string strategy;  // "block" | "ar" | "full"
+  std::string strategy;  // "block" | "ar" | "full" | "s2d2"
   // Generated tokens at most (stop token excluded); full diffusion: the canvas length.
   int32_t max_tokens = kFamilyDefault;  // LLaDA full 128, otherwise 256
   int32_t block_length = 0;
@@ -46,9 +47,18 @@ struct DecodeParams {
   // Dream full diffusion (model-specs §5.3)
   std::string alg;        // origin | maskgit_plus | topk_margin | entropy
   float alg_temp = 0.0f;  // > 0: positions drawn from softmax(confidence / alg_temp)
+  S2d2Params s2d2;        // --strategy s2d2 (method-specs §5)
   SamplerConfig sampler;
   uint64_t seed = 0;
   uint32_t sequence_id = 0;
+};
+
+// Speculative decoders' counters (S2D2): verification forwards, tokens accepted as drafted and
+// rejections (each rejection also decodes one resampled token).
+struct SpeculationStats {
+  int64_t verify_calls = 0;
+  int64_t accepted = 0;
+  int64_t rejected = 0;
 };
 
 class Decoder {
@@ -71,6 +81,8 @@ class Decoder {
   // KV cache capacity the decoder will need for this request (0: it runs without a cache).
   virtual int64_t cache_capacity() const = 0;
   int64_t forwards() const { return forwards_; }
+  // Non-null for speculative decoders.
+  virtual const SpeculationStats* speculation() const { return nullptr; }
 
  protected:
   std::vector<int32_t> final_;

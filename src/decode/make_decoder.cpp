@@ -8,6 +8,7 @@
 #include "decode/decoder.h"
 #include "decode/fast_dllm_v2_decoder.h"
 #include "decode/full_diffusion_decoder.h"
+#include "decode/s2d2_decoder.h"
 
 namespace dllm {
 
@@ -20,7 +21,7 @@ std::string default_strategy(const ModelConfig& c) {
 }
 
 std::vector<std::string> strategies_for(const ModelConfig& c) {
-  if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar"};
+  if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar", "s2d2"};
   if (c.family == "wedlm") return {"ar"};
   if (c.family == "llada" || c.family == "dream") return {"full"};
   return {};
@@ -131,7 +132,13 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (c.mask_token_id < 0 && !(p.strategy == "ar" && c.shifted_logits))
     fail("the checkpoint has no mask token id (set mask_token_id in config.json)");
 
-  if (p.strategy == "block") {
+  if (p.strategy == "s2d2") {
+    p.s2d2.validate();
+    if (c.family == "fast_dllm_v2" && (p.s2d2.cache_ver || p.s2d2.draft_ver))
+      fail("--cache-ver / --draft-ver apply to position-aligned models (SDAR) only, not ", c.family,
+           " (method-specs §5.4)");
+  }
+  if (p.strategy == "block" || p.strategy == "s2d2") {
     if (p.block_length == 0) p.block_length = static_cast<int32_t>(c.block_size);
     if (p.block_length <= 0) fail("--block-length must be positive (got ", p.block_length, ")");
     if (c.family == "fast_dllm_v2") {
@@ -200,6 +207,7 @@ std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& 
     if (c.family == "llada") return std::make_unique<LladaDecoder>(c, p, prompt);
     return std::make_unique<DreamDecoder>(c, p, prompt);
   }
+  if (p.strategy == "s2d2") return std::make_unique<S2d2Decoder>(c, p, prompt);
   if (c.family == "fast_dllm_v2") return std::make_unique<FastDllmV2Decoder>(c, p, prompt);
   return std::make_unique<BlockDiffusionDecoder>(c, p, prompt);
 }

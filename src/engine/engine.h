@@ -26,6 +26,9 @@ struct GenerationStats {
   int64_t generated_tokens = 0;
   int64_t forwards = 0;
   double seconds = 0;
+  // Speculative decoders (S2D2): forwards = draft + verify forwards.
+  bool speculative = false;
+  SpeculationStats speculation;
 };
 
 struct GenerationResult {
