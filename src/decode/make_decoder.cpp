@@ -161,7 +161,8 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
           p.remasking != "sequential")
         fail("--remasking '", p.remasking,
              "' (expected low_confidence_dynamic, low_confidence_static or sequential)");
-      if (p.threshold < 0) p.threshold = 0.9f;  // SDAR README recommendation
+      // SDAR README recommendation; S2D2 runs SDAR with 0.85 (method-specs §5.1)
+      if (p.threshold < 0) p.threshold = p.strategy == "s2d2" ? 0.85f : 0.9f;
     }
   } else if (p.strategy == "full") {
     if (c.family == "llada") {

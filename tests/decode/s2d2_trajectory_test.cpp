@@ -91,6 +91,36 @@ TEST_P(S2d2Trajectory, MatchesReferenceAfterEveryForward) {
   EXPECT_GT(rejected, 0);
 }
 
+std::string resolve_error(const std::string& fixture, const DecodeParams& d) {
+  auto model = Model::load(test::model_fixture(fixture));
+  try {
+    resolve_decode_params(model->config(), d, 5);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(S2d2Resolve, DefaultsAndFamilyChecks) {
+  auto sdar = Model::load(test::model_fixture("sdar-tiny"));
+  DecodeParams d;
+  d.strategy = "s2d2";
+  const DecodeParams r = resolve_decode_params(sdar->config(), d, 5);
+  EXPECT_FLOAT_EQ(r.threshold, 0.85f);  // method-specs §5.1: SDAR base rule tau = 0.85
+  EXPECT_EQ(r.remasking, "low_confidence_dynamic");
+  EXPECT_EQ(r.s2d2.policy, "span");
+  EXPECT_EQ(r.s2d2.span_min, 1);
+  EXPECT_EQ(r.s2d2.estimator, "hard-margin");
+  DecodeParams v = d;
+  v.s2d2.cache_ver = true;
+  EXPECT_NE(resolve_error("fast-dllm-v2-tiny", v).find("--cache-ver"), std::string::npos);
+  EXPECT_EQ(resolve_error("sdar-tiny", v), "");
+  EXPECT_NE(resolve_error("llada-tiny", d).find("--strategy 's2d2'"), std::string::npos);
+  v = d;
+  v.s2d2.estimator = "nope";
+  EXPECT_NE(resolve_error("sdar-tiny", v).find("--acceptance-estimator"), std::string::npos);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, S2d2Trajectory,
                          ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny"), [](const auto& info) {
                            std::string s = info.param;
