@@ -87,6 +87,7 @@ PYTHONUNBUFFERED=1 python3 tools/reference_decode.py --out "$OUT/trajectories" >
     > "$OUT/reference_wedlm.log" 2>&1 &&
   PYTHONUNBUFFERED=1 python3 tools/reference_d2cache.py --out "$OUT/trajectories" \
     > "$OUT/reference_d2cache.log" 2>&1 &&
+  PYTHONUNBUFFERED=1 python3 tools/reference_s2d2.py --out "$OUT/trajectories" > "$OUT/reference_s2d2.log" 2>&1 &&
   tar czf "$OUT/trajectories.tgz" -C "$OUT" trajectories && rm -rf "$OUT/trajectories" || status=1
 # Everything in one archive too (the device tool returns at most 8 files).
 tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")" && mv "$OUT.tgz" "$OUT/all-results.tgz"

@@ -20,6 +20,7 @@ struct GenerateArgs {
   bool chat = false;
   std::string device = "auto";
   DecodeParams params;
+  std::vector<CLI::Option*> s2d2_options;
   std::vector<std::string> stops;
   std::string entropy_threshold, pad_window;
   bool trace = false;
@@ -46,7 +47,56 @@ float parse_entropy_threshold(const std::string& text) {
   return v;
 }
 
+// Accepted draft tokens per verification forward; rejections per verified token.
+double accepted_per_verify(const SpeculationStats& v) {
+  return v.verify_calls ? double(v.accepted) / double(v.verify_calls) : 0.0;
+}
+double rejection_rate(const SpeculationStats& v) {
+  const int64_t n = v.accepted + v.rejected;
+  return n ? double(v.rejected) / double(n) : 0.0;
+}
+
+// --strategy s2d2 knobs (method-specs §5); refused with other strategies.
+void add_s2d2_options(CLI::App& cmd, GenerateArgs& a) {
+  S2d2Params& s = a.params.s2d2;
+  const char* g = "S2D2 (--strategy s2d2)";
+  auto opt = [&](CLI::Option* o) {
+    o->group(g);
+    a.s2d2_options.push_back(o);
+  };
+  opt(cmd.add_option("--verify-policy", s.policy,
+                     "span | score | hysteresis | bandit (default span: always verify)"));
+  opt(cmd.add_option("--verify-span-min", s.span_min, "span: verify iff |C| >= N (default 1)"));
+  opt(cmd.add_option("--verify-score-type", s.score_type,
+                     "static (K - c) | dynamic (K - c * N_hi, default)"));
+  opt(cmd.add_option("--verify-cost", s.score_cost, "score cost c (default 2)"));
+  opt(cmd.add_option("--verify-threshold", s.score_threshold,
+                     "score: verify iff score >= this (default 0)"));
+  opt(cmd.add_option("--hysteresis-on", s.hysteresis_on, "hysteresis: turn on above (default 0)"));
+  opt(cmd.add_option("--hysteresis-off", s.hysteresis_off,
+                     "hysteresis: turn off below (default -1)"));
+  opt(cmd.add_option("--acceptance-estimator", s.estimator,
+                     "soft-entropy | hard-margin (default) | hard-entropy | confidence-power | "
+                     "clipped-linear-margin | renyi-2"));
+  opt(cmd.add_option("--entropy-beta", s.entropy_beta, "soft-entropy beta (default 1)"));
+  opt(cmd.add_option("--margin-threshold", s.margin_threshold, "hard-margin (default 0.05)"));
+  opt(cmd.add_option("--hard-entropy-threshold", s.entropy_threshold,
+                     "hard-entropy estimator threshold (default 0.5)"));
+  opt(cmd.add_option("--confidence-power", s.confidence_power, "confidence-power (default 1)"));
+  opt(cmd.add_option("--margin-coef", s.margin_coef, "clipped-linear-margin (default 1)"));
+  opt(cmd.add_option("--accept-gamma", s.gamma, "acceptance tempering (q/p)^gamma (default 1)"));
+  opt(cmd.add_option("--ucb-beta", s.ucb_beta, "bandit exploration (default 1)"));
+  opt(cmd.add_option("--ucb-span-bins", s.ucb_span_bins, "bandit span-length bins (default 2)"));
+  opt(cmd.add_option("--ucb-progress-bins", s.ucb_progress_bins, "bandit progress bins (2)"));
+  opt(cmd.add_option("--ucb-entropy-bins", s.ucb_entropy_bins, "bandit entropy bins (2)"));
+  opt(cmd.add_flag("--cache-ver", s.cache_ver, "SDAR: causal prefill / commit forwards"));
+  opt(cmd.add_flag("--draft-ver", s.draft_ver, "SDAR: decoded in-block prefix causal in drafts"));
+}
+
 void run_generate(GenerateArgs a) {
+  if (a.params.strategy != "s2d2")
+    for (const CLI::Option* o : a.s2d2_options)
+      if (o->count() > 0) fail(o->get_name(), " applies to --strategy s2d2 only");
   if (!a.entropy_threshold.empty())
     a.params.entropy_threshold = parse_entropy_threshold(a.entropy_threshold);
   if (!a.pad_window.empty()) {
@@ -129,6 +179,16 @@ void run_generate(GenerateArgs a) {
                  static_cast<long long>(r.stats.generated_tokens),
                  static_cast<long long>(r.stats.forwards), tpf, extra.c_str(), r.stats.seconds, tps,
                  r.finish_reason.c_str());
+    if (r.stats.speculative) {
+      const auto& v = r.stats.speculation;
+      std::fprintf(stderr,
+                   "[s2d2] %lld verify calls, %.2f accepted per verify, rejection rate %.3f, "
+                   "%lld forwards (%lld draft + %lld verify), %.2f tokens/forward\n",
+                   static_cast<long long>(v.verify_calls), accepted_per_verify(v),
+                   rejection_rate(v), static_cast<long long>(r.stats.forwards),
+                   static_cast<long long>(r.stats.forwards - v.verify_calls),
+                   static_cast<long long>(v.verify_calls), tpf);
+    }
   } else {
     nlohmann::ordered_json j = {{"ids", r.ids},
                                 {"text", r.text},
@@ -147,6 +207,16 @@ void run_generate(GenerateArgs a) {
         j["stats"][m.name] = static_cast<long long>(m.value);
       else
         j["stats"][m.name] = m.value;
+    }
+    if (r.stats.speculative) {
+      const auto& v = r.stats.speculation;
+      j["stats"]["s2d2"] = {{"verify_calls", v.verify_calls},
+                            {"accepted", v.accepted},
+                            {"rejected", v.rejected},
+                            {"accepted_per_verify", accepted_per_verify(v)},
+                            {"rejection_rate", rejection_rate(v)},
+                            {"draft_forwards", r.stats.forwards - v.verify_calls},
+                            {"verify_forwards", v.verify_calls}};
     }
     std::printf("%s\n", j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
   }
@@ -168,8 +238,8 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt-ids", a->prompt_ids,
                   "Prompt as comma-separated token ids (bypasses the tokenizer)");
   cmd->add_option("--strategy", a->params.strategy,
-                  "block | ar (SDAR, Fast-dLLM v2) | full | d2cache | fastdllm | dllmcache (LLaDA, "
-                  "Dream) | wedlm | ar (WeDLM) (default: the family's)");
+                  "block | ar | s2d2 (SDAR, Fast-dLLM v2) | full | d2cache | fastdllm | dllmcache "
+                  "(LLaDA, Dream) | wedlm | ar (WeDLM) (default: the family's)");
   cmd->add_option("--max-tokens", a->params.max_tokens,
                   "Maximum generated tokens; full diffusion: the canvas length (default 128 for "
                   "LLaDA, 256 otherwise)");
@@ -239,6 +309,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--stop", a->stops, "Stop string (repeatable); excluded from the output");
   cmd->add_option("--format", a->format, "text (stream) | json");
   cmd->add_flag("--trace", a->trace, "Print the decoder's canvas after every forward to stderr");
+  add_s2d2_options(*cmd, *a);
   cmd->callback([a] { run_generate(*a); });
 }
 

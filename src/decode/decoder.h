@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "backend/forward_batch.h"
+#include "decode/s2d2_policy.h"
 #include "model/model_config.h"
 
 namespace dllm {
@@ -29,7 +30,7 @@ enum class ConfidenceKind {
 struct DecodeParams {
   static constexpr int32_t kFamilyDefault = std::numeric_limits<int32_t>::min();
 
-  // "block" | "ar" | "full" | "d2cache" | "fastdllm" | "dllmcache" | "wedlm"
+  // "block" | "ar" | "s2d2" | "full" | "d2cache" | "fastdllm" | "dllmcache" | "wedlm"
   std::string strategy;
   // Generated tokens at most (stop token excluded); full diffusion: the canvas length.
   int32_t max_tokens = kFamilyDefault;  // LLaDA full 128, otherwise 256
@@ -70,6 +71,7 @@ struct DecodeParams {
   int32_t dlc_kp = 0;
   int32_t dlc_kr = 0;
   float dlc_rho = 0.25f;
+  S2d2Params s2d2;  // --strategy s2d2 (method-specs §5)
   SamplerConfig sampler;
   uint64_t seed = 0;
   uint32_t sequence_id = 0;
@@ -80,6 +82,14 @@ struct DecoderMetric {
   std::string name;
   double value = 0;
   bool is_count = false;  // an integer count (printed without decimals)
+};
+
+// Speculative decoders' counters (S2D2): verification forwards, tokens accepted as drafted and
+// rejections (each rejection also decodes one resampled token).
+struct SpeculationStats {
+  int64_t verify_calls = 0;
+  int64_t accepted = 0;
+  int64_t rejected = 0;
 };
 
 class Decoder {
@@ -108,6 +118,8 @@ class Decoder {
     (void)generated_tokens;
     return {};
   }
+  // Non-null for speculative decoders.
+  virtual const SpeculationStats* speculation() const { return nullptr; }
 
  protected:
   std::vector<int32_t> final_;

@@ -11,6 +11,7 @@
 #include "decode/fast_dllm_v1_decoder.h"
 #include "decode/fast_dllm_v2_decoder.h"
 #include "decode/full_diffusion_decoder.h"
+#include "decode/s2d2_decoder.h"
 #include "decode/wedlm_decoder.h"
 
 namespace dllm {
@@ -24,7 +25,7 @@ std::string default_strategy(const ModelConfig& c) {
 }
 
 std::vector<std::string> strategies_for(const ModelConfig& c) {
-  if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar"};
+  if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar", "s2d2"};
   if (c.family == "wedlm") return {"wedlm", "ar"};
   if (c.family == "llada" || c.family == "dream")
     return {"full", "d2cache", "fastdllm", "dllmcache"};
@@ -222,6 +223,12 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (c.mask_token_id < 0 && !(p.strategy == "ar" && c.shifted_logits))
     fail("the checkpoint has no mask token id (set mask_token_id in config.json)");
 
+  if (p.strategy == "s2d2") {
+    p.s2d2.validate();
+    if (c.family == "fast_dllm_v2" && (p.s2d2.cache_ver || p.s2d2.draft_ver))
+      fail("--cache-ver / --draft-ver apply to position-aligned models (SDAR) only, not ", c.family,
+           " (method-specs §5.4)");
+  }
   const bool wedlm = p.strategy == "wedlm";
   if (!wedlm) {
     if (p.window) fail("--window applies only to --strategy wedlm");
@@ -250,7 +257,7 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     if (!std::isfinite(*p.pos_penalty) || *p.pos_penalty < 0)
       fail("--pos-penalty must be a finite number >= 0 (got ", *p.pos_penalty, ")");
     lookahead = 2 * *p.window;
-  } else if (p.strategy == "block") {
+  } else if (p.strategy == "block" || p.strategy == "s2d2") {
     if (p.block_length == 0) p.block_length = static_cast<int32_t>(c.block_size);
     if (p.block_length <= 0) fail("--block-length must be positive (got ", p.block_length, ")");
     if (c.family == "fast_dllm_v2") {
@@ -273,7 +280,8 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
           p.remasking != "sequential")
         fail("--remasking '", p.remasking,
              "' (expected low_confidence_dynamic, low_confidence_static or sequential)");
-      if (p.threshold < 0) p.threshold = 0.9f;  // SDAR README recommendation
+      // SDAR README recommendation; S2D2 runs SDAR with 0.85 (method-specs §5.1)
+      if (p.threshold < 0) p.threshold = p.strategy == "s2d2" ? 0.85f : 0.9f;
     }
   } else if (p.strategy == "d2cache") {
     resolve_d2cache(p);
@@ -337,6 +345,7 @@ std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& 
     if (c.family == "llada") return std::make_unique<LladaDecoder>(c, p, prompt);
     return std::make_unique<DreamDecoder>(c, p, prompt);
   }
+  if (p.strategy == "s2d2") return std::make_unique<S2d2Decoder>(c, p, prompt);
   if (c.family == "fast_dllm_v2") return std::make_unique<FastDllmV2Decoder>(c, p, prompt);
   return std::make_unique<BlockDiffusionDecoder>(c, p, prompt);
 }

@@ -203,4 +203,34 @@ TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfi
   return token_stats(logits, sampler, u, nullptr, 0);
 }
 
+std::vector<double> sampling_distribution(std::span<const float> logits,
+                                          const SamplerConfig& sampler) {
+  std::vector<float> x(logits.begin(), logits.end());
+  for (int32_t id : sampler.banned_tokens)
+    if (id >= 0 && static_cast<size_t>(id) < x.size()) x[static_cast<size_t>(id)] = kNegInf;
+  const float t = sampler.greedy() ? 1.0f : sampler.temperature;
+  auto scale = [&] {
+    if (t != 1.0f)
+      for (float& v : x) v /= t;
+  };
+  switch (sampler.order) {
+    case FilterOrder::kTemperatureTopKTopP:
+      scale();
+      apply_top_k(x, sampler.top_k);
+      apply_top_p(x, sampler.top_p);
+      break;
+    case FilterOrder::kTemperatureTopPTopK:
+      scale();
+      apply_top_p(x, sampler.top_p);
+      apply_top_k(x, sampler.top_k);
+      break;
+    case FilterOrder::kTopKTopPTemperature:
+      apply_top_k(x, sampler.top_k);
+      apply_top_p(x, sampler.top_p);
+      scale();
+      break;
+  }
+  return softmax_stats(x).p;
+}
+
 }  // namespace dllm

@@ -79,4 +79,10 @@ TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfi
 TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfig& sampler,
                                double u);
 
+// The whole sampling distribution of one row: softmax(filter(logits / T)) in the sampler's order,
+// banned tokens removed (T = 1 when greedy). S2D2 needs it for the draft and the verifier rows
+// (acceptance ratio q/p and the residual (q - p)+).
+std::vector<double> sampling_distribution(std::span<const float> logits,
+                                          const SamplerConfig& sampler);
+
 }  // namespace dllm

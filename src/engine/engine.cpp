@@ -64,6 +64,10 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   out.stats.generated_tokens = static_cast<int64_t>(out.ids.size());
   out.stats.forwards = decoder->forwards();
   out.stats.decoder_metrics = decoder->metrics(out.stats.generated_tokens);
+  if (const SpeculationStats* spec = decoder->speculation()) {
+    out.stats.speculative = true;
+    out.stats.speculation = *spec;
+  }
   out.stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return out;
 }

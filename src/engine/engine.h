@@ -31,6 +31,9 @@ struct GenerationStats {
   int64_t query_rows = 0;
   double seconds = 0;
   std::vector<DecoderMetric> decoder_metrics;  // strategy-specific (Decoder::metrics)
+  // Speculative decoders (S2D2): forwards = draft + verify forwards.
+  bool speculative = false;
+  SpeculationStats speculation;
 };
 
 struct GenerationResult {

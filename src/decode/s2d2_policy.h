@@ -1,0 +1,80 @@
+// S2D2 routing (method-specs §5.3): whether a step verifies its first masked span. Acceptance
+// estimators turn the draft's span distributions into per-token acceptance guesses α_i, the
+// expected accepted length K̂ = Σ_k Π_{i≤k} α_i gives a score, and a policy decides. Policy state
+// (hysteresis on/off, bandit counts) lives in S2d2Router and persists across blocks of a request.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dllm {
+
+struct S2d2Params {
+  // span | score | hysteresis | bandit (reference names: mask_span_length, score_threshold,
+  // score_hysteresis, contextual_bandit_ucb)
+  std::string policy = "span";
+  int32_t span_min = 1;                // span: verify iff |C| >= span_min (1: always)
+  std::string score_type = "dynamic";  // static: K̂ - c; dynamic: K̂ - c * N_hi
+  float score_cost = 2.0f;             // c
+  float score_threshold = 0.0f;        // score: verify iff s >= threshold
+  float hysteresis_on = 0.0f;          // OFF -> ON iff s > on
+  float hysteresis_off = -1.0f;        // ON -> OFF iff s < off
+  // soft-entropy | hard-margin | hard-entropy | confidence-power | clipped-linear-margin | renyi-2
+  std::string estimator = "hard-margin";
+  float entropy_beta = 1.0f;       // soft-entropy: α = exp(-β H / ln V)
+  float margin_threshold = 0.05f;  // hard-margin
+  float entropy_threshold = 0.5f;  // hard-entropy (normalised entropy)
+  float confidence_power = 1.0f;   // confidence-power
+  float margin_coef = 1.0f;        // clipped-linear-margin
+  float gamma = 1.0f;              // acceptance tempering: min(1, (q/p)^γ)
+  float ucb_beta = 1.0f;
+  int32_t ucb_span_bins = 2, ucb_progress_bins = 2, ucb_entropy_bins = 2;
+  bool cache_ver = false;  // §5.4: prefill / commit forwards causal
+  bool draft_ver = false;  // §5.4: decoded in-block prefix rows causal in draft forwards
+
+  void validate() const;  // Error naming the bad parameter
+};
+
+// What a step knows when it decides (all from the draft forward).
+struct SpanContext {
+  // Sampling distributions of the span rows (first contiguous masked run), left to right.
+  std::vector<std::vector<double>> span_probs;
+  std::vector<double> span_token_p;  // p of each drafted span token (sampling distribution)
+  int32_t high_confidence = 0;       // N_hi: masked positions with p > the family threshold
+  int32_t block_length = 0;
+  int32_t unmasked_in_block = 0;  // decoded so far in this block by S2D2 steps (progress)
+};
+
+// α_i for each span row.
+std::vector<double> acceptance_estimates(const S2d2Params& p, const SpanContext& ctx);
+// K̂ = Σ_k Π_{i≤k} clip(α_i, 0, 1).
+double expected_accepted(const std::vector<double>& alpha);
+double verify_score(const S2d2Params& p, const SpanContext& ctx);
+double normalized_entropy(const std::vector<double>& probs);
+
+class S2d2Router {
+ public:
+  explicit S2d2Router(const S2d2Params& p) : p_(p) {
+    const size_t buckets =
+        static_cast<size_t>(p.ucb_span_bins * p.ucb_progress_bins * p.ucb_entropy_bins);
+    for (auto& a : count_) a.assign(buckets, 0);
+    for (auto& a : reward_) a.assign(buckets, 0.0);
+  }
+  // Decides for this step (updates hysteresis / bandit decision state).
+  bool decide(const SpanContext& ctx);
+  // After the step: tokens decoded in it (bandit reward).
+  void record(int32_t decoded);
+  int32_t last_bucket() const { return bucket_; }
+
+ private:
+  S2d2Params p_;
+  bool hysteresis_on_ = false;
+  int64_t decisions_ = 0;
+  std::vector<int64_t> count_[2];
+  std::vector<double> reward_[2];
+  int32_t bucket_ = -1;
+  int32_t action_ = -1;
+};
+
+}  // namespace dllm

@@ -1,0 +1,65 @@
+#include "decode/s2d2_verify.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace dllm {
+
+std::vector<uint8_t> verifier_mask_2l(int32_t n_cache, int32_t first_len,
+                                      std::span<const int32_t> span_offsets) {
+  const int32_t n_span = static_cast<int32_t>(span_offsets.size());
+  const int32_t nq = first_len + n_span, cols = n_cache + nq;
+  std::vector<uint8_t> m(static_cast<size_t>(nq) * static_cast<size_t>(cols), 0);
+  auto at = [&](int32_t r, int32_t c) -> uint8_t& {
+    return m[static_cast<size_t>(r) * static_cast<size_t>(cols) + static_cast<size_t>(c)];
+  };
+  for (int32_t r = 0; r < nq; ++r)
+    for (int32_t c = 0; c < n_cache; ++c) at(r, c) = 1;
+  for (int32_t r = 0; r < first_len; ++r)
+    for (int32_t k = 0; k <= r; ++k) at(r, n_cache + k) = 1;
+  for (int32_t t = 0; t < n_span; ++t) {
+    const int32_t row = first_len + t;
+    for (int32_t j = 0; j < std::min(span_offsets[static_cast<size_t>(t)], first_len); ++j)
+      at(row, n_cache + j) = 1;
+    at(row, n_cache + row) = 1;
+  }
+  return m;
+}
+
+std::vector<uint8_t> draft_prefix_causal_mask(int32_t n_cache, int32_t block_len,
+                                              int32_t prefix_len) {
+  const int32_t cols = n_cache + block_len;
+  std::vector<uint8_t> m(static_cast<size_t>(block_len) * static_cast<size_t>(cols), 1);
+  for (int32_t r = 0; r < std::min(prefix_len, block_len); ++r)
+    for (int32_t k = r + 1; k < block_len; ++k)
+      m[static_cast<size_t>(r) * static_cast<size_t>(cols) + static_cast<size_t>(n_cache + k)] = 0;
+  return m;
+}
+
+double acceptance_ratio(double q, double p, double gamma) {
+  const double r = std::max(q, 0.0) / std::max(p, 1e-12);
+  return std::min(1.0, gamma == 1.0 ? r : std::pow(r, gamma));
+}
+
+int32_t residual_sample(std::span<const double> q, std::span<const double> p, double u) {
+  std::vector<double> w(q.size());
+  double z = 0;
+  for (size_t i = 0; i < q.size(); ++i) z += w[i] = std::max(q[i] - p[i], 0.0);
+  if (!(z > 0)) {
+    w.assign(q.begin(), q.end());
+    z = 0;
+    for (double v : w) z += v;
+  }
+  const double target = u * z;
+  double cum = 0;
+  int32_t last = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    if (w[i] <= 0) continue;
+    last = static_cast<int32_t>(i);
+    cum += w[i];
+    if (cum > target) return last;
+  }
+  return last;  // u within rounding of 1
+}
+
+}  // namespace dllm
