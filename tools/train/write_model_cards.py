@@ -112,7 +112,9 @@ def main():
             "## Held-out accuracy through `dllm generate`",
             "",
             "Exact match of the answer (text up to `<|im_end|>`), greedy, CPU backend, "
-            "`tools/train/eval_models.py` (n examples per task from the held-out split):",
+            "`tools/train/eval_models.py` (n examples per task from the held-out split; tokens / "
+            "forward counts every forward of the request, the prompt's prefill included, so short "
+            "answers sit below 1):",
             "",
             "| decoder | task | exact match | tokens / forward |",
             "|---|---|---|---|",
@@ -121,10 +123,11 @@ def main():
             if r["model"] == name:
                 lines.append(f"| {r['decoder']} | {r['task']} | {r['accuracy']:.0%} "
                              f"({r['correct']}/{r['n']}) | {r['tokens_per_forward']:.2f} |")
-        lines += ["", "Samples (held-out prompt → output):", ""]
+        if any(r["model"] == name and r["samples"] for r in rows):
+            lines += ["", "Samples (held-out prompt → output):", ""]
         shown = 0
         for r in rows:
-            if r["model"] == name and shown < 6:
+            if r["model"] == name and shown < 6 and r["samples"]:
                 s = r["samples"][0]
                 lines.append(f"- [{r['decoder']}] `{s['prompt'][:90]}` → `{s['got'][:90]}` "
                              f"(answer `{s['answer'][:60]}`)")
