@@ -1,5 +1,7 @@
 // dllm generate: prompt in, text out, with any decoding strategy the checkpoint's family supports.
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,6 +15,31 @@
 namespace dllm::cli {
 
 namespace {
+
+// The embedded default model (models/tiny-block, trained by tools/train/train.py) when -m is not
+// given: $DLLM_DEFAULT_MODEL, next to the executable (an install or a build tree), or the source
+// tree this binary was built from.
+std::string default_model_dir() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("DLLM_DEFAULT_MODEL")) candidates.emplace_back(env);
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / "models" / "tiny-block");
+    candidates.push_back(exe.parent_path().parent_path() / "models" / "tiny-block");
+    candidates.push_back(exe.parent_path().parent_path() / "share" / "dllm" / "models" /
+                         "tiny-block");
+  }
+  candidates.push_back(fs::path(DLLM_SOURCE_DIR) / "models" / "tiny-block");
+  for (const auto& c : candidates)
+    if (fs::is_regular_file(c / "config.json", ec)) return c.string();
+  std::string tried;
+  for (const auto& c : candidates) tried += "\n  " + c.string();
+  fail("no -m MODEL_DIR given and the embedded default model models/tiny-block was not found; "
+       "tried:",
+       tried);
+}
 
 struct GenerateArgs {
   std::string model_dir, prompt, system, prompt_ids, format = "text", confidence = "tempered",
@@ -137,6 +164,7 @@ void run_generate(GenerateArgs a) {
     req.template_vars["enable_thinking"] = a.enable_thinking == "true";
   }
 
+  if (a.model_dir.empty()) a.model_dir = default_model_dir();
   auto model = Model::load(a.model_dir);
   auto backend = make_backend(*model, a.device);
   TextGenerator gen(*model, *backend);
@@ -229,7 +257,8 @@ void add_generate_command(CLI::App& app) {
       app.add_subcommand("generate", "Generate text with a diffusion (or autoregressive) decoder");
   auto a = std::make_shared<GenerateArgs>();
   a->params.sampler.top_p = -1.0f;  // unset: family default
-  cmd->add_option("-m,--model", a->model_dir, "Checkpoint directory")->required();
+  cmd->add_option("-m,--model", a->model_dir,
+                  "Checkpoint directory (default: the embedded models/tiny-block)");
   cmd->add_option("-p,--prompt", a->prompt, "Prompt text (raw), or the user message with --chat");
   cmd->add_flag("--chat", a->chat, "Apply the checkpoint's chat template to -p (a user turn)");
   cmd->add_option("--system", a->system, "System message (with --chat)");

@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""Held-out accuracy of the embedded models through `dllm generate` (not PyTorch): exact match of
+the generated answer (text up to <|im_end|>, stripped) on the held-out chat tasks of make_data.py.
+
+    python3 tools/train/eval_models.py --dllm build/dllm --heldout build/train-data/heldout \
+        --models models --n 50 [--json out.json] [--decoders tiny-block=block,ar ...]
+
+Prints a Markdown table (model, decoder, task, accuracy, tokens per forward) and optionally JSON.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+# Decoders per model and the flags each needs (defaults are the family's).
+DECODERS = {
+    "tiny-block": {"block": [], "ar": ["--strategy", "ar"]},
+    "tiny-full": {"full": ["--max-tokens", "32"],
+                  "d2cache": ["--strategy", "d2cache", "--max-tokens", "32"],
+                  "fastdllm": ["--strategy", "fastdllm", "--max-tokens", "32"]},
+    "tiny-causal": {"wedlm": [], "ar": ["--strategy", "ar"]},
+}
+
+
+def load_tasks(heldout, n, only=None):
+    tasks = {}
+    for f in sorted(os.listdir(heldout)):
+        if not f.endswith(".jsonl"):
+            continue
+        name = f[:-6]
+        if only and name not in only:
+            continue
+        with open(os.path.join(heldout, f)) as fh:
+            tasks[name] = [json.loads(line) for line in fh][:n]
+    return tasks
+
+
+def run_one(dllm, model, flags, ex, max_tokens):
+    cmd = [dllm, "generate", "-m", model, "--prompt-ids", ",".join(map(str, ex["prompt_ids"])),
+           "--format", "json", "--device", "cpu"]
+    if "--max-tokens" not in flags:
+        cmd += ["--max-tokens", str(max_tokens)]
+    r = subprocess.run(cmd + flags, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd + flags)}\n{r.stderr}")
+    j = json.loads(r.stdout)
+    text = j["text"].split("<|im_end|>")[0].strip()
+    return text == ex["answer"].strip(), text, j["stats"]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dllm", default="build/dllm")
+    ap.add_argument("--heldout", default="build/train-data/heldout")
+    ap.add_argument("--models", default="models")
+    ap.add_argument("--n", type=int, default=50, help="examples per task")
+    ap.add_argument("--tasks", default="", help="comma-separated task names (default: all)")
+    ap.add_argument("--only", default="", help="comma-separated model names (default: all present)")
+    ap.add_argument("--json", default="")
+    args = ap.parse_args()
+    only_tasks = set(args.tasks.split(",")) if args.tasks else None
+    tasks = load_tasks(args.heldout, args.n, only_tasks)
+    results = []
+    print("| model | decoder | task | exact match | tokens/forward |")
+    print("|---|---|---|---|---|")
+    for model, decoders in DECODERS.items():
+        if args.only and model not in args.only.split(","):
+            continue
+        path = os.path.join(args.models, model)
+        if not os.path.isdir(path):
+            continue
+        for dec, flags in decoders.items():
+            for task, exs in tasks.items():
+                ok = 0
+                gen = fwd = 0
+                samples = []
+                for ex in exs:
+                    max_tokens = max(16, len(ex["answer"]) + 8)
+                    good, text, stats = run_one(args.dllm, path, flags, ex, max_tokens)
+                    ok += good
+                    gen += stats["generated_tokens"]
+                    fwd += stats["forwards"]
+                    if len(samples) < 3:
+                        samples.append({"prompt": ex["prompt"], "answer": ex["answer"], "got": text})
+                acc = ok / max(1, len(exs))
+                tpf = gen / max(1, fwd)
+                print(f"| {model} | {dec} | {task} | {acc:.0%} ({ok}/{len(exs)}) | {tpf:.2f} |", flush=True)
+                results.append({"model": model, "decoder": dec, "task": task, "n": len(exs), "correct": ok,
+                                "accuracy": acc, "tokens_per_forward": tpf, "samples": samples})
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(results, fh, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
