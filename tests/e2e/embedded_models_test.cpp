@@ -65,10 +65,12 @@ INSTANTIATE_TEST_SUITE_P(
     Decoders, EmbeddedModel,
     ::testing::Values(Case{"tiny-block", "block", "add3", 10, 16},
                       Case{"tiny-block", "ar", "add3", 10, 16},
+                      Case{"tiny-block", "s2d2", "add3", 10, 16},
                       Case{"tiny-block", "block", "reverse_letters", 9, 24},
                       Case{"tiny-full", "full", "add3", 10, 32},
                       Case{"tiny-full", "d2cache", "add3", 10, 32},
                       Case{"tiny-full", "fastdllm", "add3", 10, 32},
+                      Case{"tiny-full", "dllmcache", "add3", 10, 32},
                       Case{"tiny-causal", "wedlm", "add3", 8, 16},
                       Case{"tiny-causal", "ar", "add3", 8, 16}),
     [](const auto& info) {

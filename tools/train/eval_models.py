@@ -15,10 +15,11 @@ import sys
 
 # Decoders per model and the flags each needs (defaults are the family's).
 DECODERS = {
-    "tiny-block": {"block": [], "ar": ["--strategy", "ar"]},
+    "tiny-block": {"block": [], "ar": ["--strategy", "ar"], "s2d2": ["--strategy", "s2d2"]},
     "tiny-full": {"full": ["--max-tokens", "32"],
                   "d2cache": ["--strategy", "d2cache", "--max-tokens", "32"],
-                  "fastdllm": ["--strategy", "fastdllm", "--max-tokens", "32"]},
+                  "fastdllm": ["--strategy", "fastdllm", "--max-tokens", "32"],
+                  "dllmcache": ["--strategy", "dllmcache", "--max-tokens", "32"]},
     "tiny-causal": {"wedlm": [], "ar": ["--strategy", "ar"]},
 }
 
