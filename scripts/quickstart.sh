@@ -27,5 +27,5 @@ check 579 -m models/tiny-full -p "What is 123 + 456?" --chat --max-tokens 32
 check 579 -m models/tiny-full -p "What is 123 + 456?" --chat --max-tokens 32 --strategy d2cache
 echo "--- WeDLM streaming parallel decoding (tiny-causal, WeDLM format):"
 check 579 -m models/tiny-causal -p "What is 123 + 456?" --chat
-echo "--- a text prompt (prose continuation):"
-./build/dllm generate -p "The old house at the end of the street" --max-tokens 40
+echo "--- a text prompt (prose continuation, sampled):"
+./build/dllm generate -p "The old house at the end of the street" --max-tokens 40 --temperature 0.8 --top-p 0.95 --seed 1
