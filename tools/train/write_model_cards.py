@@ -101,6 +101,7 @@ def main():
             "",
             "```",
             "python3 tools/train/make_data.py --out build/train-data",
+            "BUDGET=400 tools/train/gpu_train.sh build/train-data   # the three models at once, or:",
             f"python3 tools/train/train.py --model {name} --data build/train-data --out OUT "
             f"--layers {a['layers']} --hidden {a['hidden']} --heads {a['heads']} --kv-heads "
             f"{a['kv_heads']} --inter {a['inter']} --time-budget {a['time_budget']:.0f} "
