@@ -31,7 +31,7 @@ OBJECTIVE = {
 FAMILY = {"tiny-block": "SDAR (`model_type: sdar`, Qwen3 layers: q/k norm, GQA, SwiGLU, RoPE)",
           "tiny-full": "LLaDA (`model_type: llada`, Llama layers, bidirectional)",
           "tiny-causal": "WeDLM (`model_type: wedlm`, Qwen3 layers, causal)"}
-DECODERS = {"tiny-block": "`block` (default), `ar`", "tiny-full": "`full` (default), `d2cache`, "
+DECODERS = {"tiny-block": "`block` (default), `ar`, `s2d2`", "tiny-full": "`full` (default), `d2cache`, "
             "`fastdllm`, `dllmcache`", "tiny-causal": "`wedlm` (default), `ar`"}
 
 
