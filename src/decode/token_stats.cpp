@@ -104,21 +104,10 @@ int32_t gumbel_max(const std::vector<float>& x, double temperature, const RngKey
   return best;
 }
 
-TokenStats token_stats(std::span<const float> logits, const SamplerConfig& sampler, double u,
-                       const RngKey* rng, int32_t position) {
-  TokenStats st;
-  std::vector<float> x(logits.begin(), logits.end());
-  for (int32_t id : sampler.banned_tokens)
-    if (id >= 0 && static_cast<size_t>(id) < x.size()) x[static_cast<size_t>(id)] = kNegInf;
-  const std::vector<float> raw_logits = x;
-  const Softmax raw = softmax_stats(x);
-  st.argmax = raw.top1;
-  st.p_max = static_cast<float>(raw.p1);
-  st.entropy = static_cast<float>(raw.entropy);
-  st.margin = static_cast<float>(raw.p1 - raw.p2);
-
-  const bool greedy = sampler.greedy();
-  const float t = greedy ? 1.0f : sampler.temperature;
+// Temperature (1 when greedy), top-k and top-p in the sampler's order, in place: the sampling
+// distribution is softmax(x) afterwards.
+void apply_filters(std::vector<float>& x, const SamplerConfig& sampler) {
+  const float t = sampler.greedy() ? 1.0f : sampler.temperature;
   auto scale = [&] {
     if (t != 1.0f)
       for (float& v : x) v /= t;
@@ -140,6 +129,23 @@ TokenStats token_stats(std::span<const float> logits, const SamplerConfig& sampl
       scale();
       break;
   }
+}
+
+TokenStats token_stats(std::span<const float> logits, const SamplerConfig& sampler, double u,
+                       const RngKey* rng, int32_t position) {
+  TokenStats st;
+  std::vector<float> x(logits.begin(), logits.end());
+  for (int32_t id : sampler.banned_tokens)
+    if (id >= 0 && static_cast<size_t>(id) < x.size()) x[static_cast<size_t>(id)] = kNegInf;
+  const std::vector<float> raw_logits = x;
+  const Softmax raw = softmax_stats(x);
+  st.argmax = raw.top1;
+  st.p_max = static_cast<float>(raw.p1);
+  st.entropy = static_cast<float>(raw.entropy);
+  st.margin = static_cast<float>(raw.p1 - raw.p2);
+
+  const bool greedy = sampler.greedy();
+  apply_filters(x, sampler);
   const Softmax filt = softmax_stats(x);
   if (greedy) {
     st.token = filt.top1;
@@ -168,6 +174,7 @@ TokenStats token_stats(std::span<const float> logits, const SamplerConfig& sampl
   st.margin_filtered = static_cast<float>(filt.p1 - filt.p2);
   // Probability under softmax(logits / T) before any filter.
   {
+    const float t = greedy ? 1.0f : sampler.temperature;
     const float mx = *std::max_element(raw_logits.begin(), raw_logits.end());
     double z = 0;
     for (float v : raw_logits)
@@ -208,28 +215,7 @@ std::vector<double> sampling_distribution(std::span<const float> logits,
   std::vector<float> x(logits.begin(), logits.end());
   for (int32_t id : sampler.banned_tokens)
     if (id >= 0 && static_cast<size_t>(id) < x.size()) x[static_cast<size_t>(id)] = kNegInf;
-  const float t = sampler.greedy() ? 1.0f : sampler.temperature;
-  auto scale = [&] {
-    if (t != 1.0f)
-      for (float& v : x) v /= t;
-  };
-  switch (sampler.order) {
-    case FilterOrder::kTemperatureTopKTopP:
-      scale();
-      apply_top_k(x, sampler.top_k);
-      apply_top_p(x, sampler.top_p);
-      break;
-    case FilterOrder::kTemperatureTopPTopK:
-      scale();
-      apply_top_p(x, sampler.top_p);
-      apply_top_k(x, sampler.top_k);
-      break;
-    case FilterOrder::kTopKTopPTemperature:
-      apply_top_k(x, sampler.top_k);
-      apply_top_p(x, sampler.top_p);
-      scale();
-      break;
-  }
+  apply_filters(x, sampler);
   return softmax_stats(x).p;
 }
 
