@@ -36,9 +36,10 @@ std::string default_model_dir() {
     if (fs::is_regular_file(c / "config.json", ec)) return c.string();
   std::string tried;
   for (const auto& c : candidates) tried += "\n  " + c.string();
-  fail("no -m MODEL_DIR given and the embedded default model models/tiny-block was not found; "
-       "tried:",
-       tried);
+  fail(
+      "no -m MODEL_DIR given and the embedded default model models/tiny-block was not found; "
+      "tried:",
+      tried);
 }
 
 struct GenerateArgs {
@@ -167,6 +168,9 @@ void run_generate(GenerateArgs a) {
   if (a.model_dir.empty()) a.model_dir = default_model_dir();
   auto model = Model::load(a.model_dir);
   auto backend = make_backend(*model, a.device);
+  // WeDLM's padded windows (one fixed shape) exist for CUDA graph capture; on the CPU they would
+  // only double each step's rows, so there the default is the unpadded window.
+  if (a.pad_window.empty()) a.params.pad_window = backend->name().rfind("cuda", 0) == 0;
   TextGenerator gen(*model, *backend);
   const bool text = a.format == "text";
   const bool have_text = gen.tokenizer().has_value();
@@ -329,7 +333,7 @@ void add_generate_command(CLI::App& app) {
       "WeDLM: entropy penalty per window slot from the first mask (default 0.02)");
   cmd->add_option("--pad-window", a->pad_window,
                   "WeDLM: pad each step's forward to 2*window queries, one fixed shape "
-                  "(true, default) | false");
+                  "true (default on CUDA, for graph capture) | false (default on the CPU)");
   cmd->add_option("--temperature", a->params.sampler.temperature, "0 = greedy (default)");
   cmd->add_option("--top-k", a->params.sampler.top_k, "0 = off");
   cmd->add_option("--top-p", a->params.sampler.top_p, "1 = off");
