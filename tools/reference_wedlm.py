@@ -48,6 +48,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from dllm_rng import uniform  # noqa: E402
 from hf_reference import ReferenceModel, causal_visible  # noqa: E402
+from reference_decode import inverse_cdf, top_k_filter, top_p_filter  # noqa: E402
 
 NEG_INF = float("-inf")
 # Decisions closer than this are fragile: float differences between implementations (torch vs the
@@ -57,39 +58,8 @@ PROB_GAP = 5e-6     # probability, between the top two (greedy) or between u and
 
 
 # ---------------------------------------------------------------- sampling (WeDLM sampler.py)
-def top_k_filter(logits, k):
-    if k <= 0 or k >= logits.numel():
-        return logits
-    kth = torch.topk(logits, k).values[-1]
-    return torch.where(logits < kth, torch.full_like(logits, NEG_INF), logits)
-
-
-def top_p_filter(logits, p):
-    """Nucleus on softmax(logits): drop tokens once the cumulative probability before them > p."""
-    if not p < 1.0:
-        return logits
-    order = np.argsort(-logits.numpy(), kind="stable")
-    probs = torch.softmax(logits.double(), -1).numpy()[order]
-    cum = np.cumsum(probs)
-    remove = cum > p
-    remove[1:] = remove[:-1].copy()
-    remove[0] = False
-    out = logits.clone()
-    out[torch.as_tensor(order[remove])] = NEG_INF
-    return out
-
-
-def inverse_cdf(probs, u):
-    cum = 0.0
-    last = 0
-    for i, q in enumerate(probs.tolist()):
-        if q <= 0:
-            continue
-        last = i
-        cum += q
-        if cum > u:
-            return i
-    return last
+# The filters are the engine's (tools/reference_decode.py); WeDLM applies them to the raw logits
+# and divides by T afterwards (decide_row).
 
 
 class Fragility:
