@@ -109,8 +109,8 @@ void add_s2d2_options(CLI::App& cmd, GenerateArgs& a) {
   opt(cmd.add_option("--entropy-beta", s.entropy_beta, "soft-entropy beta (default 1)"));
   opt(cmd.add_option("--margin-threshold", s.margin_threshold, "hard-margin (default 0.05)"));
   opt(cmd.add_option("--hard-entropy-threshold", s.entropy_threshold,
-                     "hard-entropy estimator threshold (default 0.5)"));
-  opt(cmd.add_option("--confidence-power", s.confidence_power, "confidence-power (default 1)"));
+                     "hard-entropy estimator threshold (default 0.1)"));
+  opt(cmd.add_option("--confidence-power", s.confidence_power, "confidence-power (default 0.8)"));
   opt(cmd.add_option("--margin-coef", s.margin_coef, "clipped-linear-margin (default 1)"));
   opt(cmd.add_option("--accept-gamma", s.gamma, "acceptance tempering (q/p)^gamma (default 1)"));
   opt(cmd.add_option("--ucb-beta", s.ucb_beta, "bandit exploration (default 1)"));

@@ -24,8 +24,10 @@ struct S2d2Params {
   std::string estimator = "hard-margin";
   float entropy_beta = 1.0f;       // soft-entropy: α = exp(-β H / ln V)
   float margin_threshold = 0.05f;  // hard-margin
-  float entropy_threshold = 0.5f;  // hard-entropy (normalised entropy)
-  float confidence_power = 1.0f;   // confidence-power
+  // The S2D2 command lines' defaults (SDAR/generate_ssd_policy.py and the eval scripts: 0.1, 0.8,
+  // 1.0), not generate()'s signature defaults (0.5, 1.0, 1.0), as for the score threshold.
+  float entropy_threshold = 0.1f;  // hard-entropy (normalised entropy)
+  float confidence_power = 0.8f;   // confidence-power
   float margin_coef = 1.0f;        // clipped-linear-margin
   float gamma = 1.0f;              // acceptance tempering: min(1, (q/p)^γ)
   float ucb_beta = 1.0f;
