@@ -3,6 +3,7 @@
 //   dllm bench --shape configs/sdar-8b.json --block 32 --context 4096,32768,131072
 //   dllm bench --shape configs/wedlm-8b.json --step causal --block 32   (a WeDLM window, W = 16)
 //   dllm bench --shape configs/wedlm-8b.json --step causal --block 1    (an autoregressive step)
+//   dllm bench --shape configs/sdar-8b.json --step verify --block 32     (an S2D2 verifier forward)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -13,6 +14,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/error.h"
+#include "decode/s2d2_verify.h"
 #include "io/json_file.h"
 #include "model/random_model.h"
 
@@ -21,8 +23,8 @@ namespace dllm::cli {
 namespace {
 
 struct BenchArgs {
-  std::string shape, contexts = "4096", device = "auto", json_out, step = "block";
-  int block = 32, reps = 20, prefill = 2048;
+  std::string shape, contexts = "4096", blocks = "32", device = "auto", json_out, step = "block";
+  int reps = 20, prefill = 2048;
   // d2Cache / Fast-dLLM v1-style step: the --block query rows are canvas positions spread evenly
   // over the cached context, rewritten in place (write-at-slots) and attending bidirectionally
   // to the whole canvas, instead of a new block after it.
@@ -36,10 +38,12 @@ double now_s() {
 
 void run_bench(const BenchArgs& a) {
   if (a.shape.empty()) fail("--shape FILE is required (e.g. configs/sdar-8b.json)");
-  if (a.block <= 0) fail("--block must be positive");
+  const auto blocks = parse_int_list(a.blocks, "--block");
+  for (int32_t b : blocks)
+    if (b <= 0) fail("--block values must be positive");
   if (a.reps <= 0) fail("--reps must be positive");
-  if (a.step != "block" && a.step != "causal")
-    fail("--step must be block or causal (got '", a.step, "')");
+  if (a.step != "block" && a.step != "causal" && a.step != "verify")
+    fail("--step must be block, causal or verify (got '", a.step, "')");
   if (a.at_slots && a.step != "block")
     fail("--write-at-slots is its own step kind; it does not combine with --step ", a.step);
   if (a.attention_rows && !a.at_slots)
@@ -70,102 +74,116 @@ void run_bench(const BenchArgs& a) {
       "| context | block | ms/step (median) | floor ms | x floor | attention GB/s (%% of copy) | "
       "prefill tok/s |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
-  for (int32_t ctx : contexts) {
-    if (a.at_slots && a.block > ctx)
-      fail("--write-at-slots: --block ", a.block, " exceeds --context ", ctx,
-           " (the rows are positions of the cached canvas)");
-    auto cache = backend->create_cache(ctx + a.block);
-    // Prefill speed on a fresh cache (at most --prefill tokens), then a random context of ctx.
-    double prefill_tps = 0;
-    const int pf = std::min<int>(ctx, a.prefill);
-    if (pf > 0) {
-      SequenceForward pre;
-      pre.cache = cache.get();
-      for (int i = 0; i < pf; ++i) {
-        pre.tokens.push_back((i * 7919) % static_cast<int>(c.vocab_size));
-        pre.positions.push_back(i);
+  for (int32_t block : blocks)
+    for (int32_t ctx : contexts) {
+      if (a.at_slots && block > ctx)
+        fail("--write-at-slots: --block ", block, " exceeds --context ", ctx,
+             " (the rows are positions of the cached canvas)");
+      auto cache = backend->create_cache(ctx + block);
+      // Prefill speed on a fresh cache (at most --prefill tokens), then a random context of ctx.
+      double prefill_tps = 0;
+      const int pf = std::min<int>(ctx, a.prefill);
+      if (pf > 0) {
+        SequenceForward pre;
+        pre.cache = cache.get();
+        for (int i = 0; i < pf; ++i) {
+          pre.tokens.push_back((i * 7919) % static_cast<int>(c.vocab_size));
+          pre.positions.push_back(i);
+        }
+        pre.rule = AttentionRule::causal();
+        pre.write = CacheWrite::kAppend;
+        backend->forward(std::span(&pre, 1));  // warm-up (allocations)
+        cache->truncate(0);
+        const double s = now_s();
+        backend->forward(std::span(&pre, 1));
+        prefill_tps = pf / (now_s() - s);
       }
-      pre.rule = AttentionRule::causal();
-      pre.write = CacheWrite::kAppend;
-      backend->forward(std::span(&pre, 1));  // warm-up (allocations)
-      cache->truncate(0);
-      const double s = now_s();
-      backend->forward(std::span(&pre, 1));
-      prefill_tps = pf / (now_s() - s);
-    }
-    backend->fill_cache_random(*cache, ctx, 99);
+      backend->fill_cache_random(*cache, ctx, 99);
 
-    SequenceForward step;
-    step.cache = cache.get();
-    for (int i = 0; i < a.block; ++i) {
-      step.tokens.push_back(c.mask_token_id >= 0 ? static_cast<int32_t>(c.mask_token_id) : 0);
-      step.positions.push_back(ctx + i);
-    }
-    if (a.at_slots) {
-      // Evenly spread canvas positions (the rows a d2Cache step recomputes are scattered).
-      for (int i = 0; i < a.block; ++i)
-        step.positions[static_cast<size_t>(i)] =
-            static_cast<int32_t>(static_cast<int64_t>(i) * ctx / a.block);
-      step.rule = AttentionRule::bidirectional();
-      step.write = CacheWrite::kAtSlots;
-      step.write_slots = step.positions;
-    } else if (a.step == "block") {
-      step.rule = AttentionRule::block_causal(a.block);  // a denoising step: no cache write
-    } else {
-      // A WeDLM window (2W causal rows) or an AR token: K/V written after the prefix, none
-      // committed, so every repetition sees the same context.
-      step.rule = AttentionRule::causal();
-      step.write = CacheWrite::kAppend;
-      step.append_count = 0;
-    }
-    step.want_attention_rows = a.attention_rows;
-    step.output_rows.resize(static_cast<size_t>(a.block));
-    std::iota(step.output_rows.begin(), step.output_rows.end(), 0);
-    step.want_stats = true;
-    for (int i = 0; i < 3; ++i) backend->forward(std::span(&step, 1));
-    std::vector<double> times;
-    for (int i = 0; i < a.reps; ++i) {
-      const double s = now_s();
+      SequenceForward step;
+      step.cache = cache.get();
+      for (int i = 0; i < block; ++i) {
+        step.tokens.push_back(c.mask_token_id >= 0 ? static_cast<int32_t>(c.mask_token_id) : 0);
+        step.positions.push_back(ctx + i);
+      }
+      int32_t out_first = 0;  // output rows: the last --block query rows
+      if (a.step == "verify") {
+        // S2D2's verifier for a span covering the whole block (SDAR, method-specs §5.2): the
+        // draft-filled block, then one [MASK] per block position, under the 2L mask.
+        std::vector<int32_t> span(static_cast<size_t>(block));
+        std::iota(span.begin(), span.end(), 0);
+        for (int i = 0; i < block; ++i) {
+          step.tokens[static_cast<size_t>(i)] = (i * 7919 + 13) % static_cast<int>(c.vocab_size);
+          step.tokens.push_back(c.mask_token_id >= 0 ? static_cast<int32_t>(c.mask_token_id) : 0);
+          step.positions.push_back(ctx + i);
+        }
+        step.rule = AttentionRule::custom(verifier_mask_2l(ctx, block, span));
+        out_first = block;
+      } else if (a.at_slots) {
+        // Evenly spread canvas positions (the rows a d2Cache step recomputes are scattered).
+        for (int i = 0; i < block; ++i)
+          step.positions[static_cast<size_t>(i)] =
+              static_cast<int32_t>(static_cast<int64_t>(i) * ctx / block);
+        step.rule = AttentionRule::bidirectional();
+        step.write = CacheWrite::kAtSlots;
+        step.write_slots = step.positions;
+      } else if (a.step == "block") {
+        step.rule = AttentionRule::block_causal(block);  // a denoising step: no cache write
+      } else {
+        // A WeDLM window (2W causal rows) or an AR token: K/V written after the prefix, none
+        // committed, so every repetition sees the same context.
+        step.rule = AttentionRule::causal();
+        step.write = CacheWrite::kAppend;
+        step.append_count = 0;
+      }
+      step.want_attention_rows = a.attention_rows;
+      step.output_rows.resize(static_cast<size_t>(block));
+      std::iota(step.output_rows.begin(), step.output_rows.end(), out_first);
+      step.want_stats = true;
+      for (int i = 0; i < 3; ++i) backend->forward(std::span(&step, 1));
+      std::vector<double> times;
+      for (int i = 0; i < a.reps; ++i) {
+        const double s = now_s();
+        backend->forward(std::span(&step, 1));
+        times.push_back((now_s() - s) * 1e3);
+      }
+      std::sort(times.begin(), times.end());
+      const double ms = times[times.size() / 2];
+      const int64_t keys = a.at_slots ? ctx : ctx + static_cast<int64_t>(step.tokens.size());
+      const double floor_ms = (weight_bytes + kv_bytes_per_token * keys) / bw * 1e3;
+
+      backend->set_profiling(true);
       backend->forward(std::span(&step, 1));
-      times.push_back((now_s() - s) * 1e3);
+      const auto prof = backend->profile();
+      backend->set_profiling(false);
+      double attn_ms = 0, prof_total = 0;
+      for (const auto& [op, t] : prof) {
+        prof_total += t;
+        if (op == "attention") attn_ms = t;
+      }
+      const double attn_gbs = attn_ms > 0 ? kv_bytes_per_token * keys / (attn_ms * 1e-3) / 1e9 : 0;
+      std::printf("| %d | %d | %.2f | %.2f | %.2f | %.0f (%.0f%%) | %.0f |\n", ctx, block, ms,
+                  floor_ms, ms / floor_ms, attn_gbs, 100.0 * attn_gbs * 1e9 / bw, prefill_tps);
+      nlohmann::json row = {{"context", ctx},
+                            {"block", block},
+                            {"write_at_slots", a.at_slots},
+                            {"ms_per_step", ms},
+                            {"floor_ms", floor_ms},
+                            {"x_floor", ms / floor_ms},
+                            {"attention_gbs", attn_gbs},
+                            {"prefill_tokens_per_s", prefill_tps},
+                            {"copy_gbs", bw / 1e9}};
+      nlohmann::json ops = nlohmann::json::object();
+      for (const auto& [op, t] : prof) ops[op] = t;
+      ops["launch gaps + host"] = std::max(0.0, ms - prof_total);
+      row["ops_ms"] = ops;
+      rows.push_back(row);
     }
-    std::sort(times.begin(), times.end());
-    const double ms = times[times.size() / 2];
-    const int64_t keys = a.at_slots ? ctx : ctx + a.block;
-    const double floor_ms = (weight_bytes + kv_bytes_per_token * keys) / bw * 1e3;
-
-    backend->set_profiling(true);
-    backend->forward(std::span(&step, 1));
-    const auto prof = backend->profile();
-    backend->set_profiling(false);
-    double attn_ms = 0, prof_total = 0;
-    for (const auto& [op, t] : prof) {
-      prof_total += t;
-      if (op == "attention") attn_ms = t;
-    }
-    const double attn_gbs = attn_ms > 0 ? kv_bytes_per_token * keys / (attn_ms * 1e-3) / 1e9 : 0;
-    std::printf("| %d | %d | %.2f | %.2f | %.2f | %.0f (%.0f%%) | %.0f |\n", ctx, a.block, ms,
-                floor_ms, ms / floor_ms, attn_gbs, 100.0 * attn_gbs * 1e9 / bw, prefill_tps);
-    nlohmann::json row = {{"context", ctx},
-                          {"block", a.block},
-                          {"write_at_slots", a.at_slots},
-                          {"ms_per_step", ms},
-                          {"floor_ms", floor_ms},
-                          {"x_floor", ms / floor_ms},
-                          {"attention_gbs", attn_gbs},
-                          {"prefill_tokens_per_s", prefill_tps},
-                          {"copy_gbs", bw / 1e9}};
-    nlohmann::json ops = nlohmann::json::object();
-    for (const auto& [op, t] : prof) ops[op] = t;
-    ops["launch gaps + host"] = std::max(0.0, ms - prof_total);
-    row["ops_ms"] = ops;
-    rows.push_back(row);
-  }
   // Where the time goes, per context (event-timed ops of one step; the rest is launch gaps and
   // host work between kernels).
   for (const auto& r : rows) {
     std::printf("\nper-op breakdown, context %d, block %d (%.2f ms/step):\n",
-                r["context"].get<int>(), a.block, r["ms_per_step"].get<double>());
+                r["context"].get<int>(), r["block"].get<int>(), r["ms_per_step"].get<double>());
     for (auto it = r["ops_ms"].begin(); it != r["ops_ms"].end(); ++it)
       std::printf("  %-28s %8.3f ms  %5.1f%%\n", it.key().c_str(), it.value().get<double>(),
                   100.0 * it.value().get<double>() / r["ms_per_step"].get<double>());
@@ -187,11 +205,14 @@ void add_bench_command(CLI::App& app) {
       app.add_subcommand("bench", "Time a denoising step on random weights of a real model shape");
   auto a = std::make_shared<BenchArgs>();
   cmd->add_option("--shape", a->shape, "Model shape: a config.json (configs/*.json)")->required();
-  cmd->add_option("--block", a->block, "Query rows per denoising step (default 32)");
+  cmd->add_option("--block", a->blocks,
+                  "Comma-separated query rows per denoising step (default 32); one model set-up "
+                  "for all");
   cmd->add_option("--step", a->step,
                   "block: a denoising step (block-causal, no cache write; default) | causal: "
                   "causal rows appended after the context (WeDLM window of --block = 2W rows, or "
-                  "an AR step with --block 1)");
+                  "an AR step with --block 1) | verify: S2D2's 2L verifier of a span of --block "
+                  "tokens (2 x --block rows, custom mask)");
   cmd->add_option("--context", a->contexts,
                   "Comma-separated cached context lengths (default 4096)");
   cmd->add_flag("--write-at-slots", a->at_slots,
