@@ -89,6 +89,10 @@ TEST(CudaBackend, ForwardContractMatchesCpu) {
   std::vector<uint8_t> mask(2 * 10);
   for (size_t i = 0; i < mask.size(); ++i) mask[i] = (i * 7) % 3 != 0;
   run(cached(request({5, 6}, {8, 9}, AttentionRule::custom(mask))));
+  // Every query sees the whole cache (the backend then sends only the query columns).
+  std::vector<uint8_t> verifier_like(2 * 10, 1);
+  verifier_like[9] = 0;  // query 0 does not see query 1
+  run(cached(request({5, 6}, {8, 9}, AttentionRule::custom(verifier_like))));
   auto sub = cached(request({5, 6}, {8, 9}, AttentionRule::causal()));
   sub.visible_slots = std::vector<int32_t>{7, 1, 4};
   run(sub);

@@ -133,6 +133,9 @@ struct AttnCase {
   int block;
   bool slot_list;
   int splits;  // 0: the heuristic
+  // kCustom: every cache key visible, the device mask covers only the query keys
+  // (AttentionParams::custom_mask_queries_only, what the backend sends for S2D2's verifier).
+  bool queries_only = false;
 };
 
 // Runs the CUDA attention and the CPU reference (cpu::attention on the same bf16-rounded inputs,
@@ -162,6 +165,17 @@ void check_attention(const AttnCase& c, std::mt19937& rng) {
     rule.custom_mask.resize(c.n_q * n_keys);
     for (auto& b : rule.custom_mask) b = rng() % 4 != 0;
     for (int j = 0; j < n_keys; ++j) rule.custom_mask[j] = 0;  // row 0 sees nothing -> zeros
+    if (c.queries_only)
+      for (int i = 0; i < c.n_q; ++i)
+        for (int j = 0; j < c.n_cache; ++j) rule.custom_mask[size_t(i) * n_keys + j] = 1;
+  }
+  std::vector<uint8_t> device_mask = rule.custom_mask;
+  if (c.queries_only) {
+    device_mask.clear();
+    for (int i = 0; i < c.n_q; ++i)
+      device_mask.insert(device_mask.end(),
+                         rule.custom_mask.begin() + size_t(i) * n_keys + c.n_cache,
+                         rule.custom_mask.begin() + size_t(i + 1) * n_keys);
   }
   std::vector<int32_t> cache_pos;
   for (int j = 0; j < c.n_cache; ++j) cache_pos.push_back(slot_pos[key_slots[j]]);
@@ -181,8 +195,7 @@ void check_attention(const AttnCase& c, std::mt19937& rng) {
   auto dslots = test::to_device(key_slots), dspos = test::to_device(slot_pos),
        dqpos = test::to_device(q_pos);
   auto dn = test::to_device(std::vector<int32_t>{n_keys});
-  auto dmask =
-      test::to_device(rule.custom_mask.empty() ? std::vector<uint8_t>{0} : rule.custom_mask);
+  auto dmask = test::to_device(device_mask.empty() ? std::vector<uint8_t>{0} : device_mask);
   cuda::AttentionParams p;
   p.q = reinterpret_cast<const bf16*>(dq.get());
   p.k_cache = reinterpret_cast<const bf16*>(dk.get());
@@ -192,6 +205,7 @@ void check_attention(const AttnCase& c, std::mt19937& rng) {
   p.slot_positions = dspos.get();
   p.q_positions = dqpos.get();
   p.custom_mask = dmask.get();
+  p.custom_mask_queries_only = c.queries_only;
   p.kind =
       static_cast<cuda::MaskKind>(static_cast<int>(c.kind == AttentionKind::kCausal          ? 0
                                                    : c.kind == AttentionKind::kBidirectional ? 1
@@ -218,7 +232,7 @@ void check_attention(const AttnCase& c, std::mt19937& rng) {
   EXPECT_LT(rel_error(got, ref), 1e-2)
       << "n_q " << c.n_q << " heads " << c.heads << "/" << c.kv << " d " << c.d << " keys "
       << n_keys << " rule " << rule.to_string() << " splits " << p.splits;
-  if (c.kind == AttentionKind::kCustom)
+  if (c.kind == AttentionKind::kCustom && !c.queries_only)
     for (int t = 0; t < c.heads * c.d; ++t) ASSERT_EQ(got[t], 0.0f);
 }
 
@@ -234,7 +248,9 @@ TEST(CudaKernels, AttentionMatchesCpuOnEveryRule) {
       {9, 4, 1, 32, 200, AttentionKind::kCustom, 0, true, 4},
       {200, 8, 2, 128, 0, AttentionKind::kCausal, 0, false, 0},  // prefill-like
       {130, 4, 4, 64, 77, AttentionKind::kBlockCausal, 8, true, 0},
-      {16, 8, 2, 128, 5000, AttentionKind::kCausal, 0, false, 40},  // many splits
+      {16, 8, 2, 128, 5000, AttentionKind::kCausal, 0, false, 40},        // many splits
+      {64, 32, 8, 128, 3000, AttentionKind::kCustom, 0, false, 0, true},  // S2D2 verifier-like
+      {5, 6, 2, 64, 130, AttentionKind::kCustom, 0, true, 3, true},
   };
   for (const auto& c : cases) check_attention(c, rng);
 }

@@ -184,7 +184,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
         break;
       }
       case MaskKind::kCustom:
-        all_visible = false;
+        all_visible =
+            all_visible && p.custom_mask_queries_only && t0 + kKeysPerTile <= n_cache;
         break;
     }
 
@@ -239,7 +240,10 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
                 vis = kp[col] <= (second ? qblk_b : qblk_a);
                 break;
               case MaskKind::kCustom:
-                vis = p.custom_mask[static_cast<int64_t>(qi) * n_keys + j] != 0;
+                vis = p.custom_mask_queries_only
+                          ? j < n_cache ||
+                                p.custom_mask[static_cast<int64_t>(qi) * p.n_q + (j - n_cache)] != 0
+                          : p.custom_mask[static_cast<int64_t>(qi) * n_keys + j] != 0;
                 break;
             }
           }
@@ -441,12 +445,13 @@ int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_key
       break;  // attention() reports the unsupported head_dim
   }
   // Splits long enough (>= 4 tiles) that the per-split prologue and partial-result traffic stay
-  // small, and no more than one wave of resident blocks: a partial second wave idles most SMs.
-  // Measured on the H100 (SDAR-8B shape, 32-row step) against >= 2 tiles and eight blocks per
-  // SM: 4K context 9.13 -> 8.24 ms, 32K 12.71 -> 11.10 ms, but 128K 24.6 -> 28.4 ms, where more
-  // waves keep more loads in flight (a rule for that is still to be measured).
+  // small, and no more blocks than one wave of resident blocks holds (rounded down: a few blocks
+  // left over for a second wave double the step's attention time; that rounding-up was what made
+  // 128K context slower with this rule, 24.6 -> 28.4 ms, before it was fixed). Measured on the
+  // H100 (SDAR-8B shape, 32-row step) against >= 2 tiles and eight blocks per SM: 4K context
+  // 9.13 -> 8.24 ms, 32K 12.71 -> 11.10 ms.
   const int by_keys = (max_keys + 4 * tile_keys_for(warps) - 1) / (4 * tile_keys_for(warps));
-  const int by_wave = (resident * num_sms + blocks - 1) / blocks;
+  const int by_wave = resident * num_sms / blocks;
   return std::max(1, std::min(by_keys, by_wave));
 }
 

@@ -238,6 +238,7 @@ class CudaBackend final : public Backend {
     size_t slots_at = 0, keys_at = 0, nkeys_at = 0,
            mask_at = 0;  // offsets into the staging buffers
     bool has_mask = false;
+    bool mask_queries_only = false;  // the mask covers [queries x queries]; the cache is visible
   };
 
   ModelConfig config_;
@@ -251,7 +252,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> inv_freq_;
 
   // Activations and staging, grown to the largest forward seen.
-  DeviceBuffer<float> x_, qkv_, attn_ws_, logits_;
+  DeviceBuffer<float> x_, qkv_, attn_ws_, attn_rows_ws_, logits_;
   DeviceBuffer<bf16> xn_, q_, attn_, gu_, act_, hn_;
   DeviceBuffer<int32_t> ints_;
   DeviceBuffer<uint8_t> masks_;
@@ -295,7 +296,23 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
              " entries, expected ", n, " x ", p.n_keys, " (queries x [visible cache | queries])");
       p.has_mask = true;
       p.mask_at = masks.size();
-      masks.insert(masks.end(), seq.rule.custom_mask.begin(), seq.rule.custom_mask.end());
+      // When every query sees the whole cache (S2D2's verifier), send only the query columns:
+      // the kernel then treats cache tiles as fully visible, and far fewer bytes move.
+      const int64_t nc = p.n_keys - n;
+      bool cache_visible = true;
+      for (int64_t r = 0; r < n && cache_visible; ++r) {
+        const auto row = seq.rule.custom_mask.begin() + r * p.n_keys;
+        cache_visible = std::all_of(row, row + nc, [](uint8_t v) { return v != 0; });
+      }
+      p.mask_queries_only = cache_visible;
+      if (cache_visible) {
+        for (int64_t r = 0; r < n; ++r) {
+          const auto row = seq.rule.custom_mask.begin() + r * p.n_keys + nc;
+          masks.insert(masks.end(), row, row + n);
+        }
+      } else {
+        masks.insert(masks.end(), seq.rule.custom_mask.begin(), seq.rule.custom_mask.end());
+      }
     }
   }
   for (auto& p : plans)
@@ -362,7 +379,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
     moved |= logits_.ensure(static_cast<size_t>(M) * c.vocab_size, "logits");
     moved |= stats_.ensure(static_cast<size_t>(M), "token statistics");
   }
-  size_t ws = 0;
+  size_t ws = 0, rows_ws = 0;
   std::vector<int> splits(batch.size());
   for (size_t si = 0; si < batch.size(); ++si) {
     const int n = static_cast<int>(batch[si].tokens.size());
@@ -371,8 +388,14 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
                                static_cast<int>(D), static_cast<int>(plans[si].max_keys), num_sms_);
     ws = std::max(ws, cuda::attention_workspace_floats(n, static_cast<int>(c.num_heads),
                                                        static_cast<int>(D), splits[si]));
+    if (batch[si].want_attention_rows)
+      rows_ws =
+          std::max(rows_ws, cuda::attention_rows_workspace_floats(
+                                n, static_cast<int>(plans[si].n_keys),
+                                static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads)));
   }
   moved |= attn_ws_.ensure(ws, "attention workspace");
+  moved |= attn_rows_ws_.ensure(rows_ws, "attention-rows workspace");
   moved |= pinned_ints_.ensure(ints.size());
   moved |= pinned_stats_.ensure(static_cast<size_t>(std::max(M, 1)));
   if (moved) drop_graphs();
@@ -454,6 +477,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
         ap.slot_positions = p.cache->slot_positions();
         ap.q_positions = qp.positions;
         ap.custom_mask = p.has_mask ? masks_.get() + p.mask_at : nullptr;
+        ap.custom_mask_queries_only = p.mask_queries_only;
         ap.kind = mask_kind(batch[si].rule.kind);
         ap.block_size = static_cast<int>(batch[si].rule.block_size);
         ap.n_q = n;
@@ -482,6 +506,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
           rp.width = static_cast<int>(results[si].attention_width);
           rp.scale = ap.scale;
           rp.out = attn_rows[si].get() + static_cast<size_t>(li) * n * rp.width;
+          rp.workspace = attn_rows_ws_.get();
           op_begin("attention rows");
           cuda::attention_rows(rp, stream_);
           op_end();

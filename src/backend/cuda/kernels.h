@@ -57,6 +57,9 @@ struct AttentionParams {
   const int32_t* slot_positions = nullptr;  // [capacity] logical position per slot
   const int32_t* q_positions = nullptr;     // [n_q]
   const uint8_t* custom_mask = nullptr;     // kCustom: [n_q, n_keys]
+  // kCustom: custom_mask is [n_q, n_q] over the query keys only, and every cache key is visible
+  // (lets fully visible cache tiles skip the per-key mask).
+  bool custom_mask_queries_only = false;
   MaskKind kind = MaskKind::kCausal;
   int block_size = 0;
   int n_q = 0, max_keys = 0, heads = 0, kv_heads = 0, head_dim = 0;
@@ -73,18 +76,21 @@ size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits);
 int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_keys, int num_sms);
 
 // Head-averaged post-softmax attention rows of a bidirectional forward (d2Cache rollout):
-// out[i * width + slot(j)] += (1 / heads) sum_h softmax_j(q_ih . k_j * scale), every key visible;
-// out must be zeroed first (slots that are not keys stay 0). n_keys <= attention_rows_max_keys().
+// out[i * width + slot(j)] = (1 / heads) sum_h softmax_j(q_ih . k_j * scale), every key visible;
+// out must be zeroed first (columns that are not key slots stay 0). Deterministic (no atomics).
+// head_dim a multiple of 64 up to 256; n_keys <= attention_rows_max_keys().
 struct AttentionRowsParams {
   const bf16* q = nullptr;            // [n_q, heads * head_dim] (after RoPE)
   const bf16* k_cache = nullptr;      // one layer, [capacity, kv_heads * head_dim]
   const int32_t* key_slots = nullptr; // [n_keys] or null (key j is slot j)
   int n_q = 0, n_keys = 0, heads = 0, kv_heads = 0, head_dim = 0, width = 0;
   float scale = 1.0f;
-  float* out = nullptr;  // [n_q, width]
+  float* out = nullptr;        // [n_q, width]
+  float* workspace = nullptr;  // attention_rows_workspace_floats(n_q, n_keys, heads, kv_heads)
 };
 void attention_rows(const AttentionRowsParams& p, cudaStream_t stream);
 size_t attention_rows_max_keys();
+size_t attention_rows_workspace_floats(int n_q, int n_keys, int heads, int kv_heads);
 
 // Per-row statistics of fp32 logits for greedy decoding (the device half of TokenStats): argmax,
 // its probability, entropy, top1 - top2 margin. Banned ids act as -inf.
