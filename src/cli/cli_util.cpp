@@ -32,4 +32,20 @@ std::vector<int32_t> parse_int_list(const std::string& text, const std::string& 
   return out;
 }
 
+std::vector<std::string> parse_string_list(const std::string& text, const std::string& option) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    size_t comma = text.find(',', start);
+    if (comma == std::string::npos) comma = text.size();
+    std::string item = text.substr(start, comma - start);
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.empty()) fail(option, ": empty item in '", text, "'");
+    out.push_back(item);
+    start = comma + 1;
+  }
+  return out;
+}
+
 }  // namespace dllm::cli

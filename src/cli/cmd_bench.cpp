@@ -15,6 +15,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "decode/s2d2_verify.h"
+#include "engine/engine.h"
 #include "io/json_file.h"
 #include "model/random_model.h"
 
@@ -30,10 +31,67 @@ struct BenchArgs {
   // to the whole canvas, instead of a new block after it.
   bool at_slots = false;
   bool attention_rows = false;  // also return head-averaged attention rows (d2Cache's rollout)
+  // Whole generations instead of single steps: comma-separated strategies run by the engine on
+  // a synthetic prompt (decode_bench).
+  std::string decode;
+  int prompt_length = 512, max_tokens = 256;
 };
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+void write_json(const BenchArgs& a, const std::string& device, const nlohmann::json& rows) {
+  std::FILE* f = std::fopen(a.json_out.c_str(), "w");
+  if (!f) fail(a.json_out, ": cannot open for writing");
+  const std::string s =
+      nlohmann::json({{"shape", a.shape}, {"device", device}, {"rows", rows}}).dump(1);
+  std::fwrite(s.data(), 1, s.size(), f);
+  std::fclose(f);
+}
+
+// Full generations with each strategy (d2Cache and its baselines on a LLaDA/Dream shape): the
+// engine's own loop, so every step has the rows, caches and host work the strategy really uses.
+// With random weights no token is ever confident, so the threshold rules fall back to one token
+// per step for every strategy alike: compare ms per step and rows per step, not tokens/s.
+void decode_bench(const BenchArgs& a, const Model& model, Backend& backend,
+                  const std::string& device, nlohmann::json& out) {
+  const ModelConfig& c = model.config();
+  if (a.prompt_length <= 0 || a.max_tokens <= 0)
+    fail("--prompt-length and --max-tokens must be positive");
+  std::vector<int32_t> prompt(static_cast<size_t>(a.prompt_length));
+  for (size_t i = 0; i < prompt.size(); ++i)
+    prompt[i] = static_cast<int32_t>((i * 7919 + 11) % static_cast<size_t>(c.vocab_size));
+  std::printf("\n%s on %s: prompt %d, %d generated tokens\n\n", a.shape.c_str(), device.c_str(),
+              a.prompt_length, a.max_tokens);
+  std::printf("| strategy | forwards | ms/forward | rows/forward | %% of canvas | s in all |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  const double canvas = a.prompt_length + a.max_tokens;
+  for (const std::string& strategy : parse_string_list(a.decode, "--decode")) {
+    DecodeParams d;
+    d.strategy = strategy;
+    d.max_tokens = a.max_tokens;
+    GenerationRequest req;
+    req.prompt = prompt;
+    req.params = resolve_decode_params(c, d, a.prompt_length);
+    Engine engine(model, backend);
+    engine.generate(req);  // warm-up: allocations, graph capture
+    const GenerationResult r = engine.generate(req);
+    const double f = static_cast<double>(r.stats.forwards);
+    const double rows = static_cast<double>(r.stats.query_rows) / f;
+    std::printf("| %s | %lld | %.2f | %.1f | %.1f | %.2f |\n", strategy.c_str(),
+                static_cast<long long>(r.stats.forwards), r.stats.seconds * 1e3 / f, rows,
+                100.0 * rows / canvas, r.stats.seconds);
+    std::fflush(stdout);
+    out.push_back({{"strategy", strategy},
+                   {"prompt_length", a.prompt_length},
+                   {"max_tokens", a.max_tokens},
+                   {"forwards", r.stats.forwards},
+                   {"ms_per_forward", r.stats.seconds * 1e3 / f},
+                   {"rows_per_forward", rows},
+                   {"canvas_fraction", rows / canvas},
+                   {"seconds", r.stats.seconds}});
+  }
 }
 
 void run_bench(const BenchArgs& a) {
@@ -59,6 +117,12 @@ void run_bench(const BenchArgs& a) {
   const ModelConfig& c = model->config();
   std::fprintf(stderr, "bench: %s (%.2f B parameters) on %s, set up in %.1f s\n", a.shape.c_str(),
                model->parameter_count() / 1e9, backend->name().c_str(), now_s() - t0);
+  if (!a.decode.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    decode_bench(a, *model, *backend, device, rows);
+    if (!a.json_out.empty()) write_json(a, backend->name(), rows);
+    return;
+  }
   const double bw = measure_copy_bandwidth(device);
   // Bytes a step must read: every weight once (stored bf16 on the GPU, fp32 on the CPU) and the
   // K/V of every visible token (bf16 on the GPU, fp32 on the CPU), all layers.
@@ -188,14 +252,7 @@ void run_bench(const BenchArgs& a) {
       std::printf("  %-28s %8.3f ms  %5.1f%%\n", it.key().c_str(), it.value().get<double>(),
                   100.0 * it.value().get<double>() / r["ms_per_step"].get<double>());
   }
-  if (!a.json_out.empty()) {
-    std::FILE* f = std::fopen(a.json_out.c_str(), "w");
-    if (!f) fail(a.json_out, ": cannot open for writing");
-    const std::string s =
-        nlohmann::json({{"shape", a.shape}, {"device", backend->name()}, {"rows", rows}}).dump(1);
-    std::fwrite(s.data(), 1, s.size(), f);
-    std::fclose(f);
-  }
+  if (!a.json_out.empty()) write_json(a, backend->name(), rows);
 }
 
 }  // namespace
@@ -221,6 +278,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--attention-rows", a->attention_rows,
                 "Also compute the head-averaged attention rows d2Cache's rollout reads "
                 "(bidirectional, with --write-at-slots)");
+  cmd->add_option("--decode", a->decode,
+                  "Time whole generations instead of steps: comma-separated strategies (e.g. "
+                  "full,fastdllm,dllmcache,d2cache on a LLaDA/Dream shape)");
+  cmd->add_option("--prompt-length", a->prompt_length, "--decode: prompt tokens (default 512)");
+  cmd->add_option("--max-tokens", a->max_tokens, "--decode: generated tokens (default 256)");
   cmd->add_option("--device", a->device, "auto | cpu | cuda");
   cmd->add_option("--reps", a->reps, "Timed repetitions per context (default 20)");
   cmd->add_option("--prefill", a->prefill, "Tokens of the timed prefill (default 2048)");
