@@ -31,9 +31,7 @@ D2CacheDecoder::D2CacheDecoder(const ModelConfig& config, const DecodeParams& pa
 }
 
 bool D2CacheDecoder::block_has_masks(int32_t block) const {
-  for (int32_t g = block * block_len_; g < (block + 1) * block_len_; ++g)
-    if (x_[static_cast<size_t>(prompt_len_ + g)] == mask_id_) return true;
-  return false;
+  return range_has_mask(x_, prompt_len_ + block * block_len_, block_len_, mask_id_);
 }
 
 bool D2CacheDecoder::plan(SequenceForward& fwd) {

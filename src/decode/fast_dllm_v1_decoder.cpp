@@ -4,6 +4,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "decode/full_diffusion_schedule.h"
 
 namespace dllm {
 
@@ -22,10 +23,7 @@ FastDllmV1Decoder::FastDllmV1Decoder(const ModelConfig& config, const DecodePara
 }
 
 bool FastDllmV1Decoder::block_has_masks() const {
-  const int32_t s = prompt_len_ + block_ * block_len_;
-  for (int32_t j = s; j < s + block_len_; ++j)
-    if (x_[static_cast<size_t>(j)] == mask_id_) return true;
-  return false;
+  return range_has_mask(x_, prompt_len_ + block_ * block_len_, block_len_, mask_id_);
 }
 
 bool FastDllmV1Decoder::plan(SequenceForward& fwd) {

@@ -9,6 +9,12 @@
 
 namespace dllm {
 
+bool range_has_mask(const std::vector<int32_t>& x, int32_t begin, int32_t length, int32_t mask_id) {
+  for (int32_t j = begin; j < begin + length; ++j)
+    if (x[static_cast<size_t>(j)] == mask_id) return true;
+  return false;
+}
+
 std::vector<int32_t> top_k_indices(const std::vector<double>& score, int32_t k) {
   std::vector<int32_t> order(score.size());
   std::iota(order.begin(), order.end(), 0);

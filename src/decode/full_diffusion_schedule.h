@@ -9,6 +9,9 @@
 
 namespace dllm {
 
+// Whether x[begin, begin + length) holds a mask (a block of the canvas still being decoded).
+bool range_has_mask(const std::vector<int32_t>& x, int32_t begin, int32_t length, int32_t mask_id);
+
 // The k highest scores (indices into `score`, ascending); ties break toward the lower index,
 // k is clamped to the size.
 std::vector<int32_t> top_k_indices(const std::vector<double>& score, int32_t k);
