@@ -6,6 +6,8 @@
 # machine with the apt dependencies) is present, its binaries are used; otherwise this builds with
 # CMake, which needs the dependencies installed.
 #   GPU_CHECK_SHAPES="configs/sdar-8b.json" GPU_CHECK_CONTEXTS="4096,32768,131072" GPU_CHECK_BLOCKS="32 4"
+#   GPU_CHECK_DECODE="full,fastdllm,dllmcache,d2cache" (strategies of the whole-generation bench)
+#   GPU_CHECK_NCU=1 (Nsight Compute on the attention kernel)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu-check}
@@ -28,7 +30,7 @@ if [ -d gpu-bundle ]; then
   echo "using prebuilt gpu-bundle/ (ldd check:)"; ldd "$BIN/dllm_cuda_tests" | grep -i "not found" || echo "  all libraries found"
   "$BIN/dllm_cuda_tests" 2>&1 | tee "$OUT/cuda_tests.log" | tail -30 || status=1
   grep -q "PASSED" "$OUT/cuda_tests.log" && ! grep -q "FAILED" "$OUT/cuda_tests.log" || status=1
-  compute-sanitizer --tool memcheck --error-exitcode 1 "$BIN/dllm_cuda_tests" --gtest_filter='CudaKernels.*:CudaBackend.ForwardContract*:CudaBackend.Batch*' \
+  compute-sanitizer --tool memcheck --error-exitcode 1 "$BIN/dllm_cuda_tests" --gtest_filter='CudaKernels.*:CudaBackend.ForwardContract*:CudaBackend.Batch*:CudaD2Cache.*:CudaDllmCache.*' \
     > "$OUT/memcheck.log" 2>&1 && echo "memcheck: clean" || { echo "memcheck: ERRORS (see memcheck.log)"; tail -20 "$OUT/memcheck.log"; status=1; }
 else
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLLM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null &&
@@ -42,31 +44,32 @@ fi
 
 for shape in $SHAPES; do
   name=$(basename "$shape" .json)
+  "$BIN/dllm" bench --device cuda --shape "$shape" --block "${BLOCKS// /,}" --context "$CONTEXTS" --reps 20 \
+    --json "$OUT/bench-$name.json" 2>&1 | tee -a "$OUT/bench.md"
   for b in $BLOCKS; do
-    "$BIN/dllm" bench --device cuda --shape "$shape" --block "$b" --context "$CONTEXTS" --reps 20 \
-      --json "$OUT/bench-$name-b$b.json" 2>&1 | tee -a "$OUT/bench.md"
     python3 tools/bench_torch.py --shape "$shape" --block "$b" --context "$CONTEXTS" --reps 10 \
       --json "$OUT/peer-$name-b$b.json" 2>&1 | tee -a "$OUT/peer.md"
   done
 done
+# S2D2: the 2L verifier forward (2 x block rows, custom mask) next to the draft step above.
+"$BIN/dllm" bench --device cuda --shape configs/sdar-8b.json --step verify --block 32,16,4 \
+  --context 4096,32768 --reps 20 --prefill 0 --json "$OUT/bench-s2d2-verify.json" 2>&1 | tee -a "$OUT/bench.md"
 # WeDLM: a window step (W = 16: 2W causal rows appended after the context) against the
 # autoregressive step, on a WeDLM-8B-shaped model.
-for b in 32 1; do
-  "$BIN/dllm" bench --device cuda --shape configs/wedlm-8b.json --step causal --block "$b" \
-    --context 4096,32768 --reps 20 --json "$OUT/bench-wedlm-8b-causal$b.json" 2>&1 | tee -a "$OUT/bench.md"
-done
-# d2Cache-style steps on a 768-token canvas (prompt 512 + gen 256), LLaDA-8B / Dream-7B shapes:
-# rows recomputed per step = 768 (vanilla full diffusion), 32 (Fast-dLLM v1 dual cache: the
-# block), 64 (a d2Cache step: k = 32 masks + decoded + rollout nucleus; also with the attention
-# rows its rollout reads). dLLM-Cache is CPU-only.
+"$BIN/dllm" bench --device cuda --shape configs/wedlm-8b.json --step causal --block 32,1 \
+  --context 4096,32768 --reps 20 --json "$OUT/bench-wedlm-8b-causal.json" 2>&1 | tee -a "$OUT/bench.md"
+# d2Cache and its baselines on a 768-token canvas (prompt 512 + gen 256), LLaDA-8B / Dream-7B
+# shapes. Single steps: rows recomputed = 768 (vanilla), 64 and 32, and 64 with the attention
+# rows the rollout reads. Whole generations through the engine: every strategy's real steps
+# (vanilla full diffusion, Fast-dLLM v1 dual cache, dLLM-Cache, d2Cache).
 for shape in configs/llada-8b.json configs/dream-7b.json; do
   name=$(basename "$shape" .json)
-  for rows in 768 64 32; do
-    "$BIN/dllm" bench --device cuda --shape "$shape" --write-at-slots --block "$rows" --context 768 \
-      --reps 20 --prefill 0 --json "$OUT/bench-d2c-$name-r$rows.json" 2>&1 | tee -a "$OUT/bench-d2cache.md" || status=1
-  done
+  "$BIN/dllm" bench --device cuda --shape "$shape" --write-at-slots --block 768,64,32 --context 768 \
+    --reps 20 --prefill 0 --json "$OUT/bench-d2c-$name-steps.json" 2>&1 | tee -a "$OUT/bench-d2cache.md" || status=1
   "$BIN/dllm" bench --device cuda --shape "$shape" --write-at-slots --attention-rows --block 64 --context 768 \
     --reps 20 --prefill 0 --json "$OUT/bench-d2c-$name-r64-rows.json" 2>&1 | tee -a "$OUT/bench-d2cache.md" || status=1
+  "$BIN/dllm" bench --device cuda --shape "$shape" --decode "${GPU_CHECK_DECODE:-full,fastdllm,dllmcache,d2cache}" \
+    --prompt-length 512 --max-tokens 256 --json "$OUT/bench-decode-$name.json" 2>&1 | tee -a "$OUT/bench-d2cache.md" || status=1
 done
 # Optional: Nsight Compute on the attention kernel of one denoising step (GPU_CHECK_NCU=1).
 if [ "${GPU_CHECK_NCU:-0}" = 1 ]; then

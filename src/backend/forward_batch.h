@@ -21,7 +21,8 @@ enum class CacheWrite {
 // dLLM-Cache step (method-specs §6.3): the queries are the whole canvas at positions 0..n-1,
 // one sequence per batch, write none (the mode manages the cache). The first forward over an
 // empty cache computes and caches everything; later ones reuse per-layer attention and FFN
-// outputs and recompute only what the flags and rho select. CPU backend only.
+// outputs and recompute only what the flags and rho select. Both backends (the CUDA one in
+// src/backend/cuda/cuda_dllm_cache.cpp).
 struct DllmCacheStep {
   int32_t prompt_length = 0;
   bool refresh_prompt = false;

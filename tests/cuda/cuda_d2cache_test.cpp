@@ -173,7 +173,6 @@ TEST(CudaD2Cache, CachedStrategiesTrackTheCpu) {
     auto cpu = make_cpu_backend(*model);
     for (const auto& c : fx["cases"]) {
       const auto& p = c["params"];
-      if (p["strategy"] == "dllmcache") continue;  // CPU backend only
       SCOPED_TRACE(name + std::string(" ") + c["name"].get<std::string>());
       DecodeParams d;
       d.strategy = p["strategy"];
@@ -188,6 +187,9 @@ TEST(CudaD2Cache, CachedStrategiesTrackTheCpu) {
       d.d2c_inflate = p["d2c_inflate"];
       d.d2c_frozen_conf = p["d2c_frozen_conf"];
       d.d2c_select_all = p["d2c_select_all"];
+      d.dlc_kp = p["dlc_kp"];
+      d.dlc_kr = p["dlc_kr"];
+      d.dlc_rho = p["dlc_rho"];
       const auto prompt = c["prompt"].get<std::vector<int32_t>>();
       d = resolve_decode_params(model->config(), d, int64_t(prompt.size()));
       auto dc = make_decoder(model->config(), d, prompt),
@@ -224,6 +226,119 @@ TEST(CudaD2Cache, CachedStrategiesTrackTheCpu) {
   std::printf("  cached-strategy GPU trajectories identical to CPU: %d of %d\n", identical, cases);
   EXPECT_GE(cases, 40);
   EXPECT_GE(identical * 10, cases * 3);
+}
+
+}  // namespace
+}  // namespace dllm
+
+namespace dllm {
+namespace {
+
+// dLLM-Cache steps (first forward, a response refresh, a value-similarity step, a prompt
+// refresh) on both backends: logits within bf16 tolerance of the CPU's at every step.
+TEST(CudaDllmCache, StepsMatchTheCpu) {
+  for (const char* name : {"llada-tiny", "dream-tiny"}) {
+    SCOPED_TRACE(name);
+    auto model = Model::load(test::model_fixture(name));
+    auto gpu = make_cuda_backend(*model);
+    auto cpu = make_cpu_backend(*model);
+    const int32_t mask = static_cast<int32_t>(model->config().mask_token_id);
+    std::vector<int32_t> ids = {3, 99, 17, 250, 5, mask, mask, 8, mask, mask, mask, 41, mask, mask};
+    const int32_t n = static_cast<int32_t>(ids.size());
+    auto gc = gpu->create_cache(n);
+    auto cc = cpu->create_cache(n);
+    struct Step {
+      bool prompt, response;
+      float rho;
+    };
+    const Step steps[] = {{true, true, 0.25f},   {false, true, 0.25f}, {false, false, 0.5f},
+                          {false, false, 0.25f}, {true, false, 0.0f},  {false, false, 1.0f}};
+    int k = 0;
+    for (const Step& st : steps) {
+      SCOPED_TRACE("step " + std::to_string(k));
+      ids[static_cast<size_t>(5 + k)] = 40 + k;  // the canvas changes between steps
+      ++k;
+      auto make = [&](KvCache* cache) {
+        SequenceForward f;
+        f.cache = cache;
+        f.tokens = ids;
+        f.positions.resize(ids.size());
+        std::iota(f.positions.begin(), f.positions.end(), 0);
+        f.rule = AttentionRule::bidirectional();
+        f.dllm_cache = DllmCacheStep{5, st.prompt, st.response, st.rho};
+        f.want_logits = true;
+        f.output_rows.resize(ids.size());
+        std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
+        return f;
+      };
+      auto fg = make(gc.get());
+      auto fc = make(cc.get());
+      const auto g = gpu->forward(std::span(&fg, 1))[0];
+      const auto c = cpu->forward(std::span(&fc, 1))[0];
+      ASSERT_EQ(g.logits.size(), c.logits.size());
+      EXPECT_LE(test::rel_error(g.logits, c.logits), 2e-2);
+    }
+    EXPECT_EQ(gc->length(), n);
+  }
+}
+
+TEST(CudaDllmCache, KernelsMatchNaive) {
+  std::mt19937 rng(23);
+  const int m = 5, dim = 70, rows_total = 9;
+  const std::vector<int32_t> rows = {7, 0, 3, 8, 4};
+  auto src = test::random_floats(size_t(m) * dim, rng);
+  auto dst0 = test::random_floats(size_t(rows_total) * dim, rng);
+  auto d_src = test::to_device(src);
+  auto d_rows = test::to_device(rows);
+  auto d_dst = test::to_device(dst0);
+  cuda::scatter_rows(d_src.get(), d_rows.get(), d_dst.get(), m, dim, nullptr);
+  auto want = dst0;
+  for (int i = 0; i < m; ++i)
+    std::copy_n(&src[size_t(i) * dim], dim, &want[size_t(rows[size_t(i)]) * dim]);
+  EXPECT_EQ(test::to_host(d_dst), want);
+
+  auto a = test::random_floats(size_t(rows_total) * dim, rng);
+  auto d_a = test::to_device(a);
+  cuda::add_inplace(d_dst.get(), d_a.get(), int64_t(rows_total) * dim, nullptr);
+  for (size_t i = 0; i < want.size(); ++i) want[i] += a[i];
+  EXPECT_EQ(test::to_host(d_dst), want);
+
+  // Value similarity: cosine of (v_new + bias) against the cached bf16 rows, then the cache
+  // holds bf16(v_new + bias). Row 2 is the cached row itself (similarity 1), row 3 its negation.
+  const int g = 4, kvd = 96;
+  auto v_new = test::random_floats(size_t(g) * kvd, rng);
+  auto bias = test::random_floats(kvd, rng, 0.1f);
+  auto cached = test::random_floats(size_t(g) * kvd, rng);
+  for (int i = 0; i < kvd; ++i) {
+    v_new[size_t(2 * kvd + i)] = cached[size_t(2 * kvd + i)] - bias[size_t(i)];
+    v_new[size_t(3 * kvd + i)] = -cached[size_t(3 * kvd + i)] - bias[size_t(i)];
+  }
+  const auto cached_bits = test::round_bf16(cached);
+  auto d_v = test::to_device(v_new);
+  auto d_bias = test::to_device(bias);
+  auto d_cache = test::to_device(cached_bits);
+  cuda::DeviceBuffer<float> d_sim(g, "sim");
+  cuda::value_similarity(d_v.get(), d_bias.get(), reinterpret_cast<cuda::bf16*>(d_cache.get()),
+                         d_sim.get(), g, kvd, nullptr);
+  const auto sim = test::to_host(d_sim);
+  const auto new_cache = test::to_host(d_cache);
+  for (int r = 0; r < g; ++r) {
+    double ab = 0, aa = 0, bb = 0;
+    for (int i = 0; i < kvd; ++i) {
+      const double x = double(v_new[size_t(r * kvd + i)]) + bias[size_t(i)];
+      const double y = cached[size_t(r * kvd + i)];
+      ab += x * y;
+      aa += x * x;
+      bb += y * y;
+    }
+    EXPECT_NEAR(sim[size_t(r)], ab / std::max(std::sqrt(aa) * std::sqrt(bb), 1e-8), 1e-5)
+        << "row " << r;
+    for (int i = 0; i < kvd; ++i)
+      EXPECT_EQ(new_cache[size_t(r * kvd + i)],
+                f32_to_bf16(v_new[size_t(r * kvd + i)] + bias[size_t(i)]));
+  }
+  EXPECT_NEAR(sim[2], 1.0f, 1e-2);
+  EXPECT_NEAR(sim[3], -1.0f, 1e-2);
 }
 
 }  // namespace

@@ -18,6 +18,11 @@ class CudaKvCache final : public KvCache {
   bf16* v(int64_t layer) { return v_.get() + layer * cap_ * kv_dim_; }
   int32_t* slot_positions() { return pos_.get(); }
 
+  // dLLM-Cache (method-specs §6.3): per layer, the attention output (after o_proj) and the FFN
+  // output of every canvas row, fp32 [layers, rows, hidden]; sized by the first dLLM-Cache
+  // forward of the sequence.
+  DeviceBuffer<float> dllm_attn_out, dllm_ffn_out;
+
  private:
   void grow_storage(int64_t new_capacity) override;
   int64_t layers_, kv_dim_, cap_ = 0;

@@ -92,6 +92,17 @@ void attention_rows(const AttentionRowsParams& p, cudaStream_t stream);
 size_t attention_rows_max_keys();
 size_t attention_rows_workspace_floats(int n_q, int n_keys, int heads, int kv_heads);
 
+// dLLM-Cache steps (method-specs §6.3):
+// dst[rows[i], :] = src[i, :] for i < m (fp32 rows of width dim).
+void scatter_rows(const float* src, const int32_t* rows, float* dst, int m, int dim,
+                  cudaStream_t stream);
+// x[e] += a[e] for e < n.
+void add_inplace(float* x, const float* a, int64_t n, cudaStream_t stream);
+// For each of g rows: v = v_new[r] + bias (bias may be null); sim[r] = cos(v, v_cache[r]) with
+// torch's eps 1e-8 (double sums); then v_cache[r] = bf16(v).
+void value_similarity(const float* v_new, const float* bias, bf16* v_cache, float* sim, int g,
+                      int kvd, cudaStream_t stream);
+
 // Per-row statistics of fp32 logits for greedy decoding (the device half of TokenStats): argmax,
 // its probability, entropy, top1 - top2 margin. Banned ids act as -inf.
 struct DeviceTokenStats {
