@@ -30,6 +30,22 @@ struct DllmCacheStep {
   float rho = 0.25f;  // fraction of response rows refreshed by value similarity (0: none)
 };
 
+// S2D2 verification on the backend (method-specs §5.2). The draft forward keeps its output rows'
+// logits with the sequence's cache (SequenceForward::retain_logits); the verify forward names,
+// per output row, the kept draft row, the drafted token and the residual uniform, and gets back
+// q(x) and p(x) under the sampler's distribution (sampling_distribution) and a draw from
+// norm((q - p)+), q itself when that mass is 0 (residual_sample): the verifier's logits rows
+// never leave the device.
+struct SpanVerify {
+  std::vector<int32_t> draft_rows;    // per output row: index of the kept draft row
+  std::vector<int32_t> draft_tokens;  // per output row: the drafted token x
+  std::vector<double> residual_u;     // per output row: uniform in [0, 1) of the residual draw
+};
+struct VerifyRow {
+  double q_token = 0, p_token = 0;  // q(x), p(x)
+  int32_t residual_token = -1;      // the residual draw (used at the first rejection)
+};
+
 struct SequenceForward {
   // The sequence's cache; null means no cache at all (full recompute, nothing visible but the
   // queries themselves, and write must be kNone).
@@ -57,6 +73,11 @@ struct SequenceForward {
 
   std::optional<DllmCacheStep> dllm_cache;
 
+  // S2D2 (SpanVerify above): keep this forward's output-row logits with the cache (replacing what
+  // was kept), and/or verify this forward's output rows against the kept rows.
+  bool retain_logits = false;
+  std::optional<SpanVerify> verify;
+
   // Sampling for want_stats: the row's draw is uniform(rng, rng_positions[i], kTokenSample);
   // rng_positions defaults to the logical position of each output row. Right-shifted families
   // pass the position of the token being decided instead.
@@ -73,6 +94,7 @@ struct SequenceResult {
   // slots that were not keys, are 0. attention_width = 1 + the largest key slot.
   std::vector<float> attention_rows;
   int64_t attention_width = 0;
+  std::vector<VerifyRow> verify_rows;  // [output_rows.size()] when verify
 };
 
 }  // namespace dllm

@@ -46,6 +46,22 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
                                  static_cast<size_t>(seq.append_count) > n))
     fail(where, "append_count ", seq.append_count, " needs an append write and at most ", n,
          " queries");
+  if ((seq.retain_logits || seq.verify) && !seq.cache)
+    fail(where, "retain_logits and verify need the sequence's cache (it keeps the draft rows)");
+  if (seq.verify) {
+    const SpanVerify& v = *seq.verify;
+    const size_t m = seq.output_rows.size();
+    if (v.draft_rows.size() != m || v.draft_tokens.size() != m || v.residual_u.size() != m)
+      fail(where, "verify: ", v.draft_rows.size(), " draft rows, ", v.draft_tokens.size(),
+           " draft tokens and ", v.residual_u.size(), " uniforms for ", m, " output rows");
+    for (size_t i = 0; i < m; ++i) {
+      if (v.draft_tokens[i] < 0 || v.draft_tokens[i] >= config.vocab_size)
+        fail(where, "verify: draft token ", v.draft_tokens[i], " is outside the vocabulary");
+      if (v.draft_rows[i] < 0) fail(where, "verify: draft row ", v.draft_rows[i], " is negative");
+      if (!(v.residual_u[i] >= 0.0 && v.residual_u[i] < 1.0))
+        fail(where, "verify: residual uniform ", v.residual_u[i], " is outside [0, 1)");
+    }
+  }
   if (!seq.rng_positions.empty() && seq.rng_positions.size() != seq.output_rows.size())
     fail(where, seq.rng_positions.size(), " rng positions for ", seq.output_rows.size(),
          " output rows");

@@ -91,7 +91,6 @@ bool S2d2Decoder::plan(SequenceForward& fwd) {
   }
   fwd.write = CacheWrite::kNone;
   fwd.sampler = params_.sampler;
-  fwd.want_logits = true;
   if (phase_ == Phase::kVerify) {
     // The block prefix up to the end of C with the span draft-filled (everything before C is
     // already decoded), then for SDAR one [MASK] per span position.
@@ -112,13 +111,25 @@ bool S2d2Decoder::plan(SequenceForward& fwd) {
       fwd.rule = AttentionRule::custom(verifier_mask_2l(s, end, span_));
     }
     verify_key_ = RngKey{params_.seed, params_.sequence_id, static_cast<uint32_t>(forwards_)};
+    // q(x), p(x) and the residual draw come from the backend (the draft forward kept its rows;
+    // draft_ starts with C, so span row t is kept row t).
+    SpanVerify v;
+    for (size_t t = 0; t < span_.size(); ++t) {
+      v.draft_rows.push_back(static_cast<int32_t>(t));
+      v.draft_tokens.push_back(draft_[t].token);
+      v.residual_u.push_back(residual_uniform(verify_key_, s + span_[t]));
+    }
+    fwd.verify = std::move(v);
     ++spec_.verify_calls;
     ++forwards_;
     return true;
   }
-  // Draft forward.
+  // Draft forward: the span rows' distributions feed the routing estimators here, and the
+  // backend keeps the rows for the verify forward's residual.
   fwd.tokens.assign(x_.begin() + s, x_.begin() + s + b);
   for (int32_t i = 0; i < b; ++i) fwd.positions.push_back(s + i);
+  fwd.want_logits = true;
+  fwd.retain_logits = true;
   fwd.want_stats = true;
   fwd.rng = RngKey{params_.seed, params_.sequence_id, static_cast<uint32_t>(forwards_)};
   draft_.clear();
@@ -236,23 +247,21 @@ void S2d2Decoder::observe_draft(const SequenceResult& result) {
 
 void S2d2Decoder::observe_verify(const SequenceResult& result) {
   const int32_t s = block_start();
-  const size_t v = static_cast<size_t>(vocab_);
   int32_t decoded = 0;
+  if (result.verify_rows.size() != span_.size())
+    fail("s2d2: the verify forward returned ", result.verify_rows.size(), " rows for a span of ",
+         span_.size());
   for (size_t t = 0; t < span_.size(); ++t) {
-    const std::vector<double> q = sampling_distribution(
-        std::span<const float>(result.logits.data() + t * v, v), params_.sampler);
+    const VerifyRow& row = result.verify_rows[t];
     const int32_t pos = s + span_[t];
-    const int32_t tok = draft_[t].token;
-    const double ratio = acceptance_ratio(
-        q[static_cast<size_t>(tok)], span_probs_[t][static_cast<size_t>(tok)], params_.s2d2.gamma);
+    const double ratio = acceptance_ratio(row.q_token, row.p_token, params_.s2d2.gamma);
     ++decoded;
     if (accept_uniform(verify_key_, pos) < ratio) {
-      x_[static_cast<size_t>(pos)] = tok;
+      x_[static_cast<size_t>(pos)] = draft_[t].token;
       ++spec_.accepted;
       continue;
     }
-    x_[static_cast<size_t>(pos)] =
-        residual_sample(q, span_probs_[t], residual_uniform(verify_key_, pos));
+    x_[static_cast<size_t>(pos)] = row.residual_token;
     ++spec_.rejected;
     break;
   }

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
+
 namespace dllm {
 
 std::vector<uint8_t> verifier_mask_2l(int32_t n_cache, int32_t first_len,
@@ -60,6 +62,23 @@ int32_t residual_sample(std::span<const double> q, std::span<const double> p, do
     if (cum > target) return last;
   }
   return last;  // u within rounding of 1
+}
+
+std::vector<VerifyRow> verify_span_rows(std::span<const float> verifier_logits,
+                                        std::span<const float> kept_logits, int64_t vocab,
+                                        const SpanVerify& verify, const SamplerConfig& sampler) {
+  const size_t v = static_cast<size_t>(vocab);
+  const size_t kept = kept_logits.size() / v;
+  std::vector<VerifyRow> out(verify.draft_rows.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const size_t d = static_cast<size_t>(verify.draft_rows[i]);
+    if (d >= kept) fail("verify: draft row ", d, " but the draft forward kept ", kept, " rows");
+    const auto q = sampling_distribution(verifier_logits.subspan(i * v, v), sampler);
+    const auto p = sampling_distribution(kept_logits.subspan(d * v, v), sampler);
+    const size_t x = static_cast<size_t>(verify.draft_tokens[i]);
+    out[i] = {q[x], p[x], residual_sample(q, p, verify.residual_u[i])};
+  }
+  return out;
 }
 
 }  // namespace dllm

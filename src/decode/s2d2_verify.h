@@ -7,7 +7,9 @@
 #include <span>
 #include <vector>
 
+#include "backend/forward_batch.h"
 #include "decode/rng.h"
+#include "decode/token_stats.h"
 
 namespace dllm {
 
@@ -32,6 +34,14 @@ double acceptance_ratio(double q, double p, double gamma);
 // A draw from (q - p)+ / Z by inverse CDF in id order with `u` in [0, 1) (double accumulation);
 // from q itself when Z == 0.
 int32_t residual_sample(std::span<const double> q, std::span<const double> p, double u);
+
+// SpanVerify's host semantics (the CPU backend; the CUDA backend when the sampler filters with
+// top-k/top-p): for output row i, q = sampling_distribution(verifier row i), p =
+// sampling_distribution(kept row draft_rows[i]), and {q(x), p(x), residual_sample(q, p, u)}.
+// Rows are vocab floats each; errors name a draft row outside the kept rows.
+std::vector<VerifyRow> verify_span_rows(std::span<const float> verifier_logits,
+                                        std::span<const float> kept_logits, int64_t vocab,
+                                        const SpanVerify& verify, const SamplerConfig& sampler);
 
 // RNG draws of one verification: the accept uniform of the token at `position` and the residual
 // uniform (RngStream::kAccept, indices 0 and 1), keyed by the verify forward's step.

@@ -19,6 +19,8 @@ class HostKvCache final : public KvCache {
   // dLLM-Cache (method-specs §6.3): per layer, the attention output (after o_proj) and the FFN
   // output of every canvas row, [layer][slot * hidden]; empty unless that mode ran.
   std::vector<std::vector<float>> attn_out, ffn_out;
+  // S2D2: the draft forward's output-row logits (SequenceForward::retain_logits), vocab each.
+  std::vector<float> kept_logits;
 
  private:
   void grow_storage(int64_t new_capacity) override;

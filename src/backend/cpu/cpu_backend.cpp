@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/sequence_slots.h"
 #include "core/error.h"
+#include "decode/s2d2_verify.h"
 #include "kv/host_kv_cache.h"
 
 namespace dllm {
@@ -129,7 +130,7 @@ void CpuBackend::compute_outputs(const SequenceForward& seq, const float* x,
   const float eps = static_cast<float>(c.norm_eps);
   const HostTensor& head = tied_ ? embed_ : lm_head_;
   const int64_t m = static_cast<int64_t>(seq.output_rows.size());
-  if (m == 0 || !(seq.want_logits || seq.want_stats)) return;
+  if (m == 0 || !(seq.want_logits || seq.want_stats || seq.retain_logits || seq.verify)) return;
   std::vector<float> rows(static_cast<size_t>(m * h));
   for (int64_t i = 0; i < m; ++i) {
     const int64_t r = seq.output_rows[static_cast<size_t>(i)];
@@ -152,6 +153,14 @@ void CpuBackend::compute_outputs(const SequenceForward& seq, const float* x,
           static_cast<size_t>(i * c.vocab_size), static_cast<size_t>(c.vocab_size));
       stats[static_cast<size_t>(i)] = compute_token_stats(row_logits, seq.sampler, seq.rng, pos);
     }
+  }
+  if (seq.retain_logits || seq.verify) {
+    auto* cache = dynamic_cast<HostKvCache*>(seq.cache);
+    if (!cache) fail("retain_logits / verify: the cache was not created by the CPU backend");
+    if (seq.verify)
+      result.verify_rows =
+          verify_span_rows(logits, cache->kept_logits, c.vocab_size, *seq.verify, seq.sampler);
+    if (seq.retain_logits) cache->kept_logits = logits;
   }
   if (!seq.want_logits) logits.clear();
 }
