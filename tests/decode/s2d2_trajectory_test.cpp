@@ -6,50 +6,11 @@
 
 #include "engine/engine.h"
 #include "io/json_file.h"
+#include "support/s2d2_fixture_params.h"
 #include "support/test_paths.h"
 
 namespace dllm {
 namespace {
-
-DecodeParams s2d2_params_from(const nlohmann::json& p) {
-  DecodeParams d;
-  d.strategy = p["strategy"];
-  d.max_tokens = p["max_tokens"];
-  d.block_length = p["block_length"];
-  d.steps = p["steps"];
-  d.threshold = p["threshold"];
-  d.remasking = p["remasking"];
-  d.sub_block_length = p["sub_block_length"];
-  d.confidence =
-      p["confidence"] == "filtered" ? ConfidenceKind::kFiltered : ConfidenceKind::kTempered;
-  d.sampler.temperature = p["temperature"];
-  d.sampler.top_k = p["top_k"];
-  d.sampler.top_p = p["top_p"];
-  d.seed = p["seed"];
-  const auto& s = p["s2d2"];
-  S2d2Params& o = d.s2d2;
-  o.policy = s["policy"];
-  o.span_min = s["span_min"];
-  o.score_type = s["score_type"];
-  o.score_cost = s["score_cost"];
-  o.score_threshold = s["score_threshold"];
-  o.hysteresis_on = s["hysteresis_on"];
-  o.hysteresis_off = s["hysteresis_off"];
-  o.estimator = s["estimator"];
-  o.entropy_beta = s["entropy_beta"];
-  o.margin_threshold = s["margin_threshold"];
-  o.entropy_threshold = s["entropy_threshold"];
-  o.confidence_power = s["confidence_power"];
-  o.margin_coef = s["margin_coef"];
-  o.gamma = s["gamma"];
-  o.ucb_beta = s["ucb_beta"];
-  o.ucb_span_bins = s["ucb_span_bins"];
-  o.ucb_progress_bins = s["ucb_progress_bins"];
-  o.ucb_entropy_bins = s["ucb_entropy_bins"];
-  o.cache_ver = s["cache_ver"];
-  o.draft_ver = s["draft_ver"];
-  return d;
-}
 
 class S2d2Trajectory : public ::testing::TestWithParam<std::string> {};
 
@@ -65,7 +26,7 @@ TEST_P(S2d2Trajectory, MatchesReferenceAfterEveryForward) {
     SCOPED_TRACE(c["name"].get<std::string>());
     GenerationRequest req;
     req.prompt = c["prompt"].get<std::vector<int32_t>>();
-    req.params = resolve_decode_params(model->config(), s2d2_params_from(c["params"]),
+    req.params = resolve_decode_params(model->config(), test::s2d2_params_from(c["params"]),
                                        int64_t(req.prompt.size()));
     req.stop_ids = c["params"]["stop_ids"].get<std::vector<int64_t>>();
     std::vector<std::vector<int32_t>> canvases;

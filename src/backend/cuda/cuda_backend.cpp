@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/sequence_slots.h"
+#include "decode/s2d2_verify.h"
 
 namespace dllm::cuda_backend {
 
@@ -114,8 +115,8 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
   const bool graphable = graphs_enabled_ && !profiling_ && batch.size() == 1 && s0.cache &&
                          !s0.want_attention_rows && s0.write != CacheWrite::kAtSlots &&
                          plans[0].slots.contiguous && s0.rule.kind != AttentionKind::kCustom &&
-                         !s0.want_logits && M > 0 && s0.want_stats &&
-                         device_stats_suffice(s0.sampler);
+                         !s0.want_logits && !s0.retain_logits && !s0.verify && M > 0 &&
+                         s0.want_stats && device_stats_suffice(s0.sampler);
   for (auto& p : plans) {
     p.max_keys = p.n_keys;
     if (graphable) {
@@ -158,12 +159,11 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
   moved |= attn_rows_ws_.ensure(rows_ws, "attention-rows workspace");
   moved |= pinned_ints_.ensure(ints.size());
   moved |= pinned_stats_.ensure(static_cast<size_t>(std::max(M, 1)));
-  if (moved) drop_graphs();
-
-  std::vector<SequenceResult> results(batch.size());
-  std::vector<cuda::DeviceTokenStats> host_stats(static_cast<size_t>(M));
-  // Attention rows (want_attention_rows): [layers, n, width] per sequence, columns = key slots.
-  std::vector<cuda::DeviceBuffer<float>> attn_rows(batch.size());
+  // Attention rows (want_attention_rows): [layers, n, width] per sequence, columns = key slots,
+  // one after another in attn_rows_out_ (a member: allocating per forward would sync the device).
+  std::vector<size_t> rows_at(batch.size(), 0), rows_count(batch.size(), 0);
+  size_t rows_total = 0;
+  std::vector<int64_t> rows_width(batch.size(), 0);
   for (size_t si = 0; si < batch.size(); ++si) {
     if (!batch[si].want_attention_rows) continue;
     const SeqPlan& p = plans[si];
@@ -173,12 +173,20 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
     int64_t width = 0;
     for (int32_t sl : p.slots.visible_slots) width = std::max<int64_t>(width, sl + 1);
     for (int32_t sl : p.slots.query_slots) width = std::max<int64_t>(width, sl + 1);
-    results[si].attention_width = width;
-    const size_t count =
+    rows_width[si] = width;
+    rows_at[si] = rows_total;
+    rows_count[si] =
         static_cast<size_t>(c.num_layers) * batch[si].tokens.size() * static_cast<size_t>(width);
-    attn_rows[si].resize(count, "attention rows");
-    DLLM_CUDA_CHECK(cudaMemsetAsync(attn_rows[si].get(), 0, count * sizeof(float), stream_));
+    rows_total += rows_count[si];
   }
+  moved |= attn_rows_out_.ensure(rows_total, "attention rows");
+  if (moved) drop_graphs();
+
+  std::vector<SequenceResult> results(batch.size());
+  std::vector<cuda::DeviceTokenStats> host_stats(static_cast<size_t>(M));
+  for (size_t si = 0; si < batch.size(); ++si) results[si].attention_width = rows_width[si];
+  if (rows_total > 0)
+    DLLM_CUDA_CHECK(cudaMemsetAsync(attn_rows_out_.get(), 0, rows_total * sizeof(float), stream_));
   // Everything the GPU does for this forward, in stream order; captured as a graph or run directly.
   auto enqueue = [&](const int32_t* ints_src, cuda::DeviceTokenStats* stats_dst) {
     DLLM_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), ints_src, ints.size() * sizeof(int32_t),
@@ -265,7 +273,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
           rp.head_dim = ap.head_dim;
           rp.width = static_cast<int>(results[si].attention_width);
           rp.scale = ap.scale;
-          rp.out = attn_rows[si].get() + static_cast<size_t>(li) * n * rp.width;
+          rp.out = attn_rows_out_.get() + rows_at[si] + static_cast<size_t>(li) * n * rp.width;
           rp.workspace = attn_rows_ws_.get();
           op_begin("attention rows");
           cuda::attention_rows(rp, stream_);
@@ -361,12 +369,79 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
   } else {
     enqueue(ints.data(), host_stats.data());
   }
+  // S2D2: verify against the kept draft rows, then keep this forward's rows (in that order: a
+  // forward may do both).
+  std::vector<std::vector<cuda::DeviceVerifyRow>> device_verify(batch.size());
+  std::vector<std::vector<float>> host_verify_kept(batch.size());
+  {
+    int64_t at = 0;
+    for (size_t si = 0; si < batch.size(); ++si) {
+      const SequenceForward& seq = batch[si];
+      const int64_t m = static_cast<int64_t>(seq.output_rows.size());
+      cuda::CudaKvCache* cache = plans[si].cache;
+      std::vector<int32_t> in;  // verify inputs, alive until the sync below
+      if (seq.verify && m > 0) {
+        for (int32_t d : seq.verify->draft_rows)
+          if (d >= cache->kept_rows)
+            fail("forward request ", si, ": verify: draft row ", d, " but the draft forward kept ",
+                 cache->kept_rows, " rows");
+        if (verify_on_device(seq.sampler)) {
+          verify_in_.ensure(static_cast<size_t>(3 * m), "verify inputs");
+          verify_out_.ensure(static_cast<size_t>(m), "verify outputs");
+          in.assign(seq.verify->draft_rows.begin(), seq.verify->draft_rows.end());
+          in.insert(in.end(), seq.verify->draft_tokens.begin(), seq.verify->draft_tokens.end());
+          for (double u : seq.verify->residual_u) {
+            const float f = static_cast<float>(u);
+            int32_t bits;
+            std::memcpy(&bits, &f, sizeof bits);
+            in.push_back(bits);
+          }
+          DLLM_CUDA_CHECK(cudaMemcpyAsync(verify_in_.get(), in.data(), in.size() * sizeof(int32_t),
+                                          cudaMemcpyHostToDevice, stream_));
+          cuda::SpanVerifyParams vp;
+          vp.q_logits = logits_.get() + at * c.vocab_size;
+          vp.kept_logits = cache->kept_logits.get();
+          vp.draft_rows = verify_in_.get();
+          vp.tokens = verify_in_.get() + m;
+          vp.u = reinterpret_cast<const float*>(verify_in_.get() + 2 * m);
+          vp.rows = static_cast<int>(m);
+          vp.vocab = static_cast<int>(c.vocab_size);
+          vp.inv_temperature = seq.sampler.greedy() ? 1.0f : 1.0f / seq.sampler.temperature;
+          for (int32_t id : seq.sampler.banned_tokens) vp.banned.ids[vp.banned.n++] = id;
+          vp.out = verify_out_.get();
+          cuda::span_verify(vp, stream_);
+          device_verify[si].resize(static_cast<size_t>(m));
+          DLLM_CUDA_CHECK(cudaMemcpyAsync(device_verify[si].data(), verify_out_.get(),
+                                          m * sizeof(cuda::DeviceVerifyRow), cudaMemcpyDeviceToHost,
+                                          stream_));
+        } else {
+          // Top-k / top-p: the host functions on the kept rows (the verifier's rows come back
+          // below as logits).
+          host_verify_kept[si].resize(static_cast<size_t>(cache->kept_rows * c.vocab_size));
+          DLLM_CUDA_CHECK(cudaMemcpyAsync(host_verify_kept[si].data(), cache->kept_logits.get(),
+                                          host_verify_kept[si].size() * sizeof(float),
+                                          cudaMemcpyDeviceToHost, stream_));
+        }
+        // verify_in_ is reused by the next sequence's copy only after this one's kernel ran.
+        DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+      }
+      if (seq.retain_logits && m > 0) {
+        cache->kept_logits.ensure(static_cast<size_t>(m * c.vocab_size), "kept draft logits");
+        DLLM_CUDA_CHECK(cudaMemcpyAsync(cache->kept_logits.get(), logits_.get() + at * c.vocab_size,
+                                        m * c.vocab_size * sizeof(float), cudaMemcpyDeviceToDevice,
+                                        stream_));
+        cache->kept_rows = m;
+      }
+      at += m;
+    }
+  }
   int64_t out_at = 0;
   for (size_t si = 0; si < batch.size(); ++si) {
     const SequenceForward& seq = batch[si];
     const int64_t m = static_cast<int64_t>(seq.output_rows.size());
-    const bool host_rows =
-        seq.want_logits || (seq.want_stats && !device_stats_suffice(seq.sampler));
+    const bool host_rows = seq.want_logits ||
+                           (seq.want_stats && !device_stats_suffice(seq.sampler)) ||
+                           (seq.verify && !verify_on_device(seq.sampler));
     if (m > 0 && host_rows) {
       results[si].logits.resize(static_cast<size_t>(m * c.vocab_size));
       DLLM_CUDA_CHECK(cudaMemcpyAsync(
@@ -377,10 +452,10 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
   }
   for (size_t si = 0; si < batch.size(); ++si) {
     if (!batch[si].want_attention_rows) continue;
-    results[si].attention_rows.resize(attn_rows[si].size());
-    DLLM_CUDA_CHECK(cudaMemcpyAsync(results[si].attention_rows.data(), attn_rows[si].get(),
-                                    attn_rows[si].size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                    stream_));
+    results[si].attention_rows.resize(rows_count[si]);
+    DLLM_CUDA_CHECK(
+        cudaMemcpyAsync(results[si].attention_rows.data(), attn_rows_out_.get() + rows_at[si],
+                        rows_count[si] * sizeof(float), cudaMemcpyDeviceToHost, stream_));
   }
   DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   if (profiling_) collect_profile();
@@ -406,6 +481,15 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
         for (int64_t i = 0; i < m; ++i)
           stats[static_cast<size_t>(i)] =
               from_device_stats(host_stats[static_cast<size_t>(out_at + i)]);
+      }
+    }
+    if (seq.verify && m > 0) {
+      if (!device_verify[si].empty()) {
+        for (const cuda::DeviceVerifyRow& d : device_verify[si])
+          results[si].verify_rows.push_back({d.q_token, d.p_token, d.residual_token});
+      } else {
+        results[si].verify_rows = verify_span_rows(results[si].logits, host_verify_kept[si],
+                                                   c.vocab_size, *seq.verify, seq.sampler);
       }
     }
     if (!seq.want_logits) results[si].logits.clear();

@@ -87,6 +87,12 @@ inline bool device_stats_suffice(const SamplerConfig& s) {
          s.banned_tokens.size() <= cuda::kMaxBanned && s.confidence_banned_tokens.empty();
 }
 
+// S2D2 span verification runs on the device for samplers without top-k / top-p (temperature and
+// a short banned list are handled there); otherwise on the host from copied rows.
+inline bool verify_on_device(const SamplerConfig& s) {
+  return s.top_k == 0 && !(s.top_p < 1.0f) && s.banned_tokens.size() <= cuda::kMaxBanned;
+}
+
 // TokenStats of one output row from the device's greedy statistics.
 inline TokenStats from_device_stats(const cuda::DeviceTokenStats& d) {
   TokenStats st;
@@ -280,12 +286,14 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> inv_freq_;
 
   // Activations and staging, grown to the largest forward seen.
-  DeviceBuffer<float> x_, qkv_, attn_ws_, attn_rows_ws_, logits_;
+  DeviceBuffer<float> x_, qkv_, attn_ws_, attn_rows_ws_, attn_rows_out_, logits_;
   DeviceBuffer<bf16> xn_, q_, attn_, gu_, act_, hn_;
   DeviceBuffer<int32_t> ints_;
   DeviceBuffer<uint8_t> masks_;
   DeviceBuffer<cuda::DeviceTokenStats> stats_;
   DeviceBuffer<float> dlc_out_, dlc_sim_;  // dLLM-Cache: o_proj / FFN rows, V similarities
+  DeviceBuffer<int32_t> verify_in_;        // S2D2 verify: draft rows | tokens | uniforms (bits)
+  DeviceBuffer<cuda::DeviceVerifyRow> verify_out_;
 };
 
 }  // namespace dllm::cuda_backend

@@ -22,6 +22,9 @@ class CudaKvCache final : public KvCache {
   // output of every canvas row, fp32 [layers, rows, hidden]; sized by the first dLLM-Cache
   // forward of the sequence.
   DeviceBuffer<float> dllm_attn_out, dllm_ffn_out;
+  // S2D2: the draft forward's output-row logits (SequenceForward::retain_logits), vocab each.
+  DeviceBuffer<float> kept_logits;
+  int64_t kept_rows = 0;
 
  private:
   void grow_storage(int64_t new_capacity) override;

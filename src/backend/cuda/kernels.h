@@ -119,6 +119,26 @@ struct BannedTokens {
 void greedy_token_stats(const float* logits, int rows, int vocab, BannedTokens banned,
                         DeviceTokenStats* out, cudaStream_t stream);
 
+// S2D2 span verification (span_verify.cu): per row, q(x) and p(x) under softmax(logits * inv_T)
+// with banned ids at -inf, and the residual draw from norm((q - p)+) (q when that mass is 0) by
+// inverse CDF in id order at u * Z.
+struct DeviceVerifyRow {
+  float q_token, p_token;
+  int32_t residual_token;
+};
+struct SpanVerifyParams {
+  const float* q_logits = nullptr;     // [rows, vocab]: the verifier's rows
+  const float* kept_logits = nullptr;  // [kept, vocab]: the draft forward's rows
+  const int32_t* draft_rows = nullptr;  // [rows]
+  const int32_t* tokens = nullptr;      // [rows]
+  const float* u = nullptr;             // [rows]
+  int rows = 0, vocab = 0;
+  float inv_temperature = 1.0f;
+  BannedTokens banned;
+  DeviceVerifyRow* out = nullptr;  // [rows]
+};
+void span_verify(const SpanVerifyParams& p, cudaStream_t stream);
+
 // Benchmark helpers: uniform random bf16 in [-1, 1); p[i] = i.
 void fill_random_bf16(bf16* data, int64_t n, uint64_t seed, cudaStream_t stream);
 void fill_iota(int32_t* p, int64_t n, cudaStream_t stream);
