@@ -128,7 +128,7 @@ bool S2d2Decoder::plan(SequenceForward& fwd) {
   // backend keeps the rows for the verify forward's residual.
   fwd.tokens.assign(x_.begin() + s, x_.begin() + s + b);
   for (int32_t i = 0; i < b; ++i) fwd.positions.push_back(s + i);
-  fwd.want_logits = true;
+  fwd.want_logits = params_.s2d2.needs_span_distributions();
   fwd.retain_logits = true;
   fwd.want_stats = true;
   fwd.rng = RngKey{params_.seed, params_.sequence_id, static_cast<uint32_t>(forwards_)};
@@ -205,16 +205,24 @@ void S2d2Decoder::observe_draft(const SequenceResult& result) {
   }
   // C: the first contiguous run of masks (draft_ is in increasing offset order).
   span_.clear();
-  span_probs_.clear();
   SpanContext ctx;
   for (size_t r = 0; r < draft_.size(); ++r) {
     if (r > 0 && draft_[r].offset != draft_[r - 1].offset + 1) break;
     span_.push_back(draft_[r].offset);
-    span_probs_.push_back(sampling_distribution(
-        std::span<const float>(result.logits.data() + r * v, v), params_.sampler));
-    ctx.span_token_p.push_back(span_probs_.back()[static_cast<size_t>(draft_[r].token)]);
   }
-  ctx.span_probs = span_probs_;
+  ctx.span_length = static_cast<int32_t>(span_.size());
+  if (params_.s2d2.needs_span_distributions()) {
+    const int64_t n = static_cast<int64_t>(span_.size());
+    ctx.span_probs.resize(span_.size());
+    ctx.span_token_p.resize(span_.size());
+#pragma omp parallel for if (n > 1 && vocab_ >= (1 << 14))  // one softmax over the vocabulary each
+    for (int64_t r = 0; r < n; ++r) {
+      const size_t i = static_cast<size_t>(r);
+      ctx.span_probs[i] = sampling_distribution(
+          std::span<const float>(result.logits.data() + i * v, v), params_.sampler);
+      ctx.span_token_p[i] = ctx.span_probs[i][static_cast<size_t>(draft_[i].token)];
+    }
+  }
   for (const Draft& d : draft_)
     if ((shifted_ ? d.confidence : d.p) > params_.threshold) ++ctx.high_confidence;
   ctx.block_length = params_.block_length;

@@ -74,7 +74,6 @@ class S2d2Decoder final : public Decoder {
   };
   std::vector<Draft> draft_;
   std::vector<int32_t> span_;                    // block offsets of C
-  std::vector<std::vector<double>> span_probs_;  // draft distributions of C's rows
   RngKey verify_key_;
 };
 

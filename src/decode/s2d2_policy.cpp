@@ -122,7 +122,7 @@ double verify_score(const S2d2Params& p, const SpanContext& ctx) {
 bool S2d2Router::decide(const SpanContext& ctx) {
   action_ = -1;
   bucket_ = -1;
-  const int32_t span = static_cast<int32_t>(ctx.span_probs.size());
+  const int32_t span = ctx.span_length;
   if (p_.policy == "span") return span >= p_.span_min;
   if (p_.policy == "score") return !(verify_score(p_, ctx) < p_.score_threshold);
   if (p_.policy == "hysteresis") {

@@ -14,7 +14,9 @@ struct S2d2Params {
   // span | score | hysteresis | bandit (reference names: mask_span_length, score_threshold,
   // score_hysteresis, contextual_bandit_ucb)
   std::string policy = "span";
-  int32_t span_min = 1;                // span: verify iff |C| >= span_min (1: always)
+  int32_t span_min = 1;  // span: verify iff |C| >= span_min (1: always)
+  // Every policy but span reads the span rows' full distributions (estimators, bandit entropy).
+  bool needs_span_distributions() const { return policy != "span"; }
   std::string score_type = "dynamic";  // static: K̂ - c; dynamic: K̂ - c * N_hi
   float score_cost = 2.0f;             // c
   float score_threshold = 0.0f;        // score: verify iff s >= threshold
@@ -40,7 +42,9 @@ struct S2d2Params {
 
 // What a step knows when it decides (all from the draft forward).
 struct SpanContext {
-  // Sampling distributions of the span rows (first contiguous masked run), left to right.
+  int32_t span_length = 0;  // |C|: the first contiguous masked run
+  // Sampling distributions of the span rows, left to right: filled only for the policies that
+  // read them (S2d2Params::needs_span_distributions), as each is a vocabulary-sized softmax.
   std::vector<std::vector<double>> span_probs;
   std::vector<double> span_token_p;  // p of each drafted span token (sampling distribution)
   int32_t high_confidence = 0;       // N_hi: masked positions with p > the family threshold

@@ -148,6 +148,7 @@ TEST(S2d2Accept, AlwaysOnVerificationFollowsTheVerifierDistribution) {
 SpanContext ctx_of(std::vector<std::vector<double>> probs, int32_t n_hi = 0) {
   SpanContext c;
   for (const auto& p : probs) c.span_token_p.push_back(*std::max_element(p.begin(), p.end()));
+  c.span_length = static_cast<int32_t>(probs.size());
   c.span_probs = std::move(probs);
   c.high_confidence = n_hi;
   c.block_length = 4;
