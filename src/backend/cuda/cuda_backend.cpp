@@ -42,6 +42,11 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
     if (seq.cache) {
       p.cache = dynamic_cast<cuda::CudaKvCache*>(seq.cache);
       if (!p.cache) fail("forward request ", si, ": the cache was not created by the CUDA backend");
+      if (seq.verify)
+        for (int32_t d : seq.verify->draft_rows)
+          if (d >= p.cache->kept_rows)
+            fail("forward request ", si, ": verify: draft row ", d, " but the draft forward kept ",
+                 p.cache->kept_rows, " rows");
     } else {
       p.owned = std::make_unique<cuda::CudaKvCache>(c.num_layers, c.kv_dim(), n, stream_);
       p.cache = p.owned.get();
@@ -381,10 +386,6 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
       cuda::CudaKvCache* cache = plans[si].cache;
       std::vector<int32_t> in;  // verify inputs, alive until the sync below
       if (seq.verify && m > 0) {
-        for (int32_t d : seq.verify->draft_rows)
-          if (d >= cache->kept_rows)
-            fail("forward request ", si, ": verify: draft row ", d, " but the draft forward kept ",
-                 cache->kept_rows, " rows");
         if (verify_on_device(seq.sampler)) {
           verify_in_.ensure(static_cast<size_t>(3 * m), "verify inputs");
           verify_out_.ensure(static_cast<size_t>(m), "verify outputs");
