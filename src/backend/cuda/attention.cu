@@ -8,6 +8,7 @@
 // combine pass merges — few query rows over a long cache still fill the GPU.
 #include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
@@ -419,6 +420,13 @@ int resident_blocks(int warps) {
 
 }  // namespace
 
+namespace {
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  return v && std::atoi(v) > 0 ? std::atoi(v) : fallback;
+}
+}  // namespace
+
 size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits) {
   return static_cast<size_t>(splits) * n_q * heads * (head_dim + 2);
 }
@@ -450,8 +458,12 @@ int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_key
   // 128K context slower with this rule, 24.6 -> 28.4 ms, before it was fixed). Measured on the
   // H100 (SDAR-8B shape, 32-row step) against >= 2 tiles and eight blocks per SM: 4K context
   // 9.13 -> 8.24 ms, 32K 12.71 -> 11.10 ms.
-  const int by_keys = (max_keys + 4 * tile_keys_for(warps) - 1) / (4 * tile_keys_for(warps));
-  const int by_wave = resident * num_sms / blocks;
+  // DLLM_ATTN_MIN_TILES / DLLM_ATTN_WAVES override the two bounds (tuning experiments only).
+  static const int min_tiles = env_int("DLLM_ATTN_MIN_TILES", 4);
+  static const int waves = env_int("DLLM_ATTN_WAVES", 1);
+  const int split_keys = min_tiles * tile_keys_for(warps);
+  const int by_keys = (max_keys + split_keys - 1) / split_keys;
+  const int by_wave = waves * resident * num_sms / blocks;
   return std::max(1, std::min(by_keys, by_wave));
 }
 
