@@ -70,6 +70,10 @@ struct SequenceForward {
   // Head-averaged post-softmax attention probabilities of every query row, per layer (d2Cache's
   // attention rollout, method-specs §4.5): SequenceResult::attention_rows.
   bool want_attention_rows = false;
+  // d2Cache's attention-rollout importance of every key slot (method-specs §4.5: the reverse-
+  // vector product over the layers of those rows, each query at its own slot), computed by the
+  // backend so the rows need not leave the device: SequenceResult::attention_importance.
+  bool want_attention_rollout = false;
 
   std::optional<DllmCacheStep> dllm_cache;
 
@@ -95,6 +99,8 @@ struct SequenceResult {
   std::vector<float> attention_rows;
   int64_t attention_width = 0;
   std::vector<VerifyRow> verify_rows;  // [output_rows.size()] when verify
+  // want_attention_rollout: [attention_width], indexed by key slot (d2cache::rollout_importance).
+  std::vector<double> attention_importance;
 };
 
 }  // namespace dllm

@@ -62,7 +62,7 @@ bool D2CacheDecoder::plan(SequenceForward& fwd) {
     fwd.write = CacheWrite::kAtSlots;  // refresh the selected rows in place
     fwd.write_slots = rows_;
   }
-  fwd.want_attention_rows = !params_.d2c_select_all;
+  fwd.want_attention_rollout = !params_.d2c_select_all;
 
   // Stats for every still-masked generated position whose logit row is computed.
   out_gen_.clear();
@@ -193,11 +193,11 @@ void D2CacheDecoder::select_next_rows(const SequenceResult& result,
   for (int32_t g : decoded) q[static_cast<size_t>(p_len + g)] = true;  // MASK -> token changed
 
   // Stage 2: nucleus of the rollout importance over the tokens not selected yet.
-  const std::vector<double> importance =
-      d2cache::rollout_importance(result.attention_rows,
-                                  static_cast<int64_t>(result.attention_rows.size()) /
-                                      (static_cast<int64_t>(rows_.size()) * result.attention_width),
-                                  rows_, result.attention_width);
+  // The importance comes from the backend (rollout_importance over this forward's rows).
+  const std::vector<double>& importance = result.attention_importance;
+  if (importance.size() != q.size())
+    fail("d2cache: attention rollout over ", importance.size(), " slots for a canvas of ",
+         q.size());
   std::vector<bool> allowed(q.size());
   for (size_t t = 0; t < q.size(); ++t) allowed[t] = !q[t];
   const std::vector<bool> nucleus =

@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "backend/backend.h"
+#include "decode/d2cache_selection.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -142,6 +143,35 @@ TEST_P(AttentionRows, UnselectedSlotsKeepStaleKeys) {
   EXPECT_GT(
       max_abs_diff(a.logits, std::span(fresh.logits).subspan(size_t(9 * vocab_), size_t(vocab_))),
       1e-4);
+}
+
+// want_attention_rollout: the backend's importance is d2cache::rollout_importance of the rows of
+// the same forward, with each query at its slot; the rows themselves are not returned unless asked.
+TEST_P(AttentionRows, RolloutIsTheReverseVectorProductOfTheRows) {
+  const int32_t n = static_cast<int32_t>(ids_.size());
+  auto cache = backend_->create_cache(n);
+  SequenceForward first = canvas_request(ids_, iota_rows(ids_.size()));
+  first.cache = cache.get();
+  first.write = CacheWrite::kAppend;
+  first.want_attention_rollout = true;
+  const auto r0 = run(first);
+  EXPECT_EQ(r0.attention_importance,
+            d2cache::rollout_importance(r0.attention_rows, layers_, iota_rows(ids_.size()),
+                                        r0.attention_width));
+  const std::vector<int32_t> rows = {9, 1, 5, 11};
+  SequenceForward step = canvas_request(ids_, rows);
+  step.cache = cache.get();
+  step.write = CacheWrite::kAtSlots;
+  step.write_slots = rows;
+  step.want_attention_rows = false;
+  step.want_attention_rollout = true;
+  const auto r1 = run(step);
+  EXPECT_TRUE(r1.attention_rows.empty());
+  ASSERT_EQ(r1.attention_importance.size(), static_cast<size_t>(n));
+  step.want_attention_rows = true;
+  const auto r2 = run(step);
+  EXPECT_EQ(r1.attention_importance,
+            d2cache::rollout_importance(r2.attention_rows, layers_, rows, r2.attention_width));
 }
 
 INSTANTIATE_TEST_SUITE_P(FullDiffusion, AttentionRows,

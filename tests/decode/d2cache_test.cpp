@@ -162,7 +162,7 @@ TEST(D2CacheDecoder, ForwardsOnlySelectedRowsAfterStepZero) {
       EXPECT_LT(f.tokens.size(), 28u);
       EXPECT_GE(f.tokens.size(), 4u);  // at least k masks' rows (+ the decoded token)
     }
-    EXPECT_TRUE(f.want_attention_rows);
+    EXPECT_TRUE(f.want_attention_rollout);
     dec.observe(backend->forward(std::span(&f, 1))[0]);
   }
 }

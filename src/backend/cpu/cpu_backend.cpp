@@ -10,6 +10,7 @@
 #include "backend/cpu/cpu_ops.h"
 #include "backend/sequence_slots.h"
 #include "core/error.h"
+#include "decode/d2cache_selection.h"
 #include "decode/s2d2_verify.h"
 #include "kv/host_kv_cache.h"
 
@@ -359,8 +360,11 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
   // Attention rows (want_attention_rows): [layers, n, width] per sequence, columns = key slots.
   std::vector<SequenceResult> results(batch.size());
   std::vector<float> probs;
+  auto rows_wanted_for = [&](size_t si) {
+    return batch[si].want_attention_rows || batch[si].want_attention_rollout;
+  };
   for (size_t si = 0; si < batch.size(); ++si) {
-    if (!batch[si].want_attention_rows) continue;
+    if (!rows_wanted_for(si)) continue;
     int64_t width = 0;
     for (int32_t s : layouts[si].key_slots) width = std::max<int64_t>(width, s + 1);
     results[si].attention_width = width;
@@ -418,7 +422,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
         krows.push_back(cache.k(li, s));
         vrows.push_back(cache.v(li, s));
       }
-      const bool rows_wanted = batch[si].want_attention_rows;
+      const bool rows_wanted = rows_wanted_for(si);
       const int64_t n_k = static_cast<int64_t>(lay.key_slots.size());
       if (rows_wanted) probs.resize(static_cast<size_t>(n * n_k));
       cpu::attention(&q[static_cast<size_t>(lay.row_offset * qd)], qd, krows, vrows, lay.visible,
@@ -457,8 +461,15 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
   }
 
   // Outputs: final norm + LM head on the wanted rows only.
-  for (size_t si = 0; si < batch.size(); ++si)
+  for (size_t si = 0; si < batch.size(); ++si) {
     compute_outputs(batch[si], &x[static_cast<size_t>(layouts[si].row_offset * h)], results[si]);
+    if (batch[si].want_attention_rollout) {
+      SequenceResult& r = results[si];
+      r.attention_importance = d2cache::rollout_importance(
+          r.attention_rows, c.num_layers, layouts[si].query_slots, r.attention_width);
+      if (!batch[si].want_attention_rows) r.attention_rows.clear();
+    }
+  }
   return results;
 }
 
