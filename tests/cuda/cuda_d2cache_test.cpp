@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "cuda_test_util.h"
+#include "decode/d2cache_selection.h"
 #include "decode/decoder.h"
 #include "io/json_file.h"
 #include "support/test_paths.h"
@@ -22,8 +23,8 @@ struct RowsShape {
 };
 
 // Shapes cover GQA groups 1 (LLaDA), 4, 7 (Dream) and 32 (> 16 score rows: heads split into
-// chunks), head_dim 16/32/64/128 (the tiny fixtures use 16), partial tiles of query rows, and a long key list (fewer score rows per
-// block so the scores fit in shared memory).
+// chunks), head_dim 16/32/64/128 (the tiny fixtures use 16), partial tiles of query rows, and a
+// long key list (fewer score rows per block so the scores fit in shared memory).
 TEST(CudaD2Cache, AttentionRowsKernelMatchesNaive) {
   const RowsShape shapes[] = {
       {5, 8, 2, 64, 700, 600, true},     {37, 32, 32, 128, 800, 768, true},
@@ -130,6 +131,7 @@ TEST(CudaD2Cache, SelectedRowForwardWithAttentionRowsMatchesCpu) {
       if (!first) f.write_slots = rows;
       f.want_logits = true;
       f.want_attention_rows = true;
+      f.want_attention_rollout = true;
       f.output_rows.resize(rows.size());
       std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
       return f;
@@ -149,6 +151,21 @@ TEST(CudaD2Cache, SelectedRowForwardWithAttentionRowsMatchesCpu) {
       for (size_t i = 0; i < c.attention_rows.size(); ++i)
         max_err = std::max(max_err, std::fabs(double(g.attention_rows[i]) - c.attention_rows[i]));
       EXPECT_LT(max_err, 2e-2);
+      // The device rollout equals the host reference on the device's own rows, and the CPU's
+      // within bf16 noise.
+      const auto ref = d2cache::rollout_importance(g.attention_rows, model->config().num_layers,
+                                                   rows, g.attention_width);
+      ASSERT_EQ(g.attention_importance.size(), ref.size());
+      ASSERT_EQ(c.attention_importance.size(), ref.size());
+      double scale = 0, err_ref = 0, err_cpu = 0;
+      for (size_t i = 0; i < ref.size(); ++i) {
+        scale = std::max(scale, std::fabs(ref[i]));
+        err_ref = std::max(err_ref, std::fabs(g.attention_importance[i] - ref[i]));
+        err_cpu =
+            std::max(err_cpu, std::fabs(g.attention_importance[i] - c.attention_importance[i]));
+      }
+      EXPECT_LT(err_ref, 1e-5 * scale);
+      EXPECT_LT(err_cpu, 3e-2 * scale);
     }
   }
 }

@@ -240,7 +240,61 @@ void launch_partial_e(int score_rows, const AttentionRowsParams& p, const RowsLa
   }
 }
 
+// The reverse-vector rollout of d2cache::rollout_importance (the host reference), one block: the
+// layers are sequential and each is a small (n x width) pass that L2 serves. fp32 here, double on
+// the host.
+__global__ void __launch_bounds__(1024) attention_rollout_kernel(const float* rows,
+                                                                  const int32_t* query_slots,
+                                                                  int layers, int n, int width,
+                                                                  float* ws) {
+  float* v = ws;               // [width] importance so far (the result ends here)
+  float* next = ws + width;    // [width]
+  float* w = ws + 2 * width;   // [n] weight of each query row in this layer
+  float* is_query = w + n;     // [width] 1 at a query's own column
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  for (int j = threadIdx.x; j < width; j += blockDim.x) {
+    v[j] = 1.0f;
+    is_query[j] = 0.0f;
+  }
+  __syncthreads();
+  for (int r = threadIdx.x; r < n; r += blockDim.x) is_query[query_slots[r]] = 1.0f;
+  __syncthreads();
+  for (int l = layers - 1; l >= 0; --l) {
+    const float* a = rows + static_cast<size_t>(l) * n * width;
+    // w_r = v[slot_r] / (1 + sum_j a[r][j]): row r of (A + E) normalised, weighted by v.
+    for (int r = warp; r < n; r += warps) {
+      float sum = 0.0f;
+      for (int j = lane; j < width; j += 32) sum += a[static_cast<size_t>(r) * width + j];
+      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      if (lane == 0) w[r] = v[query_slots[r]] / (1.0f + sum);
+    }
+    __syncthreads();
+    // Columns that are not query rows carry their weight through unchanged (unit rows).
+    for (int j = threadIdx.x; j < width; j += blockDim.x) {
+      float acc = is_query[j] != 0.0f ? 0.0f : v[j];
+      for (int r = 0; r < n; ++r) acc = fmaf(w[r], a[static_cast<size_t>(r) * width + j], acc);
+      next[j] = acc;
+    }
+    __syncthreads();
+    for (int r = threadIdx.x; r < n; r += blockDim.x) next[query_slots[r]] += w[r];  // + e_i
+    __syncthreads();
+    for (int j = threadIdx.x; j < width; j += blockDim.x) v[j] = next[j];
+    __syncthreads();
+  }
+}
+
 }  // namespace
+
+size_t attention_rollout_workspace_floats(int n, int width) {
+  return static_cast<size_t>(3) * width + n;
+}
+
+void attention_rollout(const float* rows, const int32_t* query_slots, int layers, int n,
+                       int width, float* workspace, cudaStream_t stream) {
+  if (n <= 0 || width <= 0) return;
+  attention_rollout_kernel<<<1, 1024, 0, stream>>>(rows, query_slots, layers, n, width, workspace);
+  DLLM_CUDA_CHECK(cudaGetLastError());
+}
 
 size_t attention_rows_max_keys() {
   // One score row per block; the workspace and output are the caller's.

@@ -36,7 +36,8 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
     const SequenceForward& seq = batch[si];
     SeqPlan& p = plans[si];
     const int64_t n = static_cast<int64_t>(seq.tokens.size());
-    if (seq.want_attention_rows && seq.rule.kind != AttentionKind::kBidirectional)
+    if ((seq.want_attention_rows || seq.want_attention_rollout) &&
+        seq.rule.kind != AttentionKind::kBidirectional)
       fail("forward request ", si,
            ": attention rows (d2Cache rollout) need bidirectional attention on the CUDA backend");
     if (seq.cache) {
@@ -118,7 +119,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
   // grid covers a power-of-two bucket of keys so one graph serves a growing context.
   const SequenceForward& s0 = batch[0];
   const bool graphable = graphs_enabled_ && !profiling_ && batch.size() == 1 && s0.cache &&
-                         !s0.want_attention_rows && s0.write != CacheWrite::kAtSlots &&
+                         !wants_rows(s0) && s0.write != CacheWrite::kAtSlots &&
                          plans[0].slots.contiguous && s0.rule.kind != AttentionKind::kCustom &&
                          !s0.want_logits && !s0.retain_logits && !s0.verify && M > 0 &&
                          s0.want_stats && device_stats_suffice(s0.sampler);
@@ -154,7 +155,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
                                static_cast<int>(D), static_cast<int>(plans[si].max_keys), num_sms_);
     ws = std::max(ws, cuda::attention_workspace_floats(n, static_cast<int>(c.num_heads),
                                                        static_cast<int>(D), splits[si]));
-    if (batch[si].want_attention_rows)
+    if (wants_rows(batch[si]))
       rows_ws =
           std::max(rows_ws, cuda::attention_rows_workspace_floats(
                                 n, static_cast<int>(plans[si].n_keys),
@@ -170,7 +171,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
   size_t rows_total = 0;
   std::vector<int64_t> rows_width(batch.size(), 0);
   for (size_t si = 0; si < batch.size(); ++si) {
-    if (!batch[si].want_attention_rows) continue;
+    if (!wants_rows(batch[si])) continue;
     const SeqPlan& p = plans[si];
     if (static_cast<size_t>(p.n_keys) > cuda::attention_rows_max_keys())
       fail("forward request ", si, ": attention rows over ", p.n_keys,
@@ -266,7 +267,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
         op_begin("attention");
         cuda::attention(ap, stream_);
         op_end();
-        if (batch[si].want_attention_rows) {
+        if (wants_rows(batch[si])) {
           cuda::AttentionRowsParams rp;
           rp.q = ap.q;
           rp.k_cache = ap.k_cache;
@@ -451,6 +452,20 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
     }
     out_at += m;
   }
+  // d2Cache's rollout over the rows just computed; only one value per key slot comes back.
+  std::vector<std::vector<float>> importance(batch.size());
+  for (size_t si = 0; si < batch.size(); ++si) {
+    if (!batch[si].want_attention_rollout) continue;
+    const int n = static_cast<int>(batch[si].tokens.size());
+    const int width = static_cast<int>(rows_width[si]);
+    rollout_ws_.ensure(cuda::attention_rollout_workspace_floats(n, width), "rollout workspace");
+    cuda::attention_rollout(attn_rows_out_.get() + rows_at[si], ints_.get() + plans[si].slots_at,
+                            static_cast<int>(c.num_layers), n, width, rollout_ws_.get(), stream_);
+    importance[si].resize(static_cast<size_t>(width));
+    DLLM_CUDA_CHECK(cudaMemcpyAsync(importance[si].data(), rollout_ws_.get(),
+                                    importance[si].size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                    stream_));
+  }
   for (size_t si = 0; si < batch.size(); ++si) {
     if (!batch[si].want_attention_rows) continue;
     results[si].attention_rows.resize(rows_count[si]);
@@ -493,6 +508,8 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
                                                    c.vocab_size, *seq.verify, seq.sampler);
       }
     }
+    if (seq.want_attention_rollout)
+      results[si].attention_importance.assign(importance[si].begin(), importance[si].end());
     if (!seq.want_logits) results[si].logits.clear();
     out_at += m;
   }

@@ -93,6 +93,11 @@ inline bool verify_on_device(const SamplerConfig& s) {
   return s.top_k == 0 && !(s.top_p < 1.0f) && s.banned_tokens.size() <= cuda::kMaxBanned;
 }
 
+// Head-averaged attention rows are computed on the device for themselves or for the rollout.
+inline bool wants_rows(const SequenceForward& s) {
+  return s.want_attention_rows || s.want_attention_rollout;
+}
+
 // TokenStats of one output row from the device's greedy statistics.
 inline TokenStats from_device_stats(const cuda::DeviceTokenStats& d) {
   TokenStats st;
@@ -292,6 +297,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<uint8_t> masks_;
   DeviceBuffer<cuda::DeviceTokenStats> stats_;
   DeviceBuffer<float> dlc_out_, dlc_sim_;  // dLLM-Cache: o_proj / FFN rows, V similarities
+  DeviceBuffer<float> rollout_ws_;         // d2Cache rollout: importance first, then scratch
   DeviceBuffer<int32_t> verify_in_;        // S2D2 verify: draft rows | tokens | uniforms (bits)
   DeviceBuffer<cuda::DeviceVerifyRow> verify_out_;
 };

@@ -91,6 +91,12 @@ struct AttentionRowsParams {
 void attention_rows(const AttentionRowsParams& p, cudaStream_t stream);
 size_t attention_rows_max_keys();
 size_t attention_rows_workspace_floats(int n_q, int n_keys, int heads, int kv_heads);
+// d2Cache's attention rollout (method-specs §4.5) from rows [layers, n, width] (attention_rows'
+// output) with query r at column query_slots[r]: workspace[0, width) receives the importance of
+// every column, the reverse-vector product v <- v (A_l + E)/rowsum from the last layer down.
+void attention_rollout(const float* rows, const int32_t* query_slots, int layers, int n,
+                       int width, float* workspace, cudaStream_t stream);
+size_t attention_rollout_workspace_floats(int n, int width);
 
 // dLLM-Cache steps (method-specs §6.3):
 // dst[rows[i], :] = src[i, :] for i < m (fp32 rows of width dim).
