@@ -46,6 +46,15 @@ struct VerifyRow {
   int32_t residual_token = -1;      // the residual draw (used at the first rejection)
 };
 
+// What S2D2's routing estimators read of a draft row's sampling distribution (method-specs §5.3),
+// computed by the backend so the row itself need not leave the device.
+struct SpanRowStats {
+  double norm_entropy = 0;  // H / ln V
+  double margin = 0;        // top1 - top2 probability
+  double collision = 0;     // sum of p^2 (Renyi-2)
+  double p_token = 0;       // p of the row's token (TokenStats::token)
+};
+
 struct SequenceForward {
   // The sequence's cache; null means no cache at all (full recompute, nothing visible but the
   // queries themselves, and write must be kNone).
@@ -81,6 +90,8 @@ struct SequenceForward {
   // was kept), and/or verify this forward's output rows against the kept rows.
   bool retain_logits = false;
   std::optional<SpanVerify> verify;
+  // S2D2: SpanRowStats of every output row under the sampler's distribution (needs want_stats).
+  bool want_span_stats = false;
 
   // Sampling for want_stats: the row's draw is uniform(rng, rng_positions[i], kTokenSample);
   // rng_positions defaults to the logical position of each output row. Right-shifted families
@@ -98,7 +109,8 @@ struct SequenceResult {
   // slots that were not keys, are 0. attention_width = 1 + the largest key slot.
   std::vector<float> attention_rows;
   int64_t attention_width = 0;
-  std::vector<VerifyRow> verify_rows;  // [output_rows.size()] when verify
+  std::vector<VerifyRow> verify_rows;    // [output_rows.size()] when verify
+  std::vector<SpanRowStats> span_stats;  // [output_rows.size()] when want_span_stats
   // want_attention_rollout: [attention_width], indexed by key slot (d2cache::rollout_importance).
   std::vector<double> attention_importance;
 };

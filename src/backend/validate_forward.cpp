@@ -46,6 +46,8 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
                                  static_cast<size_t>(seq.append_count) > n))
     fail(where, "append_count ", seq.append_count, " needs an append write and at most ", n,
          " queries");
+  if (seq.want_span_stats && !seq.want_stats)
+    fail(where, "want_span_stats needs want_stats (the statistics are of each row's token)");
   if ((seq.retain_logits || seq.verify) && !seq.cache)
     fail(where, "retain_logits and verify need the sequence's cache (it keeps the draft rows)");
   if (seq.verify) {

@@ -128,7 +128,7 @@ bool S2d2Decoder::plan(SequenceForward& fwd) {
   // backend keeps the rows for the verify forward's residual.
   fwd.tokens.assign(x_.begin() + s, x_.begin() + s + b);
   for (int32_t i = 0; i < b; ++i) fwd.positions.push_back(s + i);
-  fwd.want_logits = params_.s2d2.needs_span_distributions();
+  fwd.want_span_stats = params_.s2d2.needs_span_distributions();
   fwd.retain_logits = true;
   fwd.want_stats = true;
   fwd.rng = RngKey{params_.seed, params_.sequence_id, static_cast<uint32_t>(forwards_)};
@@ -191,7 +191,6 @@ void S2d2Decoder::observe(const SequenceResult& result) {
 
 void S2d2Decoder::observe_draft(const SequenceResult& result) {
   const bool greedy = params_.sampler.greedy();
-  const size_t v = static_cast<size_t>(vocab_);
   for (size_t r = 0; r < draft_.size(); ++r) {
     const TokenStats& st = result.stats[r];
     draft_[r].token = st.token;
@@ -212,16 +211,11 @@ void S2d2Decoder::observe_draft(const SequenceResult& result) {
   }
   ctx.span_length = static_cast<int32_t>(span_.size());
   if (params_.s2d2.needs_span_distributions()) {
-    const int64_t n = static_cast<int64_t>(span_.size());
-    ctx.span_probs.resize(span_.size());
-    ctx.span_token_p.resize(span_.size());
-#pragma omp parallel for if (n > 1 && vocab_ >= (1 << 14))  // one softmax over the vocabulary each
-    for (int64_t r = 0; r < n; ++r) {
-      const size_t i = static_cast<size_t>(r);
-      ctx.span_probs[i] = sampling_distribution(
-          std::span<const float>(result.logits.data() + i * v, v), params_.sampler);
-      ctx.span_token_p[i] = ctx.span_probs[i][static_cast<size_t>(draft_[i].token)];
-    }
+    if (result.span_stats.size() < span_.size())
+      fail("s2d2: the draft forward returned ", result.span_stats.size(),
+           " span statistics for a span of ", span_.size());
+    ctx.span_rows.assign(result.span_stats.begin(),
+                         result.span_stats.begin() + static_cast<std::ptrdiff_t>(span_.size()));
   }
   for (const Draft& d : draft_)
     if ((shifted_ ? d.confidence : d.p) > params_.threshold) ++ctx.high_confidence;

@@ -77,26 +77,31 @@ int32_t linear_bin(double v, double lo, double hi, int32_t bins) {
 
 }  // namespace
 
+SpanRowStats span_row_stats(const std::vector<double>& probs, int32_t token) {
+  SpanRowStats r;
+  r.norm_entropy = normalized_entropy(probs);
+  r.margin = top_margin(probs);
+  for (double v : probs) r.collision += v * v;
+  r.p_token = probs[static_cast<size_t>(token)];
+  return r;
+}
+
 std::vector<double> acceptance_estimates(const S2d2Params& p, const SpanContext& ctx) {
   std::vector<double> alpha;
-  for (size_t i = 0; i < ctx.span_probs.size(); ++i) {
-    const auto& probs = ctx.span_probs[i];
+  for (const SpanRowStats& row : ctx.span_rows) {
     double a = 0;
     if (p.estimator == "soft-entropy") {
-      a = std::exp(-static_cast<double>(p.entropy_beta) * normalized_entropy(probs));
+      a = std::exp(-static_cast<double>(p.entropy_beta) * row.norm_entropy);
     } else if (p.estimator == "hard-margin") {
-      a = top_margin(probs) > p.margin_threshold ? 1.0 : 0.0;
+      a = row.margin > p.margin_threshold ? 1.0 : 0.0;
     } else if (p.estimator == "hard-entropy") {
-      a = normalized_entropy(probs) < p.entropy_threshold ? 1.0 : 0.0;
+      a = row.norm_entropy < p.entropy_threshold ? 1.0 : 0.0;
     } else if (p.estimator == "confidence-power") {
-      a = std::pow(std::clamp(ctx.span_token_p[i], 0.0, 1.0),
-                   static_cast<double>(p.confidence_power));
+      a = std::pow(std::clamp(row.p_token, 0.0, 1.0), static_cast<double>(p.confidence_power));
     } else if (p.estimator == "clipped-linear-margin") {
-      a = std::clamp(p.margin_coef * top_margin(probs), 0.0, 1.0);
+      a = std::clamp(p.margin_coef * row.margin, 0.0, 1.0);
     } else {  // renyi-2
-      double s = 0;
-      for (double v : probs) s += v * v;
-      a = std::clamp(s, 0.0, 1.0);
+      a = std::clamp(row.collision, 0.0, 1.0);
     }
     alpha.push_back(a);
   }
@@ -113,7 +118,7 @@ double expected_accepted(const std::vector<double>& alpha) {
 }
 
 double verify_score(const S2d2Params& p, const SpanContext& ctx) {
-  if (ctx.span_probs.empty()) return -std::numeric_limits<double>::infinity();
+  if (ctx.span_rows.empty()) return -std::numeric_limits<double>::infinity();
   const double k = expected_accepted(acceptance_estimates(p, ctx));
   const double c = p.score_cost;
   return p.score_type == "static" ? k - c : k - c * ctx.high_confidence;
@@ -134,7 +139,7 @@ bool S2d2Router::decide(const SpanContext& ctx) {
   // Contextual UCB bandit over (span length, block progress, mean normalised span entropy).
   ++decisions_;
   double mean_h = 0;
-  for (const auto& probs : ctx.span_probs) mean_h += normalized_entropy(probs);
+  for (const SpanRowStats& row : ctx.span_rows) mean_h += row.norm_entropy;
   if (span > 0) mean_h /= span;
   const double progress =
       std::clamp(double(ctx.unmasked_in_block) / double(std::max(1, ctx.block_length)), 0.0, 1.0);

@@ -6,7 +6,9 @@
 
 #include <cstdint>
 #include <string>
+
 #include <vector>
+#include "backend/forward_batch.h"
 
 namespace dllm {
 
@@ -15,7 +17,7 @@ struct S2d2Params {
   // score_hysteresis, contextual_bandit_ucb)
   std::string policy = "span";
   int32_t span_min = 1;  // span: verify iff |C| >= span_min (1: always)
-  // Every policy but span reads the span rows' full distributions (estimators, bandit entropy).
+  // Every policy but span reads the span rows' statistics (estimators, bandit entropy).
   bool needs_span_distributions() const { return policy != "span"; }
   std::string score_type = "dynamic";  // static: K̂ - c; dynamic: K̂ - c * N_hi
   float score_cost = 2.0f;             // c
@@ -43,14 +45,16 @@ struct S2d2Params {
 // What a step knows when it decides (all from the draft forward).
 struct SpanContext {
   int32_t span_length = 0;  // |C|: the first contiguous masked run
-  // Sampling distributions of the span rows, left to right: filled only for the policies that
-  // read them (S2d2Params::needs_span_distributions), as each is a vocabulary-sized softmax.
-  std::vector<std::vector<double>> span_probs;
-  std::vector<double> span_token_p;  // p of each drafted span token (sampling distribution)
-  int32_t high_confidence = 0;       // N_hi: masked positions with p > the family threshold
+  // What the estimators read of the span rows' sampling distributions, left to right: filled
+  // only for the policies that read them (S2d2Params::needs_span_distributions).
+  std::vector<SpanRowStats> span_rows;
+  int32_t high_confidence = 0;  // N_hi: masked positions with p > the family threshold
   int32_t block_length = 0;
   int32_t unmasked_in_block = 0;  // decoded so far in this block by S2D2 steps (progress)
 };
+
+// SpanRowStats of a sampling distribution and the row's token (the backends' host path).
+SpanRowStats span_row_stats(const std::vector<double>& probs, int32_t token);
 
 // α_i for each span row.
 std::vector<double> acceptance_estimates(const S2d2Params& p, const SpanContext& ctx);

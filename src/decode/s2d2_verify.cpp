@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "decode/s2d2_policy.h"
 
 namespace dllm {
 
@@ -77,6 +78,21 @@ std::vector<VerifyRow> verify_span_rows(std::span<const float> verifier_logits,
     const auto p = sampling_distribution(kept_logits.subspan(d * v, v), sampler);
     const size_t x = static_cast<size_t>(verify.draft_tokens[i]);
     out[i] = {q[x], p[x], residual_sample(q, p, verify.residual_u[i])};
+  }
+  return out;
+}
+
+std::vector<SpanRowStats> span_stats_on_host(const SequenceForward& seq,
+                                             std::span<const float> logits,
+                                             const std::vector<TokenStats>& stats, int64_t vocab) {
+  const size_t v = static_cast<size_t>(vocab);
+  const int64_t m = static_cast<int64_t>(stats.size());
+  std::vector<SpanRowStats> out(stats.size());
+#pragma omp parallel for if (m > 1 && vocab >= (1 << 14))  // a vocabulary-sized softmax per row
+  for (int64_t i = 0; i < m; ++i) {
+    const size_t r = static_cast<size_t>(i);
+    out[r] = span_row_stats(sampling_distribution(logits.subspan(r * v, v), seq.sampler),
+                            stats[r].token);
   }
   return out;
 }

@@ -43,6 +43,13 @@ std::vector<VerifyRow> verify_span_rows(std::span<const float> verifier_logits,
                                         std::span<const float> kept_logits, int64_t vocab,
                                         const SpanVerify& verify, const SamplerConfig& sampler);
 
+// SequenceForward::want_span_stats on the host (the CPU backend; the CUDA backend when the
+// statistics were computed from copied rows): span_row_stats of sampling_distribution(row i) and
+// stats[i].token, for every output row.
+std::vector<SpanRowStats> span_stats_on_host(const SequenceForward& seq,
+                                             std::span<const float> logits,
+                                             const std::vector<TokenStats>& stats, int64_t vocab);
+
 // RNG draws of one verification: the accept uniform of the token at `position` and the residual
 // uniform (RngStream::kAccept, indices 0 and 1), keyed by the verify forward's step.
 inline double accept_uniform(const RngKey& key, int32_t position) {

@@ -279,6 +279,11 @@ TEST(CudaKernels, GreedyTokenStatsMatchTheReference) {
       EXPECT_NEAR(got[r].p_max, ref.p_max, 1e-4 + 1e-3 * ref.p_max);
       EXPECT_NEAR(got[r].entropy, ref.entropy, 1e-3 + 1e-4 * ref.entropy);
       EXPECT_NEAR(got[r].margin, ref.margin, 1e-4 + 1e-3 * ref.margin);
+      // Sum of p^2 over the same distribution (S2D2's Renyi-2 estimator), against the host's.
+      const auto p = sampling_distribution(std::span<const float>(&logits[r * vocab], vocab), s);
+      double collision = 0;
+      for (double v : p) collision += v * v;
+      EXPECT_NEAR(got[r].collision, collision, 1e-5 + 1e-3 * collision) << r;
     }
     EXPECT_EQ(got[2].argmax, 5);
     EXPECT_NEAR(got[2].margin, 0.0f, 1e-6);

@@ -147,9 +147,10 @@ TEST(S2d2Accept, AlwaysOnVerificationFollowsTheVerifierDistribution) {
 
 SpanContext ctx_of(std::vector<std::vector<double>> probs, int32_t n_hi = 0) {
   SpanContext c;
-  for (const auto& p : probs) c.span_token_p.push_back(*std::max_element(p.begin(), p.end()));
+  for (const auto& p : probs)
+    c.span_rows.push_back(
+        span_row_stats(p, static_cast<int32_t>(std::max_element(p.begin(), p.end()) - p.begin())));
   c.span_length = static_cast<int32_t>(probs.size());
-  c.span_probs = std::move(probs);
   c.high_confidence = n_hi;
   c.block_length = 4;
   return c;

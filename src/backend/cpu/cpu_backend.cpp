@@ -11,6 +11,7 @@
 #include "backend/sequence_slots.h"
 #include "core/error.h"
 #include "decode/d2cache_selection.h"
+#include "decode/s2d2_policy.h"
 #include "decode/s2d2_verify.h"
 #include "kv/host_kv_cache.h"
 
@@ -155,6 +156,8 @@ void CpuBackend::compute_outputs(const SequenceForward& seq, const float* x,
       stats[static_cast<size_t>(i)] = compute_token_stats(row_logits, seq.sampler, seq.rng, pos);
     }
   }
+  if (seq.want_span_stats)
+    result.span_stats = span_stats_on_host(seq, logits, result.stats, c.vocab_size);
   if (seq.retain_logits || seq.verify) {
     auto* cache = dynamic_cast<HostKvCache*>(seq.cache);
     if (!cache) fail("retain_logits / verify: the cache was not created by the CPU backend");

@@ -499,6 +499,19 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
               from_device_stats(host_stats[static_cast<size_t>(out_at + i)]);
       }
     }
+    if (seq.want_span_stats && m > 0) {
+      if (!results[si].logits.empty()) {
+        results[si].span_stats =
+            span_stats_on_host(seq, results[si].logits, results[si].stats, c.vocab_size);
+      } else {
+        const double log_v = std::log(static_cast<double>(c.vocab_size));
+        for (int64_t i = 0; i < m; ++i) {
+          const cuda::DeviceTokenStats& d = host_stats[static_cast<size_t>(out_at + i)];
+          results[si].span_stats.push_back(
+              {c.vocab_size > 1 ? d.entropy / log_v : 0.0, d.margin, d.collision, d.p_max});
+        }
+      }
+    }
     if (seq.verify && m > 0) {
       if (!device_verify[si].empty()) {
         for (const cuda::DeviceVerifyRow& d : device_verify[si])

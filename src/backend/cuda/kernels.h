@@ -116,6 +116,7 @@ struct DeviceTokenStats {
   float p_max;
   float entropy;
   float margin;
+  float collision;  // sum of p^2 (S2D2's Renyi-2 estimator)
 };
 constexpr int kMaxBanned = 8;
 struct BannedTokens {

@@ -1,5 +1,5 @@
 // Greedy TokenStats over the vocabulary, one block per row: max/argmax/second max, then the
-// log-sum-exp and entropy sums — only four numbers per row leave the device.
+// log-sum-exp, entropy and sum-of-squares sums — only five numbers per row leave the device.
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
@@ -42,7 +42,7 @@ __device__ __forceinline__ bool banned(const BannedTokens& b, int id) {
 __global__ void __launch_bounds__(kThreads)
     greedy_stats_kernel(const float* logits, int vocab, BannedTokens ban, DeviceTokenStats* out) {
   __shared__ Top2 part[kThreads / 32];
-  __shared__ float sums[2][kThreads / 32];
+  __shared__ float sums[3][kThreads / 32];
   __shared__ Top2 total;
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -69,34 +69,40 @@ __global__ void __launch_bounds__(kThreads)
   __syncthreads();
   const float mx = total.best;
 
-  float z = 0.0f, zl = 0.0f;  // sum e^(l - mx), sum e^(l - mx) (l - mx)
+  // sum e^(l - mx), sum e^(l - mx) (l - mx), sum e^(2 (l - mx))
+  float z = 0.0f, zl = 0.0f, z2 = 0.0f;
   for (int i = threadIdx.x; i < vocab; i += kThreads) {
     if (ban.n && banned(ban, i)) continue;
     const float d = row[i] - mx;
     const float e = __expf(d);
     z += e;
     zl += e * d;
+    z2 += e * e;
   }
   for (int o = 16; o > 0; o >>= 1) {
     z += __shfl_xor_sync(0xffffffffu, z, o);
     zl += __shfl_xor_sync(0xffffffffu, zl, o);
+    z2 += __shfl_xor_sync(0xffffffffu, z2, o);
   }
   if (lane == 0) {
     sums[0][warp] = z;
     sums[1][warp] = zl;
+    sums[2][warp] = z2;
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    float zt = 0.0f, zlt = 0.0f;
+    float zt = 0.0f, zlt = 0.0f, z2t = 0.0f;
     for (int w = 0; w < kThreads / 32; ++w) {
       zt += sums[0][w];
       zlt += sums[1][w];
+      z2t += sums[2][w];
     }
     DeviceTokenStats s;
     s.argmax = total.idx;
     s.p_max = 1.0f / zt;
     s.entropy = logf(zt) - zlt / zt;
     s.margin = (1.0f - __expf(total.second - mx)) / zt;
+    s.collision = z2t / (zt * zt);
     out[blockIdx.x] = s;
   }
 }
