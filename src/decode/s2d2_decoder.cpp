@@ -12,7 +12,6 @@ S2d2Decoder::S2d2Decoder(const ModelConfig& config, const DecodeParams& params,
                          const std::vector<int32_t>& prompt)
     : params_(params),
       shifted_(config.family == "fast_dllm_v2"),
-      vocab_(static_cast<int32_t>(config.vocab_size)),
       mask_id_(static_cast<int32_t>(config.mask_token_id)),
       prompt_len_(static_cast<int32_t>(prompt.size())),
       x_(prompt),

@@ -51,7 +51,6 @@ class S2d2Decoder final : public Decoder {
 
   DecodeParams params_;
   bool shifted_;  // Fast-dLLM v2
-  int32_t vocab_;
   int32_t mask_id_;
   int32_t prompt_len_;
   std::vector<int32_t> x_;
