@@ -46,6 +46,20 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
                                  static_cast<size_t>(seq.append_count) > n))
     fail(where, "append_count ", seq.append_count, " needs an append write and at most ", n,
          " queries");
+  if (seq.dllm_cache) {
+    const int64_t p_len = seq.dllm_cache->prompt_length;
+    if (!seq.cache) fail(where, "dLLM-Cache needs the sequence's cache");
+    if (p_len <= 0 || p_len >= static_cast<int64_t>(n))
+      fail(where, "dLLM-Cache prompt length ", p_len, " for a canvas of ", n);
+    for (size_t i = 0; i < n; ++i)
+      if (seq.positions[i] != static_cast<int32_t>(i))
+        fail(where, "dLLM-Cache forwards the whole canvas at positions 0..n-1");
+    if (seq.write != CacheWrite::kNone)
+      fail(where, "dLLM-Cache manages its cache itself (write must be none)");
+    const int64_t len = seq.cache->length();
+    if (len != 0 && len != static_cast<int64_t>(n))
+      fail(where, "dLLM-Cache canvas of ", n, " tokens over a cache of ", len);
+  }
   if (seq.want_span_stats && !seq.want_stats)
     fail(where, "want_span_stats needs want_stats (the statistics are of each row's token)");
   if ((seq.retain_logits || seq.verify) && !seq.cache)

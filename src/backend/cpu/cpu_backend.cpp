@@ -210,18 +210,10 @@ SequenceResult CpuBackend::forward_dllm_cache(const SequenceForward& seq) {
   const DllmCacheStep& dc = *seq.dllm_cache;
   auto* cache = dynamic_cast<HostKvCache*>(seq.cache);
   if (!cache) fail("forward request 0: dLLM-Cache needs a cache created by the CPU backend");
+  // Request shape (prompt length, positions, write, canvas vs cache): validate_forward.
   const int64_t n = static_cast<int64_t>(seq.tokens.size());
   const int64_t p_len = dc.prompt_length, g_len = n - p_len;
-  if (p_len <= 0 || g_len <= 0) fail("forward request 0: dLLM-Cache prompt length ", p_len);
-  for (int64_t i = 0; i < n; ++i)
-    if (seq.positions[static_cast<size_t>(i)] != i)
-      fail("forward request 0: dLLM-Cache forwards the whole canvas at positions 0..n-1");
-  if (seq.write != CacheWrite::kNone)
-    fail("forward request 0: dLLM-Cache manages its cache itself (write must be none)");
   const bool first = cache->length() == 0;
-  if (!first && cache->length() != n)
-    fail("forward request 0: dLLM-Cache canvas of ", n, " tokens over a cache of ",
-         cache->length());
   const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
   const float eps = static_cast<float>(c.norm_eps);
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));

@@ -20,18 +20,10 @@ SequenceResult CudaBackend::forward_dllm_cache(const SequenceForward& seq) {
   const DllmCacheStep& dc = *seq.dllm_cache;
   auto* cache = dynamic_cast<cuda::CudaKvCache*>(seq.cache);
   if (!cache) fail("forward request 0: dLLM-Cache needs a cache created by the CUDA backend");
+  // Request shape (prompt length, positions, write, canvas vs cache): validate_forward.
   const int64_t n = static_cast<int64_t>(seq.tokens.size());
   const int64_t p_len = dc.prompt_length, g_len = n - p_len;
-  if (p_len <= 0 || g_len <= 0) fail("forward request 0: dLLM-Cache prompt length ", p_len);
-  for (int64_t i = 0; i < n; ++i)
-    if (seq.positions[static_cast<size_t>(i)] != i)
-      fail("forward request 0: dLLM-Cache forwards the whole canvas at positions 0..n-1");
-  if (seq.write != CacheWrite::kNone)
-    fail("forward request 0: dLLM-Cache manages its cache itself (write must be none)");
   const bool first = cache->length() == 0;
-  if (!first && cache->length() != n)
-    fail("forward request 0: dLLM-Cache canvas of ", n, " tokens over a cache of ",
-         cache->length());
   const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), D = c.head_dim,
                 inter = c.intermediate_size, qkvd = qd + 2 * kvd;
   const size_t layer_elems = static_cast<size_t>(n * h);
