@@ -6,6 +6,7 @@
 
 #include "attention/attention_rule.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/attention_sm90.h"
 #include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 #include "decode/token_stats.h"
@@ -222,8 +223,7 @@ void check_attention(const AttnCase& c, std::mt19937& rng) {
       c.splits ? c.splits : cuda::attention_splits(c.n_q, c.heads, c.kv, c.d, p.max_keys, 132);
   cuda::DeviceBuffer<float> ws(cuda::attention_workspace_floats(c.n_q, c.heads, c.d, p.splits),
                                "ws");
-  p.partial_o = ws.get();
-  p.partial_ml = ws.get() + size_t(p.splits) * c.n_q * c.heads * c.d;
+  cuda::attention_use_workspace(p, ws.get());
   std::vector<bf16> poison(c.n_q * c.heads * c.d, __float2bfloat16(NAN));
   auto out = test::to_device(poison);
   p.out = out.get();
@@ -251,6 +251,33 @@ TEST(CudaKernels, AttentionMatchesCpuOnEveryRule) {
       {16, 8, 2, 128, 5000, AttentionKind::kCausal, 0, false, 40},        // many splits
       {64, 32, 8, 128, 3000, AttentionKind::kCustom, 0, false, 0, true},  // S2D2 verifier-like
       {5, 6, 2, 64, 130, AttentionKind::kCustom, 0, true, 3, true},
+  };
+  for (const auto& c : cases) check_attention(c, rng);
+}
+
+// The Hopper (wgmma) kernel takes head_dim 128 with >= 64 rows per KV head on compute capability
+// 9.0; these shapes go through it there: partial row blocks, slot lists, every rule, empty splits
+// (more splits than key tiles), a prefill.
+TEST(CudaKernels, HopperAttentionMatchesCpuOnEveryRule) {
+  int dev = 0, major = 0, minor = 0;
+  DLLM_CUDA_CHECK(cudaGetDevice(&dev));
+  DLLM_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+  DLLM_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+#ifdef DLLM_HAVE_SM90A
+  // On an sm_90 device the dispatch must really take the Hopper kernel for these shapes.
+  if (major == 9 && minor == 0) EXPECT_TRUE(cuda::sm90_attention_serves(128, 64));
+#endif
+  std::mt19937 rng(16);
+  const std::vector<AttnCase> cases = {
+      {32, 32, 8, 128, 4000, AttentionKind::kBlockCausal, 32, false, 0},  // a denoising step
+      {16, 32, 8, 128, 1000, AttentionKind::kBlockCausal, 16, true, 0},   // 64 rows, slot list
+      {32, 28, 4, 128, 1500, AttentionKind::kBlockCausal, 32, false, 0},  // GQA 7: 224 rows
+      {100, 8, 2, 128, 333, AttentionKind::kCausal, 0, false, 0},         // odd lengths
+      {70, 16, 16, 128, 77, AttentionKind::kCustom, 0, true, 3},          // MHA, 70 rows
+      {64, 32, 8, 128, 3000, AttentionKind::kCustom, 0, false, 0, true},  // S2D2 verifier-like
+      {128, 32, 8, 128, 0, AttentionKind::kBidirectional, 0, false, 0},
+      {32, 32, 8, 128, 200, AttentionKind::kBidirectional, 0, false, 7},  // empty splits
+      {300, 8, 2, 128, 64, AttentionKind::kCausal, 0, true, 0},           // prefill-like
   };
   for (const auto& c : cases) check_attention(c, rng);
 }

@@ -261,8 +261,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
         ap.head_dim = qp.head_dim;
         ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
         ap.splits = splits[si];
-        ap.partial_o = attn_ws_.get();
-        ap.partial_ml = attn_ws_.get() + static_cast<size_t>(ap.splits) * n * c.num_heads * D;
+        cuda::attention_use_workspace(ap, attn_ws_.get());
         ap.out = attn_.get() + p.row_offset * qd;
         op_begin("attention");
         cuda::attention(ap, stream_);

@@ -160,8 +160,7 @@ SequenceResult CudaBackend::forward_dllm_cache(const SequenceForward& seq) {
       ap.scale = 1.0f / std::sqrt(static_cast<float>(D));
       ap.splits =
           cuda::attention_splits(m, ap.heads, ap.kv_heads, ap.head_dim, ap.max_keys, num_sms_);
-      ap.partial_o = attn_ws_.get();
-      ap.partial_ml = attn_ws_.get() + static_cast<size_t>(ap.splits) * m * c.num_heads * D;
+      cuda::attention_use_workspace(ap, attn_ws_.get());
       ap.out = attn_.get();
       cuda::attention(ap, stream_);
       cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), dlc_out_.get(), CUDA_R_32F, m,

@@ -1,0 +1,80 @@
+// The forward contract's attention rules evaluated per (query row, key) inside the flash-attention
+// kernels (attention.cu for sm_80+, attention_sm90.cu for Hopper), so that both kernels apply
+// exactly the same mask. Keys are [visible cache entries | the queries' own keys]: key index j <
+// n_cache is a cache entry, j - n_cache a query.
+#pragma once
+
+#include <climits>
+
+#include "backend/cuda/kernels.h"
+
+namespace dllm::cuda {
+
+// What the mask needs of one query row: the query index and, for block-causal, its block index.
+struct MaskRow {
+  int q = 0;
+  int qblk = 0;
+  bool valid = false;  // rows past the block's real rows compute garbage that is never written
+};
+
+__device__ __forceinline__ MaskRow mask_row(const AttentionParams& p, int row, int rows,
+                                            int group) {
+  MaskRow r;
+  r.valid = row < rows;
+  r.q = row / group;
+  // Block-causal compares block indices: position / block size, computed once per row and key.
+  r.qblk = r.valid && p.kind == MaskKind::kBlockCausal ? p.q_positions[r.q] / p.block_size : 0;
+  return r;
+}
+
+// The value the mask compares per key: its logical position, or its block index under
+// block-causal.
+__device__ __forceinline__ int key_mask_value_of(const AttentionParams& p, int position) {
+  return p.kind == MaskKind::kBlockCausal ? position / p.block_size : position;
+}
+// The same for key j of the list (0 past the end of the split).
+__device__ __forceinline__ int key_mask_value(const AttentionParams& p, int j, int k_end) {
+  return key_mask_value_of(p, j < k_end ? p.slot_positions[p.key_slots ? p.key_slots[j] : j] : 0);
+}
+
+// Whether key j (key_value from key_mask_value) is visible to row r.
+__device__ __forceinline__ bool key_visible(const AttentionParams& p, const MaskRow& r, int j,
+                                            int key_value, int k_end, int n_cache, int n_keys) {
+  if (!r.valid || j >= k_end) return false;
+  switch (p.kind) {
+    case MaskKind::kCausal:
+      return j < n_cache || j - n_cache <= r.q;
+    case MaskKind::kBidirectional:
+      return true;
+    case MaskKind::kBlockCausal:
+      return key_value <= r.qblk;
+    case MaskKind::kCustom:
+      return p.custom_mask_queries_only
+                 ? j < n_cache ||
+                       p.custom_mask[static_cast<int64_t>(r.q) * p.n_q + (j - n_cache)] != 0
+                 : p.custom_mask[static_cast<int64_t>(r.q) * n_keys + j] != 0;
+  }
+  return false;
+}
+
+// Whether every key of the tile [t0, t0 + tile_keys) is visible to every row whose block index
+// is at least qblk_min (tile_max_value: the largest key_mask_value of the tile's keys). Such tiles
+// skip the per-key mask — every tile of the cache in a denoising step.
+__device__ __forceinline__ bool tile_all_visible(const AttentionParams& p, int t0, int tile_keys,
+                                                 int k_end, int n_cache, int tile_max_value,
+                                                 int qblk_min) {
+  if (t0 + tile_keys > k_end) return false;
+  switch (p.kind) {
+    case MaskKind::kCausal:
+      return t0 + tile_keys <= n_cache;
+    case MaskKind::kBidirectional:
+      return true;
+    case MaskKind::kBlockCausal:
+      return tile_max_value <= qblk_min;
+    case MaskKind::kCustom:
+      return p.custom_mask_queries_only && t0 + tile_keys <= n_cache;
+  }
+  return false;
+}
+
+}  // namespace dllm::cuda

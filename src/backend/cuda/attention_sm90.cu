@@ -1,0 +1,368 @@
+// Flash attention on Hopper's warpgroup MMA (wgmma, sm_90a), for head_dim 128 and 64 or more
+// rows (queries x GQA group) per KV head — a denoising block of 16-32 queries at GQA 4 and up, or
+// a prefill. Same parameters, rules (attention_mask.cuh) and split-KV partial results as the
+// mma.sync kernel of attention.cu, whose combine pass merges them.
+//
+// Why a second kernel: a 32-query block at GQA 4 puts 128 query rows on every K/V byte, 128 FLOP
+// per byte, so streaming the cache at 70 % of the H100's copy bandwidth needs ~270 TFLOP/s of
+// attention math. mma.sync sustained ~160 here (each warp re-reads every K/V fragment from shared
+// memory for its own 16 rows); wgmma reads a K/V tile once per 64 rows, straight from shared
+// memory, and runs asynchronously.
+//
+// One block = NWG warpgroups x 64 rows, one KV head, one split of the keys. Q (per warpgroup) and
+// STAGES K/V tiles of 64 keys sit in shared memory in the 128-byte-swizzle layout wgmma reads
+// (wgmma_ptx.cuh), filled by cp.async (which also gathers through a slot list). Per tile:
+// S = Q Kᵀ (8 wgmma m64n64k16, both operands in shared memory), scale + mask + online softmax on
+// the S fragments in registers, then O += P V (4 wgmma m64n128k16, P from registers, V
+// MN-major). The S and A-operand register fragments have the mma.sync m16n8 layout, so the mask
+// and softmax code is the one of attention.cu.
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backend/cuda/attention_mask.cuh"
+#include "backend/cuda/attention_sm90.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/wgmma_ptx.cuh"
+
+namespace dllm::cuda {
+
+namespace {
+
+using namespace ptx;
+
+constexpr int kD = 128;  // head_dim
+
+// A tile of `rows` rows x 128 dims is stored as two 128-byte-swizzled 64-dim halves of rows x
+// 128 bytes: half_bytes(rows) apart.
+constexpr uint32_t half_bytes(int rows) {
+  return static_cast<uint32_t>(rows) * 128;
+}
+constexpr uint32_t kQTile = 2 * half_bytes(64);  // 64 query rows (one warpgroup's)
+
+// Shared memory: Q [NWG][64 rows], then per stage K and V tiles of KT keys (all 1024-byte
+// aligned), then per stage the keys' logical positions.
+template <int NWG, int KT, int STAGES>
+struct SmemLayout {
+  static constexpr uint32_t kv_tile = 2 * half_bytes(KT);
+  static constexpr uint32_t q = 0;
+  static constexpr uint32_t kv = NWG * kQTile;
+  static constexpr uint32_t kpos = kv + STAGES * 2 * kv_tile;  // [STAGES][KT]
+  static constexpr uint32_t end = kpos + STAGES * KT * 4;
+  static constexpr size_t bytes = end + 1024;  // room to align the base to 1024
+};
+
+// Byte offset of 16-byte chunk c (of 16: dims 8c..8c+7) of row r in a tile of `rows` rows.
+template <int ROWS>
+__device__ __forceinline__ uint32_t swizzled(int r, int c) {
+  return (c >> 3) * half_bytes(ROWS) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <int NWG, int KT, int STAGES, int MIN_BLOCKS>
+__global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(AttentionParams p) {
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  static_assert(KT == 32 || KT == 64, "wgmma n32 or n64 score tiles");
+  using L = SmemLayout<NWG, KT, STAGES>;
+  constexpr int kKeys = KT;
+  constexpr int kThreads = NWG * 128;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t pad = (1024u - (raw_addr & 1023u)) & 1023u;
+  unsigned char* smem = smem_raw + pad;
+  const uint32_t sbase = raw_addr + pad;
+  int* kpos = reinterpret_cast<int*>(smem + L::kpos);
+
+  const int group = p.heads / p.kv_heads;
+  const int R = p.n_q * group;
+  const int g = blockIdx.y, split = blockIdx.z;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
+  const int n_keys = *p.n_keys;
+  const int n_cache = n_keys - p.n_q;
+  // As in attention.cu: the keys present (read on the device) are shared out among the splits.
+  const int chunk = ((n_keys + p.splits - 1) / p.splits + kKeys - 1) / kKeys * kKeys;
+  const int k_begin = split * chunk;
+  const int k_end = min(n_keys, k_begin + chunk);
+  const int n_tiles = k_begin < k_end ? (k_end - k_begin + kKeys - 1) / kKeys : 0;
+
+  const int row0 = blockIdx.x * 64 * NWG;
+  const int ra = row0 + warp * 16 + lane / 4, rb = ra + 8;  // rows of this lane's fragments
+  const MaskRow row_a = mask_row(p, ra, R, group), row_b = mask_row(p, rb, R, group);
+  const int64_t qrow_stride = static_cast<int64_t>(p.heads) * kD;
+  const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * kD;
+
+  auto load_tile = [&](int stage, int t0) {
+    unsigned char* kd = smem + L::kv + stage * 2 * L::kv_tile;
+    unsigned char* vd = kd + L::kv_tile;
+    for (int c = tid; c < kKeys * 16; c += kThreads) {
+      const int kr = c >> 4, kc = c & 15, j = t0 + kr;
+      const bool ok = j < k_end;
+      const int64_t src = (ok ? (p.key_slots ? p.key_slots[j] : j) : 0) * kv_row + g * kD + kc * 8;
+      cp_async16(kd + swizzled<KT>(kr, kc), p.k_cache + src, ok);
+      cp_async16(vd + swizzled<KT>(kr, kc), p.v_cache + src, ok);
+    }
+    // The keys' positions too (0 past the end): no thread waits on a global load here.
+    if (tid < kKeys) {
+      const int j = t0 + tid;
+      const bool ok = j < k_end;
+      cp_async4(kpos + stage * kKeys + tid,
+                p.slot_positions + (ok ? (p.key_slots ? p.key_slots[j] : j) : 0), ok);
+    }
+  };
+
+  if (n_tiles > 0) {  // Q rows of this block, in the first tile's group
+    for (int c = tid; c < NWG * 64 * 16; c += kThreads) {
+      const int r = c >> 4, kc = c & 15, rr = row0 + r;
+      const bool ok = rr < R;
+      const bf16* src =
+          ok ? p.q + (rr / group) * qrow_stride + (g * group + rr % group) * kD + kc * 8 : p.q;
+      cp_async16(smem + L::q + (r >> 6) * kQTile + swizzled<64>(r & 63, kc), src, ok);
+    }
+  }
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < n_tiles) load_tile(s, k_begin + s * kKeys);
+    cp_async_commit();
+  }
+
+  float o[64];  // 16 n8 chunks of 128 dims x {row a, row b}
+#pragma unroll
+  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: base-2, scaled (below)
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  const uint32_t q_addr = sbase + L::q + wg * kQTile;
+
+  for (int it = 0; it < n_tiles; ++it) {
+    const int t0 = k_begin + it * kKeys, stage = it % STAGES;
+    cp_async_wait<STAGES - 2>();  // this thread's copies of tile `it` have landed ...
+    wgmma::fence_proxy_async();   // ... are visible to wgmma ...
+    __syncthreads();              // ... and so are everyone's; tile it - 1 is done with
+    if (it + STAGES - 1 < n_tiles) load_tile((it + STAGES - 1) % STAGES, t0 + (STAGES - 1) * kKeys);
+    cp_async_commit();
+
+    const uint32_t k_addr = sbase + L::kv + stage * 2 * L::kv_tile, v_addr = k_addr + L::kv_tile;
+    constexpr int kS = KT / 2;  // KT / 8 n8 chunks of keys x {row a, row b}
+    float s[kS];
+#pragma unroll
+    for (int i = 0; i < kS; ++i) s[i] = 0.0f;
+    wgmma::fence();
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      // Dims 16kk..16kk+15: which half, and 32 bytes per step inside it.
+      const uint64_t da =
+          wgmma::desc_sw128(q_addr + (kk >> 2) * half_bytes(64) + (kk & 3) * 32, 16, 1024);
+      const uint64_t db =
+          wgmma::desc_sw128(k_addr + (kk >> 2) * half_bytes(KT) + (kk & 3) * 32, 16, 1024);
+      if constexpr (KT == 64)
+        wgmma::mma_m64n64k16_ss(s, da, db, kk > 0);
+      else
+        wgmma::mma_m64n32k16_ss(s, da, db, kk > 0);
+    }
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_registers(s);
+
+    // Mask (scores stay unscaled: the scale folds into the exponent below).
+    const int* kp = kpos + stage * kKeys;
+    int tile_max = INT_MIN;  // the largest mask value of the tile's keys (block-causal needs it)
+    if (p.kind == MaskKind::kBlockCausal) {
+#pragma unroll
+      for (int c = lane; c < kKeys; c += 32) tile_max = max(tile_max, key_mask_value_of(p, kp[c]));
+      tile_max = __reduce_max_sync(0xffffffffu, tile_max);
+    }
+    if (!tile_all_visible(p, t0, kKeys, k_end, n_cache, tile_max, min(row_a.qblk, row_b.qblk))) {
+#pragma unroll
+      for (int i = 0; i < kS; ++i) {
+        const int col = (i >> 2) * 8 + (lane % 4) * 2 + (i & 1);
+        if (!key_visible(p, (i & 2) ? row_b : row_a, t0 + col, key_mask_value_of(p, kp[col]), k_end,
+                         n_cache, n_keys))
+          s[i] = -INFINITY;
+      }
+    }
+
+    // Online softmax over the two rows this lane holds (4 lanes share a row), in base 2 with the
+    // scale folded in: p = 2^(s * scale * log2 e - m), one FFMA and one ex2 per score. m is kept
+    // in that domain; a row that has seen no visible key yet has m = -inf and offsets by 0.
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < KT / 8; ++nt)
+        mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * h2], s[nt * 4 + 2 * h2 + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h2], mx * scale_log2);
+      const float m_off = m_new == -INFINITY ? 0.0f : m_new;
+      const float alpha = exp2_approx(m[h2] - m_off);  // 0 while m was -inf (o, l are 0 then)
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < KT / 8; ++nt)
+#pragma unroll
+        for (int e = 2 * h2; e < 2 * h2 + 2; ++e) {
+          const float pv = exp2_approx(fmaf(s[nt * 4 + e], scale_log2, -m_off));  // -inf -> 0
+          s[nt * 4 + e] = pv;
+          sum += pv;
+        }
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l[h2] = l[h2] * alpha + sum;
+      m[h2] = m_new;
+#pragma unroll
+      for (int dn = 0; dn < 16; ++dn) {
+        o[dn * 4 + 2 * h2] *= alpha;
+        o[dn * 4 + 2 * h2 + 1] *= alpha;
+      }
+    }
+
+    // O += P V: P's fragments (keys 16t..16t+15) straight from S's; they must stay untouched until
+    // the wgmmas reading them complete.
+    uint32_t a[KT / 16][4];
+#pragma unroll
+    for (int t = 0; t < KT / 16; ++t) {
+      a[t][0] = pack_bf16(s[8 * t + 0], s[8 * t + 1]);
+      a[t][1] = pack_bf16(s[8 * t + 2], s[8 * t + 3]);
+      a[t][2] = pack_bf16(s[8 * t + 4], s[8 * t + 5]);
+      a[t][3] = pack_bf16(s[8 * t + 6], s[8 * t + 7]);
+    }
+    wgmma::fence();
+#pragma unroll
+    for (int t = 0; t < KT / 16; ++t)  // keys 16t..: two 8-key atoms; the dim halves LBO apart
+      wgmma::mma_m64n128k16_rs(o, a[t],
+                               wgmma::desc_sw128(v_addr + t * 16 * 128, half_bytes(KT), 1024));
+    wgmma::commit();
+    wgmma::wait<0>();
+    wgmma::fence_registers(o);
+#pragma unroll
+    for (int t = 0; t < KT / 16; ++t)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[t][i])::"memory");
+  }
+  cp_async_wait<0>();
+
+  // Partial results of this split (the layout attention.cu's combine pass reads).
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int row = h2 ? rb : ra;
+    if (row >= R) continue;
+    const int64_t idx = (static_cast<int64_t>(split) * p.kv_heads + g) * R + row;
+    if (lane % 4 == 0) {  // the combine pass reads m in natural-log units
+      p.partial_ml[idx * 2] = m[h2] * 0.6931471805599453f;
+      p.partial_ml[idx * 2 + 1] = l[h2];
+    }
+    const float inv_l = l[h2] > 0.0f ? 1.0f / l[h2] : 0.0f;
+#pragma unroll
+    for (int dn = 0; dn < 16; ++dn) {
+      const int d = dn * 8 + (lane % 4) * 2;
+      *reinterpret_cast<__nv_bfloat162*>(&p.partial_o[idx * kD + d]) =
+          __floats2bfloat162_rn(o[dn * 4 + 2 * h2] * inv_l, o[dn * 4 + 2 * h2 + 1] * inv_l);
+    }
+  }
+#endif
+}
+
+// Configurations: warpgroups per block (64 rows each), keys per tile, pipeline stages, blocks per
+// SM the register budget is cut for. DLLM_ATTN_SM90_CONFIG picks one by index (tuning
+// experiments only).
+struct Config {
+  int warpgroups, tile_keys, stages, min_blocks;
+};
+constexpr Config kConfigs[] = {
+    {2, 64, 2, 2},  // 0
+    {2, 32, 4, 2},  // 1
+    {1, 64, 2, 2},  // 2
+    {2, 32, 3, 2},  // 3
+    {1, 32, 4, 2},  // 4
+};
+constexpr int kNumConfigs = sizeof(kConfigs) / sizeof(kConfigs[0]);
+
+int config_for(int rows) {
+  static const int forced = [] {
+    const char* v = std::getenv("DLLM_ATTN_SM90_CONFIG");
+    return v ? std::atoi(v) : -1;
+  }();
+  if (forced >= 0 && forced < kNumConfigs) return forced;
+  return rows >= 128 ? 0 : 2;
+}
+
+template <int NWG, int KT, int STAGES, int MIN_BLOCKS>
+int instance(const AttentionParams* p, cudaStream_t stream) {
+  constexpr size_t smem = SmemLayout<NWG, KT, STAGES>::bytes;
+  auto* kernel = attention_sm90_kernel<NWG, KT, STAGES, MIN_BLOCKS>;
+  static const int resident = [&] {
+    DLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         static_cast<int>(smem)));
+    int n = 0;
+    DLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, NWG * 128, smem));
+    return std::max(n, 1);
+  }();
+  if (p) {
+    const int R = p->n_q * (p->heads / p->kv_heads);
+    const dim3 grid((R + 64 * NWG - 1) / (64 * NWG), p->kv_heads, p->splits);
+    kernel<<<grid, NWG * 128, smem, stream>>>(*p);
+    DLLM_CUDA_LAUNCH_CHECK();
+  }
+  return resident;
+}
+
+// Launches (p set) or sizes (p null) configuration c.
+template <int C = 0>
+int run(int c, const AttentionParams* p, cudaStream_t stream) {
+  if constexpr (C < kNumConfigs) {
+    if (c != C) return run<C + 1>(c, p, stream);
+    constexpr Config k = kConfigs[C];
+    return instance<k.warpgroups, k.tile_keys, k.stages, k.min_blocks>(p, stream);
+  } else {
+    return 1;
+  }
+}
+
+bool device_is_sm90() {
+  static const bool yes = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
+    return major == 9 && minor == 0;
+  }();
+  return yes;
+}
+
+}  // namespace
+
+bool sm90_attention_serves(int head_dim, int rows) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("DLLM_ATTN_SM90");
+    return !v || std::string(v) != "0";
+  }();
+  return enabled && head_dim == kD && rows >= 64 && device_is_sm90();
+}
+
+int sm90_attention_rows_per_block(int rows) {
+  return 64 * kConfigs[config_for(rows)].warpgroups;
+}
+
+int sm90_attention_tile_keys(int rows) {
+  return kConfigs[config_for(rows)].tile_keys;
+}
+
+int sm90_attention_resident_blocks(int rows) {
+  return run(config_for(rows), nullptr, nullptr);
+}
+
+void sm90_attention(const AttentionParams& p, cudaStream_t stream) {
+  const int rows = p.n_q * (p.heads / p.kv_heads);
+  if (!sm90_attention_serves(p.head_dim, rows))
+    fail("sm90_attention: shape not served (head_dim ", p.head_dim, ", ", rows, " rows)");
+  run(config_for(rows), &p, stream);
+}
+
+}  // namespace dllm::cuda

@@ -1,0 +1,25 @@
+// The Hopper flash-attention kernel (attention_sm90.cu: wgmma, sm_90a only): same parameters,
+// rules and partial-result format as the mma.sync kernel of attention.cu, which picks it for the
+// shapes it serves. Built when CMake compiles for sm_90 (DLLM_HAVE_SM90A).
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include "backend/cuda/kernels.h"
+
+namespace dllm::cuda {
+
+// Whether the Hopper kernel takes this shape on the current device: head_dim 128, at least 64
+// rows (queries x GQA group) per KV head, a compute-capability 9.0 device, and not switched off
+// with DLLM_ATTN_SM90=0 (comparisons).
+bool sm90_attention_serves(int head_dim, int rows);
+// Rows (queries x GQA group) one block takes, for `rows` rows per KV head.
+int sm90_attention_rows_per_block(int rows);
+// Keys per tile (the split granularity) of the configuration used for `rows`.
+int sm90_attention_tile_keys(int rows);
+// Blocks of the configuration used for `rows` that fit on one SM.
+int sm90_attention_resident_blocks(int rows);
+// Writes p.partial_o / p.partial_ml for p.splits key splits; attention() combines them.
+void sm90_attention(const AttentionParams& p, cudaStream_t stream);
+
+}  // namespace dllm::cuda
