@@ -53,6 +53,9 @@ if part steps; then
   for shape in $SHAPES; do
     "$BIN/dllm" bench --device cuda --shape "$shape" --block "${BLOCKS// /,}" --context "$CONTEXTS" --reps 20 \
       --json "$OUT/bench-$(basename "$shape" .json).json" 2>&1 | tee -a "$OUT/bench.md"
+    # The attention kernel alone on one layer's shapes (as the peer times SDPA alone).
+    "$BIN/dllm" bench --device cuda --shape "$shape" --attention-kernel --block "${BLOCKS// /,}" \
+      --context "$CONTEXTS" --reps 50 --json "$OUT/attention-$(basename "$shape" .json).json" 2>&1 | tee -a "$OUT/bench.md"
   done
 fi
 if part peer; then

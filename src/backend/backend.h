@@ -44,6 +44,11 @@ bool cuda_available();
 // Bytes per second a large device-to-device copy moves on `device` ("cpu" or "cuda"), counting
 // bytes read plus bytes written: the bandwidth a memory-bound step can hope for.
 double measure_copy_bandwidth(const std::string& device);
+// Microseconds per call of the CUDA attention kernel alone (key splits + combine) on one layer's
+// shapes: a block-causal block of n_q queries after `context` cached keys, every call reading its
+// K/V from device memory (not L2). Error when built without CUDA.
+double time_cuda_attention_kernel(int n_q, int context, int heads, int kv_heads, int head_dim,
+                                  int reps);
 // "cpu", "cuda" or "auto" (CUDA when available, else CPU).
 std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device);
 

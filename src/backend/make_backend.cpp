@@ -20,6 +20,9 @@ bool cuda_available() {
 double measure_cuda_copy_bandwidth() {
   fail("this dllm was built without CUDA");
 }
+double time_cuda_attention_kernel(int, int, int, int, int, int) {
+  fail("this dllm was built without CUDA");
+}
 #else
 double measure_cuda_copy_bandwidth();  // backend/cuda/device_info.cu
 #endif

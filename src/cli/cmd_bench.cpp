@@ -4,6 +4,8 @@
 //   dllm bench --shape configs/wedlm-8b.json --step causal --block 32   (a WeDLM window, W = 16)
 //   dllm bench --shape configs/wedlm-8b.json --step causal --block 1    (an autoregressive step)
 //   dllm bench --shape configs/sdar-8b.json --step verify --block 32     (an S2D2 verifier forward)
+//   dllm bench --shape configs/sdar-8b.json --attention-kernel --block 32 --context 32768
+//                                                       (one layer's attention kernel alone)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -17,6 +19,7 @@
 #include "decode/s2d2_verify.h"
 #include "engine/engine.h"
 #include "io/json_file.h"
+#include "model/families/family.h"
 #include "model/random_model.h"
 
 namespace dllm::cli {
@@ -35,6 +38,8 @@ struct BenchArgs {
   // a synthetic prompt (decode_bench).
   std::string decode;
   int prompt_length = 512, max_tokens = 256;
+  // The attention kernel alone (one layer's shapes, no model), as the peer times SDPA alone.
+  bool attention_kernel = false;
 };
 
 double now_s() {
@@ -94,6 +99,41 @@ void decode_bench(const BenchArgs& a, const Model& model, Backend& backend,
   }
 }
 
+// The CUDA attention kernel alone for each block and context: one layer's K/V streamed per call
+// (block-causal block after the context), against the measured copy bandwidth.
+void attention_kernel_bench(const BenchArgs& a, const std::vector<int32_t>& blocks,
+                            const std::vector<int32_t>& contexts) {
+  if (a.device == "cpu") fail("--attention-kernel times the CUDA kernel (--device cuda)");
+  const nlohmann::json j = read_json_file(a.shape);
+  const ModelConfig c = find_family(j, a.shape).parse_config(j, a.shape);
+  const double bw = measure_copy_bandwidth("cuda");
+  std::printf(
+      "\n%s attention kernel (%lld/%lld heads, head_dim %lld): copy bandwidth %.0f GB/s\n\n",
+      a.shape.c_str(), static_cast<long long>(c.num_heads), static_cast<long long>(c.num_kv_heads),
+      static_cast<long long>(c.head_dim), bw / 1e9);
+  std::printf(
+      "| context | block | us/call | K/V MB | GB/s | %% of copy |\n|---|---|---|---|---|---|\n");
+  nlohmann::json rows = nlohmann::json::array();
+  for (int32_t block : blocks)
+    for (int32_t ctx : contexts) {
+      const double us = time_cuda_attention_kernel(block, ctx, static_cast<int>(c.num_heads),
+                                                   static_cast<int>(c.num_kv_heads),
+                                                   static_cast<int>(c.head_dim), a.reps);
+      const double bytes = 2.0 * (ctx + block) * c.num_kv_heads * c.head_dim * 2.0;
+      const double gbs = bytes / (us * 1e-6) / 1e9;
+      std::printf("| %d | %d | %.1f | %.1f | %.0f | %.0f%% |\n", ctx, block, us, bytes / 1e6, gbs,
+                  100.0 * gbs * 1e9 / bw);
+      std::fflush(stdout);
+      rows.push_back({{"context", ctx},
+                      {"block", block},
+                      {"us_per_call", us},
+                      {"kv_bytes", bytes},
+                      {"gbs", gbs},
+                      {"copy_gbs", bw / 1e9}});
+    }
+  if (!a.json_out.empty()) write_json(a, "cuda", rows);
+}
+
 void run_bench(const BenchArgs& a) {
   if (a.shape.empty()) fail("--shape FILE is required (e.g. configs/sdar-8b.json)");
   const auto blocks = parse_int_list(a.blocks, "--block");
@@ -110,6 +150,10 @@ void run_bench(const BenchArgs& a) {
   for (int32_t c : contexts)
     if (c < 0) fail("--context values must be >= 0");
   const std::string device = a.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : a.device;
+  if (a.attention_kernel) {
+    attention_kernel_bench(a, blocks, contexts);
+    return;
+  }
 
   double t0 = now_s();
   auto model = make_random_model(read_json_file(a.shape), 1234);
@@ -278,6 +322,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--attention-rows", a->attention_rows,
                 "Also compute the head-averaged attention rows d2Cache's rollout reads "
                 "(bidirectional, with --write-at-slots)");
+  cmd->add_flag("--attention-kernel", a->attention_kernel,
+                "Time the CUDA attention kernel alone on one layer's shapes (no model; as the "
+                "peer times SDPA alone)");
   cmd->add_option("--decode", a->decode,
                   "Time whole generations instead of steps: comma-separated strategies (e.g. "
                   "full,fastdllm,dllmcache,d2cache on a LLaDA/Dream shape)");
