@@ -254,6 +254,11 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 // thread or one warp per row merging online took 17-22 µs, a block per row merging online in
 // 4 ways 11 µs (Nsight Compute).
 constexpr int kCombineThreads = 128;
+// Weight slots: splits rounded up to 8, so that the unrolled sum below may read them with vector
+// loads without going past the allocation (compute-sanitizer flagged exactly that).
+__host__ __device__ constexpr int combine_weight_slots(int splits) {
+  return (splits + 7) / 8 * 8;
+}
 
 __device__ __forceinline__ float block_reduce(float v, bool is_max, float* scratch) {
 #pragma unroll
@@ -271,7 +276,7 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max, float* scrat
 }
 
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(AttentionParams p) {
-  extern __shared__ float weight[];  // [splits]
+  extern __shared__ float weight[];  // [combine_weight_slots(splits)], zero past splits
   __shared__ float scratch[kCombineThreads / 32];
   const int group = p.heads / p.kv_heads;
   const int R = p.n_q * group;
@@ -284,8 +289,8 @@ __global__ void __launch_bounds__(kCombineThreads) combine_kernel(AttentionParam
     mx = fmaxf(mx, ml[s * split_rows * 2]);
   mx = block_reduce(mx, true, scratch);
   float denom = 0.0f;
-  for (int s = threadIdx.x; s < p.splits; s += kCombineThreads) {
-    const float ms = ml[s * split_rows * 2];
+  for (int s = threadIdx.x; s < combine_weight_slots(p.splits); s += kCombineThreads) {
+    const float ms = s < p.splits ? ml[s * split_rows * 2] : -INFINITY;
     const float w = ms == -INFINITY ? 0.0f : __expf(ms - mx) * ml[s * split_rows * 2 + 1];
     weight[s] = w;
     denom += w;
@@ -479,7 +484,8 @@ void attention(const AttentionParams& p, cudaStream_t stream) {
     }
   }
   if (p.splits > 8192) fail("attention: ", p.splits, " key splits (at most 8192)");
-  combine_kernel<<<rows * p.kv_heads, kCombineThreads, p.splits * sizeof(float), stream>>>(p);
+  combine_kernel<<<rows * p.kv_heads, kCombineThreads,
+                   combine_weight_slots(p.splits) * sizeof(float), stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
