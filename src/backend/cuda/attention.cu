@@ -225,6 +225,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     __syncthreads();  // this stage is refilled two tiles from now
   }
   cp_async_wait<0>();
+  trigger_dependent_launch();
 
   // Partial results of this split.
 #pragma unroll
@@ -254,6 +255,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 // thread or one warp per row merging online took 17-22 µs, a block per row merging online in
 // 4 ways 11 µs (Nsight Compute).
 constexpr int kCombineThreads = 128;
+constexpr int kMaxSplits = 4096;  // the combine's weights and maxima fit 32 KB of shared memory
 // Weight slots: splits rounded up to 8, so that the unrolled sum below may read them with vector
 // loads without going past the allocation (compute-sanitizer flagged exactly that).
 __host__ __device__ constexpr int combine_weight_slots(int splits) {
@@ -275,39 +277,56 @@ __device__ __forceinline__ float block_reduce(float v, bool is_max, float* scrat
   return v;
 }
 
+// Partials of the first splits each thread loads before the weights are known, so that their
+// latency overlaps the (m, l) reductions.
+constexpr int kCombinePrefetch = 16;
+
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(AttentionParams p) {
-  extern __shared__ float weight[];  // [combine_weight_slots(splits)], zero past splits
+  extern __shared__ float weight[];  // [2][combine_weight_slots(splits)]: m_s, then w_s (0 past)
   __shared__ float scratch[kCombineThreads / 32];
+  const int slots = combine_weight_slots(p.splits);
+  float* split_m = weight + slots;
   const int group = p.heads / p.kv_heads;
   const int R = p.n_q * group;
   const int row = blockIdx.x;  // over kv_heads * R: g R + r
   const int D = p.head_dim;
   const int64_t split_rows = static_cast<int64_t>(p.kv_heads) * R;
   const float* ml = p.partial_ml + static_cast<int64_t>(row) * 2;
+  const bf16* po = p.partial_o + static_cast<int64_t>(row) * D;
+  wait_for_primary_grid();    // launched as a programmatic dependent of the attention kernel
+  const int d = threadIdx.x;  // head_dim <= kCombineThreads (attention() checks)
+  float pre[kCombinePrefetch];
+#pragma unroll
+  for (int s = 0; s < kCombinePrefetch; ++s)
+    pre[s] = s < p.splits && d < D ? __bfloat162float(po[s * split_rows * D + d]) : 0.0f;
   float mx = -INFINITY;
-  for (int s = threadIdx.x; s < p.splits; s += kCombineThreads)
-    mx = fmaxf(mx, ml[s * split_rows * 2]);
-  mx = block_reduce(mx, true, scratch);
-  float denom = 0.0f;
-  for (int s = threadIdx.x; s < combine_weight_slots(p.splits); s += kCombineThreads) {
+  for (int s = threadIdx.x; s < slots; s += kCombineThreads) {
     const float ms = s < p.splits ? ml[s * split_rows * 2] : -INFINITY;
-    const float w = ms == -INFINITY ? 0.0f : __expf(ms - mx) * ml[s * split_rows * 2 + 1];
+    split_m[s] = ms;
+    weight[s] = s < p.splits ? ml[s * split_rows * 2 + 1] : 0.0f;  // l_s for now
+    mx = fmaxf(mx, ms);
+  }
+  mx = block_reduce(mx, true, scratch);  // its barrier also publishes split_m[] and l_s
+  float denom = 0.0f;
+  for (int s = threadIdx.x; s < slots; s += kCombineThreads) {
+    const float ms = split_m[s];
+    const float w = ms == -INFINITY ? 0.0f : __expf(ms - mx) * weight[s];
     weight[s] = w;
     denom += w;
   }
-  denom = block_reduce(denom, false, scratch);           // its barrier also publishes weight[]
-  const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;  // a row that sees nothing: zeros
+  denom = block_reduce(denom, false, scratch);  // ... and weight[]
+  if (d >= D) return;
+  float acc = 0.0f;
+#pragma unroll
+  for (int s = 0; s < kCombinePrefetch; ++s)
+    if (s < p.splits) acc += pre[s] * weight[s];
+#pragma unroll 8
+  for (int s = kCombinePrefetch; s < p.splits; ++s)
+    acc += __bfloat162float(po[s * split_rows * D + d]) * weight[s];
   const int g = row / R, r = row % R;
   const int qi = r / group, h = g * group + r % group;
-  bf16* out = p.out + (static_cast<int64_t>(qi) * p.heads + h) * D;
-  const bf16* po = p.partial_o + static_cast<int64_t>(row) * D;
-  for (int d = threadIdx.x; d < D; d += kCombineThreads) {
-    float acc = 0.0f;
-#pragma unroll 8
-    for (int s = 0; s < p.splits; ++s)
-      acc += __bfloat162float(po[s * split_rows * D + d]) * weight[s];
-    out[d] = __float2bfloat16(acc * inv);
-  }
+  const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;  // a row that sees nothing: zeros
+  p.out[(static_cast<int64_t>(qi) * p.heads + h) * D + d] = __float2bfloat16(acc * inv);
 }
 
 // Warps per block: enough 16-row warps for the rows of one KV head, at most kMaxWarps.
@@ -395,6 +414,17 @@ void attention_use_workspace(AttentionParams& p, float* workspace) {
 }
 
 namespace {
+// Programmatic dependent launch (griddepcontrol) needs compute capability 9.0.
+bool device_has_pdl() {
+  static const bool yes = [] {
+    int dev = 0, major = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess) return false;
+    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
+    return major >= 9;
+  }();
+  return yes;
+}
+
 // The Hopper kernel (attention_sm90.cu) where it serves the shape, else the kernel above.
 bool use_sm90(int head_dim, int rows) {
 #ifdef DLLM_HAVE_SM90A
@@ -451,7 +481,7 @@ int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_key
   const int split_keys = min_tiles * tile_keys;
   const int by_keys = (max_keys + split_keys - 1) / split_keys;
   const int by_wave = waves * resident * num_sms / blocks;
-  return std::max(1, std::min(by_keys, by_wave));
+  return std::max(1, std::min({by_keys, by_wave, kMaxSplits}));
 }
 
 void attention(const AttentionParams& p, cudaStream_t stream) {
@@ -483,10 +513,26 @@ void attention(const AttentionParams& p, cudaStream_t stream) {
         fail("CUDA attention supports head_dim 16, 32, 64 and 128 (got ", p.head_dim, ")");
     }
   }
-  if (p.splits > 8192) fail("attention: ", p.splits, " key splits (at most 8192)");
-  combine_kernel<<<rows * p.kv_heads, kCombineThreads,
-                   combine_weight_slots(p.splits) * sizeof(float), stream>>>(p);
-  DLLM_CUDA_LAUNCH_CHECK();
+  if (p.splits > kMaxSplits)
+    fail("attention: ", p.splits, " key splits (at most ", kMaxSplits, ")");
+  if (p.head_dim > kCombineThreads)
+    fail("attention: head_dim ", p.head_dim, " > ", kCombineThreads);
+  // The combine pass as a programmatic dependent launch on Hopper: it is scheduled while the
+  // attention kernel's last blocks finish (they trigger after their main loop) and waits for
+  // their partials on the device, instead of launching after the kernel has drained.
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(rows * p.kv_heads));
+  cfg.blockDim = dim3(kCombineThreads);
+  cfg.dynamicSmemBytes = 2 * combine_weight_slots(p.splits) * sizeof(float);
+  cfg.stream = stream;
+  cudaLaunchAttribute attr;
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  if (device_has_pdl()) {
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+  }
+  DLLM_CUDA_CHECK(cudaLaunchKernelEx(&cfg, combine_kernel, p));
 }
 
 }  // namespace dllm::cuda

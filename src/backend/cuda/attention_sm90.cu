@@ -247,6 +247,7 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
       for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[t][i])::"memory");
   }
   cp_async_wait<0>();
+  trigger_dependent_launch();  // the combine pass may be scheduled now (attention.cu)
 
   // Partial results of this split (the layout attention.cu's combine pass reads).
 #pragma unroll

@@ -73,6 +73,20 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
+// Programmatic dependent launch (sm_90+; no-ops below): the primary grid lets its dependent be
+// scheduled early; the dependent waits for the primary's completion and memory flush before
+// reading its results.
+__device__ __forceinline__ void trigger_dependent_launch() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_for_primary_grid() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
 // ldmatrix A fragment of a row-major [row][k] bf16 tile: lane l addresses row l % 16, column
 // (l / 16) * 8 of the 16x16 block; r = {a0, a1, a2, a3} of mma m16n8k16 (rows g, g+8 x k 2c, 2c+8).
 __device__ __forceinline__ const bf16* a_fragment_row(const bf16* tile, int stride, int lane) {
