@@ -27,6 +27,7 @@
 #include "backend/cuda/attention_sm90.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/wgmma_ptx.cuh"
 
 namespace dllm::cuda {
@@ -82,6 +83,8 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
   const uint32_t sbase = raw_addr + pad;
   int* kpos = reinterpret_cast<int*>(smem + L::kpos);
 
+  // Launched as a programmatic dependent (pdl_launch.h): the kernel before it wrote Q and K/V.
+  wait_for_primary_grid();
   const int group = p.heads / p.kv_heads;
   const int R = p.n_q * group;
   const int g = blockIdx.y, split = blockIdx.z;
@@ -308,7 +311,7 @@ int instance(const AttentionParams* p, cudaStream_t stream) {
   if (p) {
     const int R = p->n_q * (p->heads / p->kv_heads);
     const dim3 grid((R + 64 * NWG - 1) / (64 * NWG), p->kv_heads, p->splits);
-    kernel<<<grid, NWG * 128, smem, stream>>>(*p);
+    launch_pdl(kernel, grid, dim3(NWG * 128), smem, stream, *p);
     DLLM_CUDA_LAUNCH_CHECK();
   }
   return resident;
