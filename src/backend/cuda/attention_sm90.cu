@@ -20,7 +20,6 @@
 #include <climits>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include "backend/cuda/attention_mask.cuh"

@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include <utility>
+
 #include "backend/cuda/cuda_check.h"
 
 namespace dllm::cuda {
