@@ -101,9 +101,10 @@ void decode_bench(const BenchArgs& a, const Model& model, Backend& backend,
 
 // The CUDA attention kernel alone for each block and context: one layer's K/V streamed per call
 // (block-causal block after the context), against the measured copy bandwidth.
-void attention_kernel_bench(const BenchArgs& a, const std::vector<int32_t>& blocks,
+void attention_kernel_bench(const BenchArgs& a, const std::string& device,
+                            const std::vector<int32_t>& blocks,
                             const std::vector<int32_t>& contexts) {
-  if (a.device == "cpu") fail("--attention-kernel times the CUDA kernel (--device cuda)");
+  if (device != "cuda") fail("--attention-kernel times the CUDA kernel (--device cuda, a GPU)");
   const nlohmann::json j = read_json_file(a.shape);
   const ModelConfig c = find_family(j, a.shape).parse_config(j, a.shape);
   const double bw = measure_copy_bandwidth("cuda");
@@ -151,7 +152,7 @@ void run_bench(const BenchArgs& a) {
     if (c < 0) fail("--context values must be >= 0");
   const std::string device = a.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : a.device;
   if (a.attention_kernel) {
-    attention_kernel_bench(a, blocks, contexts);
+    attention_kernel_bench(a, device, blocks, contexts);
     return;
   }
 

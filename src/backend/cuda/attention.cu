@@ -18,6 +18,7 @@
 #include "backend/cuda/attention_mask.cuh"
 #include "backend/cuda/attention_sm90.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/flash_tile.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/pdl_launch.h"
@@ -115,7 +116,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
   float o[D / 8][4];
 #pragma unroll
   for (int dn = 0; dn < D / 8; ++dn) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.0f;
-  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: base-2, scaled
+  const float scale_log2 = p.scale * 1.4426950408889634f;
 
   int stage = 0;
   for (int t0 = k_begin; t0 < k_end; t0 += kKeysPerTile, stage ^= 1) {
@@ -159,54 +161,19 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
       }
     }
 
-    // Scale and mask.
-    if (all_visible) {
-#pragma unroll
-      for (int nt = 0; nt < kKeysPerTile / 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) s[nt][e] *= p.scale;
-    } else {
+    // Mask (scores stay unscaled: online_softmax_tile folds the scale into the exponent).
+    if (!all_visible) {
 #pragma unroll
       for (int nt = 0; nt < kKeysPerTile / 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int col = nt * 8 + (lane % 4) * 2 + (e & 1);
-          const bool vis =
-              key_visible(p, e >= 2 ? row_b : row_a, t0 + col, kp[col], k_end, n_cache, n_keys);
-          s[nt][e] = vis ? s[nt][e] * p.scale : -INFINITY;
+          if (!key_visible(p, e >= 2 ? row_b : row_a, t0 + col, kp[col], k_end, n_cache, n_keys))
+            s[nt][e] = -INFINITY;
         }
     }
 
-    // Online softmax over the two rows this lane holds (4 lanes share a row).
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < kKeysPerTile / 8; ++nt)
-        mx = fmaxf(mx, fmaxf(s[nt][2 * h2], s[nt][2 * h2 + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h2], mx);
-      const float alpha = m_new == -INFINITY ? 1.0f : __expf(m[h2] - m_new);
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < kKeysPerTile / 8; ++nt)
-#pragma unroll
-        for (int e = 2 * h2; e < 2 * h2 + 2; ++e) {
-          const float pv = s[nt][e] == -INFINITY ? 0.0f : __expf(s[nt][e] - m_new);
-          s[nt][e] = pv;
-          sum += pv;
-        }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      l[h2] = l[h2] * alpha + sum;
-      m[h2] = m_new;
-#pragma unroll
-      for (int dn = 0; dn < D / 8; ++dn) {
-        o[dn][2 * h2] *= alpha;
-        o[dn][2 * h2 + 1] *= alpha;
-      }
-    }
+    online_softmax_tile(s, o, m, l, scale_log2);
 
     // O += P V.
 #pragma unroll
@@ -230,24 +197,7 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
   cp_async_wait<0>();
   trigger_dependent_launch();
 
-  // Partial results of this split.
-#pragma unroll
-  for (int h2 = 0; h2 < 2; ++h2) {
-    const int row = h2 ? rb : ra;
-    if (row >= R) continue;
-    const int64_t idx = (static_cast<int64_t>(split) * p.kv_heads + g) * R + row;
-    if (lane % 4 == 0) {
-      p.partial_ml[idx * 2] = m[h2];
-      p.partial_ml[idx * 2 + 1] = l[h2];
-    }
-    const float inv_l = l[h2] > 0.0f ? 1.0f / l[h2] : 0.0f;
-#pragma unroll
-    for (int dn = 0; dn < D / 8; ++dn) {
-      const int d = dn * 8 + (lane % 4) * 2;
-      *reinterpret_cast<__nv_bfloat162*>(&p.partial_o[idx * D + d]) =
-          __floats2bfloat162_rn(o[dn][2 * h2] * inv_l, o[dn][2 * h2 + 1] * inv_l);
-    }
-  }
+  write_split_partials(p, split, g, R, ra, m, l, o, lane);
 }
 
 // Merges the splits of each row: with w_s = l_s e^(m_s - M), out = sum_s w_s (O_s / l_s) /

@@ -25,6 +25,7 @@
 #include "backend/cuda/attention_mask.cuh"
 #include "backend/cuda/attention_sm90.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/flash_tile.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/wgmma_ptx.cuh"
@@ -60,12 +61,6 @@ struct SmemLayout {
 template <int ROWS>
 __device__ __forceinline__ uint32_t swizzled(int r, int c) {
   return (c >> 3) * half_bytes(ROWS) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
-}
-
-__device__ __forceinline__ float exp2_approx(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
 }
 
 template <int NWG, int KT, int STAGES, int MIN_BLOCKS>
@@ -136,9 +131,11 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
     cp_async_commit();
   }
 
-  float o[64];  // 16 n8 chunks of 128 dims x {row a, row b}
+  float o[16][4];  // 16 n8 chunks of 128 dims x {row a, row b} (flash_tile.cuh's layout)
 #pragma unroll
-  for (int i = 0; i < 64; ++i) o[i] = 0.0f;
+  for (int dn = 0; dn < 16; ++dn) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.0f;
+  // The wgmma wrappers take the accumulators as one flat array (same registers, same order).
+  float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: base-2, scaled (below)
   const float scale_log2 = p.scale * 1.4426950408889634f;
   const uint32_t q_addr = sbase + L::q + wg * kQTile;
@@ -152,10 +149,10 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
     cp_async_commit();
 
     const uint32_t k_addr = sbase + L::kv + stage * 2 * L::kv_tile, v_addr = k_addr + L::kv_tile;
-    constexpr int kS = KT / 2;  // KT / 8 n8 chunks of keys x {row a, row b}
-    float s[kS];
+    float s[KT / 8][4];  // KT / 8 n8 chunks of keys x {row a, row b}
+    float(&s_flat)[KT / 2] = reinterpret_cast<float(&)[KT / 2]>(s);
 #pragma unroll
-    for (int i = 0; i < kS; ++i) s[i] = 0.0f;
+    for (int i = 0; i < KT / 2; ++i) s_flat[i] = 0.0f;
     wgmma::fence();
 #pragma unroll
     for (int kk = 0; kk < kD / 16; ++kk) {
@@ -165,13 +162,13 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
       const uint64_t db =
           wgmma::desc_sw128(k_addr + (kk >> 2) * half_bytes(KT) + (kk & 3) * 32, 16, 1024);
       if constexpr (KT == 64)
-        wgmma::mma_m64n64k16_ss(s, da, db, kk > 0);
+        wgmma::mma_m64n64k16_ss(s_flat, da, db, kk > 0);
       else
-        wgmma::mma_m64n32k16_ss(s, da, db, kk > 0);
+        wgmma::mma_m64n32k16_ss(s_flat, da, db, kk > 0);
     }
     wgmma::commit();
     wgmma::wait<0>();
-    wgmma::fence_registers(s);
+    wgmma::fence_registers(s_flat);
 
     // Mask (scores stay unscaled: the scale folds into the exponent below).
     const int* kp = kpos + stage * kKeys;
@@ -183,66 +180,34 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
     }
     if (!tile_all_visible(p, t0, kKeys, k_end, n_cache, tile_max, min(row_a.qblk, row_b.qblk))) {
 #pragma unroll
-      for (int i = 0; i < kS; ++i) {
+      for (int i = 0; i < KT / 2; ++i) {
         const int col = (i >> 2) * 8 + (lane % 4) * 2 + (i & 1);
         if (!key_visible(p, (i & 2) ? row_b : row_a, t0 + col, key_mask_value_of(p, kp[col]), k_end,
                          n_cache, n_keys))
-          s[i] = -INFINITY;
+          s_flat[i] = -INFINITY;
       }
     }
 
-    // Online softmax over the two rows this lane holds (4 lanes share a row), in base 2 with the
-    // scale folded in: p = 2^(s * scale * log2 e - m), one FFMA and one ex2 per score. m is kept
-    // in that domain; a row that has seen no visible key yet has m = -inf and offsets by 0.
-#pragma unroll
-    for (int h2 = 0; h2 < 2; ++h2) {
-      float mx = -INFINITY;
-#pragma unroll
-      for (int nt = 0; nt < KT / 8; ++nt)
-        mx = fmaxf(mx, fmaxf(s[nt * 4 + 2 * h2], s[nt * 4 + 2 * h2 + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float m_new = fmaxf(m[h2], mx * scale_log2);
-      const float m_off = m_new == -INFINITY ? 0.0f : m_new;
-      const float alpha = exp2_approx(m[h2] - m_off);  // 0 while m was -inf (o, l are 0 then)
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < KT / 8; ++nt)
-#pragma unroll
-        for (int e = 2 * h2; e < 2 * h2 + 2; ++e) {
-          const float pv = exp2_approx(fmaf(s[nt * 4 + e], scale_log2, -m_off));  // -inf -> 0
-          s[nt * 4 + e] = pv;
-          sum += pv;
-        }
-      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-      l[h2] = l[h2] * alpha + sum;
-      m[h2] = m_new;
-#pragma unroll
-      for (int dn = 0; dn < 16; ++dn) {
-        o[dn * 4 + 2 * h2] *= alpha;
-        o[dn * 4 + 2 * h2 + 1] *= alpha;
-      }
-    }
+    online_softmax_tile(s, o, m, l, scale_log2);
 
     // O += P V: P's fragments (keys 16t..16t+15) straight from S's; they must stay untouched until
     // the wgmmas reading them complete.
     uint32_t a[KT / 16][4];
 #pragma unroll
     for (int t = 0; t < KT / 16; ++t) {
-      a[t][0] = pack_bf16(s[8 * t + 0], s[8 * t + 1]);
-      a[t][1] = pack_bf16(s[8 * t + 2], s[8 * t + 3]);
-      a[t][2] = pack_bf16(s[8 * t + 4], s[8 * t + 5]);
-      a[t][3] = pack_bf16(s[8 * t + 6], s[8 * t + 7]);
+      a[t][0] = pack_bf16(s[2 * t][0], s[2 * t][1]);
+      a[t][1] = pack_bf16(s[2 * t][2], s[2 * t][3]);
+      a[t][2] = pack_bf16(s[2 * t + 1][0], s[2 * t + 1][1]);
+      a[t][3] = pack_bf16(s[2 * t + 1][2], s[2 * t + 1][3]);
     }
     wgmma::fence();
 #pragma unroll
     for (int t = 0; t < KT / 16; ++t)  // keys 16t..: two 8-key atoms; the dim halves LBO apart
-      wgmma::mma_m64n128k16_rs(o, a[t],
+      wgmma::mma_m64n128k16_rs(o_flat, a[t],
                                wgmma::desc_sw128(v_addr + t * 16 * 128, half_bytes(KT), 1024));
     wgmma::commit();
     wgmma::wait<0>();
-    wgmma::fence_registers(o);
+    wgmma::fence_registers(o_flat);
 #pragma unroll
     for (int t = 0; t < KT / 16; ++t)
 #pragma unroll
@@ -251,24 +216,7 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
   cp_async_wait<0>();
   trigger_dependent_launch();  // the combine pass may be scheduled now (attention.cu)
 
-  // Partial results of this split (the layout attention.cu's combine pass reads).
-#pragma unroll
-  for (int h2 = 0; h2 < 2; ++h2) {
-    const int row = h2 ? rb : ra;
-    if (row >= R) continue;
-    const int64_t idx = (static_cast<int64_t>(split) * p.kv_heads + g) * R + row;
-    if (lane % 4 == 0) {  // the combine pass reads m in natural-log units
-      p.partial_ml[idx * 2] = m[h2] * 0.6931471805599453f;
-      p.partial_ml[idx * 2 + 1] = l[h2];
-    }
-    const float inv_l = l[h2] > 0.0f ? 1.0f / l[h2] : 0.0f;
-#pragma unroll
-    for (int dn = 0; dn < 16; ++dn) {
-      const int d = dn * 8 + (lane % 4) * 2;
-      *reinterpret_cast<__nv_bfloat162*>(&p.partial_o[idx * kD + d]) =
-          __floats2bfloat162_rn(o[dn * 4 + 2 * h2] * inv_l, o[dn * 4 + 2 * h2 + 1] * inv_l);
-    }
-  }
+  write_split_partials(p, split, g, R, ra, m, l, o, lane);
 #endif
 }
 
@@ -328,17 +276,6 @@ int run(int c, const AttentionParams* p, cudaStream_t stream) {
   }
 }
 
-bool device_is_sm90() {
-  static const bool yes = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev);
-    cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev);
-    return major == 9 && minor == 0;
-  }();
-  return yes;
-}
-
 }  // namespace
 
 bool sm90_attention_serves(int head_dim, int rows) {
@@ -346,7 +283,8 @@ bool sm90_attention_serves(int head_dim, int rows) {
     const char* v = std::getenv("DLLM_ATTN_SM90");
     return !v || std::string(v) != "0";
   }();
-  return enabled && head_dim == kD && rows >= 64 && device_is_sm90();
+  return enabled && head_dim == kD && rows >= 64 &&
+         device_compute_capability() == 90;  // sm_90a code runs on 9.0 only
 }
 
 int sm90_attention_rows_per_block(int rows) {

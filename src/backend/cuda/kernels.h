@@ -86,9 +86,9 @@ int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_key
 // out must be zeroed first (columns that are not key slots stay 0). Deterministic (no atomics).
 // head_dim a multiple of 64 up to 256; n_keys <= attention_rows_max_keys().
 struct AttentionRowsParams {
-  const bf16* q = nullptr;             // [n_q, heads * head_dim] (after RoPE)
-  const bf16* k_cache = nullptr;       // one layer, [capacity, kv_heads * head_dim]
-  const int32_t* key_slots = nullptr;  // [n_keys] or null (key j is slot j)
+  const bf16* q = nullptr;            // [n_q, heads * head_dim] (after RoPE)
+  const bf16* k_cache = nullptr;      // one layer, [capacity, kv_heads * head_dim]
+  const int32_t* key_slots = nullptr; // [n_keys] or null (key j is slot j)
   int n_q = 0, n_keys = 0, heads = 0, kv_heads = 0, head_dim = 0, width = 0;
   float scale = 1.0f;
   float* out = nullptr;        // [n_q, width]
@@ -100,8 +100,8 @@ size_t attention_rows_workspace_floats(int n_q, int n_keys, int heads, int kv_he
 // d2Cache's attention rollout (method-specs §4.5) from rows [layers, n, width] (attention_rows'
 // output) with query r at column query_slots[r]: workspace[0, width) receives the importance of
 // every column, the reverse-vector product v <- v (A_l + E)/rowsum from the last layer down.
-void attention_rollout(const float* rows, const int32_t* query_slots, int layers, int n, int width,
-                       float* workspace, cudaStream_t stream);
+void attention_rollout(const float* rows, const int32_t* query_slots, int layers, int n,
+                       int width, float* workspace, cudaStream_t stream);
 size_t attention_rollout_workspace_floats(int n, int width);
 
 // dLLM-Cache steps (method-specs §6.3):
@@ -140,8 +140,8 @@ struct DeviceVerifyRow {
   int32_t residual_token;
 };
 struct SpanVerifyParams {
-  const float* q_logits = nullptr;      // [rows, vocab]: the verifier's rows
-  const float* kept_logits = nullptr;   // [kept, vocab]: the draft forward's rows
+  const float* q_logits = nullptr;     // [rows, vocab]: the verifier's rows
+  const float* kept_logits = nullptr;  // [kept, vocab]: the draft forward's rows
   const int32_t* draft_rows = nullptr;  // [rows]
   const int32_t* tokens = nullptr;      // [rows]
   const float* u = nullptr;             // [rows]

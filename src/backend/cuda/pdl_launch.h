@@ -13,15 +13,22 @@
 
 namespace dllm::cuda {
 
-inline bool device_has_pdl() {
-  static const bool yes = [] {
-    int dev = 0, major = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess)
-      return false;
-    return major >= 9;
+// The current device's compute capability as 10 major + minor (90 for an H100), read once; 0 if
+// there is no device.
+inline int device_compute_capability() {
+  static const int cc = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+      return 0;
+    return 10 * major + minor;
   }();
-  return yes;
+  return cc;
+}
+
+inline bool device_has_pdl() {
+  return device_compute_capability() >= 90;
 }
 
 template <typename... Params, typename... Args>

@@ -1,0 +1,90 @@
+// What the two flash-attention kernels (attention.cu: mma.sync, attention_sm90.cu: wgmma) do
+// alike on the fragments a lane holds: the online softmax of one key tile and the split's partial
+// result. Both MMA flavours leave scores and outputs in the same per-lane layout: s[nt][e] is key
+// 8 nt + 2 (lane % 4) + (e & 1) of row a (e < 2) or row b = a + 8 (e >= 2), and o[dn][e] the same
+// over dims; four lanes share a row.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdint>
+
+#include "backend/cuda/kernels.h"
+
+namespace dllm::cuda {
+
+__device__ __forceinline__ float exp2_approx(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// One tile's online softmax over the lane's two rows, in base 2 with the scale folded in:
+// p = 2^(s * scale_log2 - m), one FFMA and one ex2 per score (scale_log2 = scale * log2 e). s holds
+// unscaled scores, -inf where the mask hides the key; it receives p. m (base-2, scaled) and l are
+// the running max and sum; o is rescaled. A row that has seen no visible key keeps m = -inf and
+// offsets by 0.
+template <int NT, int DN>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&o)[DN][4],
+                                                    float (&m)[2], float (&l)[2],
+                                                    float scale_log2) {
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h2], s[nt][2 * h2 + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[h2], mx * scale_log2);
+    const float m_off = m_new == -INFINITY ? 0.0f : m_new;
+    const float alpha = exp2_approx(m[h2] - m_off);  // 0 while m was -inf (o, l are 0 then)
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 2 * h2; e < 2 * h2 + 2; ++e) {
+        const float pv = exp2_approx(fmaf(s[nt][e], scale_log2, -m_off));  // -inf -> 0
+        s[nt][e] = pv;
+        sum += pv;
+      }
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    l[h2] = l[h2] * alpha + sum;
+    m[h2] = m_new;
+#pragma unroll
+    for (int dn = 0; dn < DN; ++dn) {
+      o[dn][2 * h2] *= alpha;
+      o[dn][2 * h2 + 1] *= alpha;
+    }
+  }
+}
+
+// This split's partial result for the lane's rows ra and ra + 8 of KV head g (rows past `rows`
+// are padding): (m in natural-log units, l) and O / l in bf16, the layout combine_kernel reads.
+template <int DN>
+__device__ __forceinline__ void write_split_partials(const AttentionParams& p, int split, int g,
+                                                     int rows, int ra, const float (&m)[2],
+                                                     const float (&l)[2], const float (&o)[DN][4],
+                                                     int lane) {
+  constexpr int D = DN * 8;
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int row = ra + 8 * h2;
+    if (row >= rows) continue;
+    const int64_t idx = (static_cast<int64_t>(split) * p.kv_heads + g) * rows + row;
+    if (lane % 4 == 0) {
+      p.partial_ml[idx * 2] = m[h2] * 0.6931471805599453f;  // base 2 -> natural log
+      p.partial_ml[idx * 2 + 1] = l[h2];
+    }
+    const float inv_l = l[h2] > 0.0f ? 1.0f / l[h2] : 0.0f;
+#pragma unroll
+    for (int dn = 0; dn < DN; ++dn) {
+      const int d = dn * 8 + (lane % 4) * 2;
+      *reinterpret_cast<__nv_bfloat162*>(&p.partial_o[idx * D + d]) =
+          __floats2bfloat162_rn(o[dn][2 * h2] * inv_l, o[dn][2 * h2 + 1] * inv_l);
+    }
+  }
+}
+
+}  // namespace dllm::cuda
