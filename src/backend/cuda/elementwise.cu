@@ -3,6 +3,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/pdl_launch.h"
 
 namespace dllm::cuda {
 
@@ -38,6 +40,7 @@ __global__ void embed_kernel(const int32_t* tokens, const bf16* table, float* x,
 
 __global__ void rms_norm_kernel(const float* x, const int32_t* rows, const bf16* w, bf16* out,
                                 int dim, float eps) {
+  ptx::wait_for_primary_grid();  // a programmatic dependent (rms_norm() below)
   const int r = blockIdx.x;
   const float* xr = x + static_cast<int64_t>(rows ? rows[r] : r) * dim;
   float ss = 0.0f;
@@ -50,6 +53,10 @@ __global__ void rms_norm_kernel(const float* x, const int32_t* rows, const bf16*
 // One block per token; one warp per head (q heads, then k heads, then v heads).
 __global__ void qkv_post_kernel(QkvPostParams p) {
   extern __shared__ float buf[];  // one head_dim row per warp
+  // A programmatic dependent (qkv_post() below); the attention kernel after it may be scheduled
+  // now (it waits for this kernel's results itself).
+  ptx::wait_for_primary_grid();
+  ptx::trigger_dependent_launch();
   const int i = blockIdx.x;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   const int D = p.head_dim, total_heads = p.heads + 2 * p.kv_heads;
@@ -97,6 +104,7 @@ __global__ void qkv_post_kernel(QkvPostParams p) {
 }
 
 __global__ void swiglu_kernel(const bf16* gu, bf16* out, int64_t n, int inter) {
+  ptx::wait_for_primary_grid();  // a programmatic dependent (swiglu() below)
   const int64_t total = n * inter;
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -119,14 +127,18 @@ void embed(const int32_t* tokens, const bf16* table, float* x, int n, int hidden
 void rms_norm(const float* x, const int32_t* rows, const bf16* w, bf16* out, int n_rows, int dim,
               float eps, cudaStream_t stream) {
   if (n_rows == 0) return;
-  rms_norm_kernel<<<n_rows, dim >= 1024 ? 1024 : 256, 0, stream>>>(x, rows, w, out, dim, eps);
+  // The small kernels between the GEMMs are programmatic dependent launches (pdl_launch.h): each
+  // is scheduled as the kernel before it drains instead of after it completes.
+  launch_pdl(rms_norm_kernel, dim3(n_rows), dim3(dim >= 1024 ? 1024 : 256), 0, stream, x, rows, w,
+             out, dim, eps);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
 void qkv_post(const QkvPostParams& p, cudaStream_t stream) {
   if (p.n == 0) return;
   const int warps = 8;
-  qkv_post_kernel<<<p.n, warps * 32, warps * p.head_dim * sizeof(float), stream>>>(p);
+  launch_pdl(qkv_post_kernel, dim3(p.n), dim3(warps * 32), warps * p.head_dim * sizeof(float),
+             stream, p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
@@ -134,7 +146,8 @@ void swiglu(const bf16* gate_up, bf16* out, int n, int inter, cudaStream_t strea
   if (n == 0) return;
   const int64_t total = static_cast<int64_t>(n) * inter;
   const int blocks = static_cast<int>(std::min<int64_t>((total + 255) / 256, 4096));
-  swiglu_kernel<<<blocks, 256, 0, stream>>>(gate_up, out, n, inter);
+  launch_pdl(swiglu_kernel, dim3(blocks), dim3(256), 0, stream, gate_up, out,
+             static_cast<int64_t>(n), inter);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

@@ -1,12 +1,15 @@
 // Programmatic dependent launch (compute capability 9.0+): a kernel launched this way may be
 // scheduled while the kernel before it in the stream is still finishing; it must call
-// ptx::wait_for_primary_grid() (mma_ptx.cuh) before reading anything that kernel wrote. Hides the
-// launch latency between the small attention-path kernels (a few µs per layer on the H100).
-// Elsewhere it is an ordinary launch.
+// ptx::wait_for_primary_grid() (mma_ptx.cuh) before touching anything that kernel reads or writes.
+// Hides the launch latency of the small kernels of a step (norms, RoPE, attention and its combine,
+// SwiGLU, token stats; a few µs per layer on the H100). Elsewhere, or with DLLM_PDL=0
+// (comparisons), it is an ordinary launch.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -28,7 +31,11 @@ inline int device_compute_capability() {
 }
 
 inline bool device_has_pdl() {
-  return device_compute_capability() >= 90;
+  static const bool enabled = [] {
+    const char* v = std::getenv("DLLM_PDL");
+    return !v || std::string(v) != "0";
+  }();
+  return enabled && device_compute_capability() >= 90;
 }
 
 template <typename... Params, typename... Args>

@@ -4,6 +4,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/pdl_launch.h"
 
 namespace dllm::cuda {
 
@@ -44,6 +46,7 @@ __global__ void __launch_bounds__(kThreads)
   __shared__ Top2 part[kThreads / 32];
   __shared__ float sums[3][kThreads / 32];
   __shared__ Top2 total;
+  ptx::wait_for_primary_grid();  // a programmatic dependent of the LM head GEMM
   const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
@@ -112,7 +115,8 @@ __global__ void __launch_bounds__(kThreads)
 void greedy_token_stats(const float* logits, int rows, int vocab, BannedTokens banned,
                         DeviceTokenStats* out, cudaStream_t stream) {
   if (rows == 0) return;
-  greedy_stats_kernel<<<rows, kThreads, 0, stream>>>(logits, vocab, banned, out);
+  launch_pdl(greedy_stats_kernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab, banned,
+             out);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
