@@ -2,11 +2,13 @@
 // head_dim 16..128, partial rotary, every attention rule, slot lists, key splits.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <numeric>
 
 #include "attention/attention_rule.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/attention_sm90.h"
+#include "backend/cuda/device_query.h"
 #include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 #include "decode/token_stats.h"
@@ -223,11 +225,20 @@ void check_attention(const AttnCase& c, std::mt19937& rng) {
       c.splits ? c.splits : cuda::attention_splits(c.n_q, c.heads, c.kv, c.d, p.max_keys, 132);
   cuda::DeviceBuffer<float> ws(cuda::attention_workspace_floats(c.n_q, c.heads, c.d, p.splits),
                                "ws");
+  cuda::attention_workspace_clear(ws.get(), nullptr);
   cuda::attention_use_workspace(p, ws.get());
   std::vector<bf16> poison(c.n_q * c.heads * c.d, __float2bfloat16(NAN));
   auto out = test::to_device(poison);
   p.out = out.get();
-  cuda::attention(p, nullptr);
+  // Twice on one workspace, as layers and steps do: the second call must find the split counters
+  // the first one used back at zero.
+  for (int call = 0; call < 2; ++call) {
+    cuda::attention(p, nullptr);
+    std::vector<int32_t> counters(cuda::kAttentionSplitCounters);
+    DLLM_CUDA_CHECK(cudaMemcpy(counters.data(), ws.get(), counters.size() * sizeof(int32_t),
+                               cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < counters.size(); ++i) ASSERT_EQ(counters[i], 0) << "counter " << i;
+  }
   const auto got = test::bf16_to_floats(test::to_host(out));
   EXPECT_LT(rel_error(got, ref), 1e-2)
       << "n_q " << c.n_q << " heads " << c.heads << "/" << c.kv << " d " << c.d << " keys "
@@ -257,7 +268,8 @@ TEST(CudaKernels, AttentionMatchesCpuOnEveryRule) {
 
 // The Hopper (wgmma) kernel takes head_dim 128 with >= 64 rows per KV head on compute capability
 // 9.0; these shapes go through it there: partial row blocks, slot lists, every rule, empty splits
-// (more splits than key tiles), a prefill.
+// (more splits than key tiles), a prefill; the splits merged in the kernel (one wave of blocks)
+// or by the combine pass (more).
 TEST(CudaKernels, HopperAttentionMatchesCpuOnEveryRule) {
   int dev = 0, major = 0, minor = 0;
   DLLM_CUDA_CHECK(cudaGetDevice(&dev));
@@ -278,8 +290,28 @@ TEST(CudaKernels, HopperAttentionMatchesCpuOnEveryRule) {
       {128, 32, 8, 128, 0, AttentionKind::kBidirectional, 0, false, 0},
       {32, 32, 8, 128, 200, AttentionKind::kBidirectional, 0, false, 7},  // empty splits
       {300, 8, 2, 128, 64, AttentionKind::kCausal, 0, true, 0},           // prefill-like
+      // One wave of blocks (8 KV heads x 33 splits): the kernel merges its splits itself ...
+      {32, 32, 8, 128, 9000, AttentionKind::kBlockCausal, 32, false, 0},
+      {32, 32, 8, 128, 3000, AttentionKind::kCausal, 0, true, 30},
+      // ... more blocks than fit on the GPU at once: the combine pass merges them.
+      {32, 32, 8, 128, 5000, AttentionKind::kBlockCausal, 32, false, 80},
   };
   for (const auto& c : cases) check_attention(c, rng);
+#ifdef DLLM_HAVE_SM90A
+  // On an H100 SXM (132 SMs) the cases above took both paths (unless DLLM_ATTN_MERGE=0).
+  if (major == 9 && minor == 0 && cuda::device_sm_count() == 132 &&
+      !std::getenv("DLLM_ATTN_MERGE")) {
+    cuda::AttentionParams p;
+    p.n_q = 32;
+    p.heads = 32;
+    p.kv_heads = 8;
+    p.head_dim = 128;
+    p.splits = 33;
+    EXPECT_TRUE(cuda::sm90_attention_merges(p));
+    p.splits = 80;
+    EXPECT_FALSE(cuda::sm90_attention_merges(p));
+  }
+#endif
 }
 
 TEST(CudaKernels, GreedyTokenStatsMatchTheReference) {

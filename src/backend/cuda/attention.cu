@@ -361,11 +361,17 @@ int env_int(const char* name, int fallback) {
 }  // namespace
 
 size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits) {
-  return static_cast<size_t>(splits) * n_q * heads * (head_dim / 2 + 2);  // bf16 O, fp32 (m, l)
+  // The split counters, then fp32 (m, l) and bf16 O per split and row.
+  return kAttentionSplitCounters + static_cast<size_t>(splits) * n_q * heads * (head_dim / 2 + 2);
+}
+
+void attention_workspace_clear(float* workspace, cudaStream_t stream) {
+  DLLM_CUDA_CHECK(cudaMemsetAsync(workspace, 0, kAttentionSplitCounters * sizeof(int32_t), stream));
 }
 
 void attention_use_workspace(AttentionParams& p, float* workspace) {
   const size_t rows = static_cast<size_t>(p.splits) * p.n_q * p.heads;
+  workspace += kAttentionSplitCounters;
   p.partial_ml = workspace;
   p.partial_o = reinterpret_cast<bf16*>(workspace + 2 * rows);
 }
@@ -439,7 +445,7 @@ void attention(const AttentionParams& p, cudaStream_t stream) {
   const int rows = p.n_q * (p.heads / p.kv_heads);
   if (use_sm90(p.head_dim, rows)) {
 #ifdef DLLM_HAVE_SM90A
-    sm90_attention(p, stream);
+    if (sm90_attention(p, stream)) return;  // merged its splits itself
 #endif
   } else {
     switch (p.head_dim) {

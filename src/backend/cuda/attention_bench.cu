@@ -57,6 +57,7 @@ double time_cuda_attention_kernel(int n_q, int context, int heads, int kv_heads,
   p.splits = cuda::attention_splits(n_q, heads, kv_heads, head_dim, n_keys, num_sms);
   cuda::DeviceBuffer<float> ws(cuda::attention_workspace_floats(n_q, heads, head_dim, p.splits),
                                "attention workspace");
+  cuda::attention_workspace_clear(ws.get(), nullptr);
   cuda::attention_use_workspace(p, ws.get());
   p.out = out.get();
 

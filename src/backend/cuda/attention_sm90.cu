@@ -25,6 +25,7 @@
 #include "backend/cuda/attention_mask.cuh"
 #include "backend/cuda/attention_sm90.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_query.h"
 #include "backend/cuda/flash_tile.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/pdl_launch.h"
@@ -63,7 +64,145 @@ __device__ __forceinline__ uint32_t swizzled(int r, int c) {
   return (c >> 3) * half_bytes(ROWS) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
 }
 
-template <int NWG, int KT, int STAGES, int MIN_BLOCKS>
+// Splits merged in the kernel (no combine pass) at most.
+constexpr int kMaxMergedSplits = 64;
+
+__device__ __forceinline__ int load_acquire(const int32_t* ptr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
+}
+
+struct MergeArgs {  // what merging needs of AttentionParams
+  const float* partial_ml;
+  const bf16* partial_o;
+  bf16* out;
+  int32_t* counters;                  // attention_split_counters()
+  int splits, heads, kv_heads, rows;  // rows: per KV head (n_q x group)
+};
+
+// What the combine pass of attention.cu does, for one row r of KV head g, by one warp: out =
+// sum_s w_s (O_s / l_s) / sum_s w_s with w_s = l_s e^(m_s - max m), over the splits' partials in
+// L2 (written by other blocks: read with .cg, past L1). `weight` is the warp's scratch for
+// kMaxMergedSplits floats. Lanes 16h + c take dims 8c..8c+7 of the splits s = h mod 2, with
+// 16-byte loads issued eight splits at a time (one L2 round trip per eight, not per split; the
+// first eight go out with the (m, l) loads).
+__device__ __forceinline__ void merge_row(const MergeArgs& p, int g, int r, int lane,
+                                          float* weight) {
+  const int rows = p.rows;
+  const int64_t split_rows = static_cast<int64_t>(p.kv_heads) * rows;
+  const int64_t row = static_cast<int64_t>(g) * rows + r;
+  const int half = lane >> 4, c = lane & 15;
+  const bf16* po = p.partial_o + row * kD + 8 * c;
+  auto load = [&](int s) {
+    return __ldcg(reinterpret_cast<const uint4*>(po + s * split_rows * kD));
+  };
+  // The first splits' partials are requested with the (m, l) they are weighted by.
+  constexpr int kPrefetch = 8;
+  uint4 pre[kPrefetch];
+#pragma unroll
+  for (int i = 0; i < kPrefetch; ++i)
+    pre[i] = half + 2 * i < p.splits ? load(half + 2 * i) : make_uint4(0, 0, 0, 0);
+  float ms[2], ls[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int s = lane + 32 * h;
+    const float2 ml =
+        s < p.splits ? __ldcg(reinterpret_cast<const float2*>(p.partial_ml) + s * split_rows + row)
+                     : make_float2(-INFINITY, 0.0f);
+    ms[h] = ml.x;
+    ls[h] = ml.y;
+  }
+  float mx = fmaxf(ms[0], ms[1]);
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float denom = 0.0f;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const float w = ls[h] > 0.0f ? ls[h] * __expf(ms[h] - mx) : 0.0f;
+    weight[lane + 32 * h] = w;
+    denom += w;
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) denom += __shfl_xor_sync(0xffffffffu, denom, o);
+  __syncwarp();
+  float acc[8] = {};
+  auto accumulate = [&](const uint4& bits, float w) {
+    const uint32_t u[4] = {bits.x, bits.y, bits.z, bits.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u[i]));
+      acc[2 * i] += w * f.x;
+      acc[2 * i + 1] += w * f.y;
+    }
+  };
+#pragma unroll
+  for (int i = 0; i < kPrefetch; ++i)
+    if (half + 2 * i < p.splits) accumulate(pre[i], weight[half + 2 * i]);
+#pragma unroll 8
+  for (int s = half + 2 * kPrefetch; s < p.splits; s += 2) accumulate(load(s), weight[s]);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 16);
+  if (half == 0) {
+    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;  // a row that sees nothing: zeros
+    const int group = p.heads / p.kv_heads;
+    const int qi = r / group, h = g * group + r % group;
+    uint4 out;
+    uint32_t* o = reinterpret_cast<uint32_t*>(&out);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const __nv_bfloat162 b = __floats2bfloat162_rn(acc[2 * i] * inv, acc[2 * i + 1] * inv);
+      o[i] = *reinterpret_cast<const uint32_t*>(&b);
+    }
+    *reinterpret_cast<uint4*>(p.out + (static_cast<int64_t>(qi) * p.heads + h) * kD + 8 * c) = out;
+  }
+  __syncwarp();  // weight[] is rewritten for the warp's next row
+}
+
+// The end of a merging block (attention_sm90_kernel<..., MERGE = true>, after its partials are
+// written): the splits of its row block and KV head merge their partials themselves once all are
+// written, each split a share of the rows. No combine pass: its wait for the whole grid to
+// drain, its launch and its own latency cost more than the merge (at 32K context on the H100,
+// 65.5 -> 62.4 µs per call). Waiting on other blocks is safe because the host merges only when
+// the whole grid is resident at once (sm90_attention_merges()). Not inlined: the merge's
+// registers stay out of the main loop's budget. `scratch_offset`: where in dynamic shared memory
+// (free after the main loop) kMaxMergedSplits floats per warp may go.
+__device__ __noinline__ void merge_splits(const MergeArgs* args, int rows_per_block,
+                                          uint32_t scratch_offset) {
+  // The arguments and the scratch come from shared memory: values kept in registers from before
+  // the main loop would hold registers through it (and spill there).
+  const MergeArgs p = *args;
+  int32_t* counters = p.counters;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  float* scratch =
+      reinterpret_cast<float*>(smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u) + scratch_offset);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int g = blockIdx.y, split = blockIdx.z, row0 = blockIdx.x * rows_per_block;
+  counters += 2 * (g * gridDim.x + blockIdx.x);  // (arrived, merged) of this row block and head
+  __syncthreads();
+  if (tid == 0) {
+    // Release: the block's partials (every thread's, ordered before this by the barrier) are
+    // visible before it counts as arrived.
+    __threadfence();
+    atomicAdd(counters, 1);
+    while (load_acquire(counters) < p.splits) __nanosleep(32);
+  }
+  __syncthreads();
+  const int rows_here = min(p.rows - row0, rows_per_block);
+  const int warps = blockDim.x >> 5;
+  for (int r = split + warp * p.splits; r < rows_here; r += warps * p.splits)
+    merge_row(p, g, row0 + r, lane, scratch + warp * kMaxMergedSplits);
+  __syncthreads();
+  // The last block out resets both counters for the next call (every block has seen all
+  // arrivals by now).
+  if (tid == 0 && atomicAdd(counters + 1, 1) == p.splits - 1) {
+    counters[0] = 0;
+    counters[1] = 0;
+  }
+}
+
+template <int NWG, int KT, int STAGES, int MIN_BLOCKS, bool MERGE>
 __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(AttentionParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(KT == 32 || KT == 64, "wgmma n32 or n64 score tiles");
@@ -77,6 +216,10 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
   const uint32_t sbase = raw_addr + pad;
   int* kpos = reinterpret_cast<int*>(smem + L::kpos);
 
+  __shared__ MergeArgs merge_args;  // for merge_splits() (MERGE only)
+  if (MERGE && threadIdx.x == 0)
+    merge_args = {p.partial_ml, p.partial_o, p.out,      attention_split_counters(p),
+                  p.splits,     p.heads,     p.kv_heads, p.n_q * (p.heads / p.kv_heads)};
   // Launched as a programmatic dependent (pdl_launch.h): the kernel before it wrote Q and K/V.
   wait_for_primary_grid();
   const int group = p.heads / p.kv_heads;
@@ -214,9 +357,10 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
       for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[t][i])::"memory");
   }
   cp_async_wait<0>();
-  trigger_dependent_launch();  // the combine pass may be scheduled now (attention.cu)
+  trigger_dependent_launch();  // the next kernel (or the combine pass) may be scheduled now
 
   write_split_partials(p, split, g, R, ra, m, l, o, lane);
+  if constexpr (MERGE) merge_splits(&merge_args, 64 * NWG, L::kv);
 #endif
 }
 
@@ -245,20 +389,24 @@ int config_for(int rows) {
 }
 
 template <int NWG, int KT, int STAGES, int MIN_BLOCKS>
-int instance(const AttentionParams* p, cudaStream_t stream) {
+int instance(const AttentionParams* p, bool merge, cudaStream_t stream) {
   constexpr size_t smem = SmemLayout<NWG, KT, STAGES>::bytes;
-  auto* kernel = attention_sm90_kernel<NWG, KT, STAGES, MIN_BLOCKS>;
+  auto* kernel = attention_sm90_kernel<NWG, KT, STAGES, MIN_BLOCKS, false>;
+  auto* merging = attention_sm90_kernel<NWG, KT, STAGES, MIN_BLOCKS, true>;
   static const int resident = [&] {
-    DLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
-    int n = 0;
+    for (auto* k : {kernel, merging})
+      DLLM_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(smem)));
+    int n = 0, n_merging = 0;
     DLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, NWG * 128, smem));
-    return std::max(n, 1);
+    DLLM_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_merging, merging, NWG * 128, smem));
+    return std::max(std::min(n, n_merging), 1);
   }();
   if (p) {
     const int R = p->n_q * (p->heads / p->kv_heads);
     const dim3 grid((R + 64 * NWG - 1) / (64 * NWG), p->kv_heads, p->splits);
-    launch_pdl(kernel, grid, dim3(NWG * 128), smem, stream, *p);
+    launch_pdl(merge ? merging : kernel, grid, dim3(NWG * 128), smem, stream, *p);
     DLLM_CUDA_LAUNCH_CHECK();
   }
   return resident;
@@ -266,11 +414,11 @@ int instance(const AttentionParams* p, cudaStream_t stream) {
 
 // Launches (p set) or sizes (p null) configuration c.
 template <int C = 0>
-int run(int c, const AttentionParams* p, cudaStream_t stream) {
+int run(int c, const AttentionParams* p, bool merge, cudaStream_t stream) {
   if constexpr (C < kNumConfigs) {
-    if (c != C) return run<C + 1>(c, p, stream);
+    if (c != C) return run<C + 1>(c, p, merge, stream);
     constexpr Config k = kConfigs[C];
-    return instance<k.warpgroups, k.tile_keys, k.stages, k.min_blocks>(p, stream);
+    return instance<k.warpgroups, k.tile_keys, k.stages, k.min_blocks>(p, merge, stream);
   } else {
     return 1;
   }
@@ -296,14 +444,35 @@ int sm90_attention_tile_keys(int rows) {
 }
 
 int sm90_attention_resident_blocks(int rows) {
-  return run(config_for(rows), nullptr, nullptr);
+  return run(config_for(rows), nullptr, false, nullptr);
 }
 
-void sm90_attention(const AttentionParams& p, cudaStream_t stream) {
+bool sm90_attention_merges(const AttentionParams& p) {
+  static const bool enabled = [] {
+    const char* v = std::getenv("DLLM_ATTN_MERGE");
+    return !v || std::string(v) != "0";
+  }();
+  const int rows = p.n_q * (p.heads / p.kv_heads);
+  const int c = config_for(rows);
+  const int row_blocks = (rows + 64 * kConfigs[c].warpgroups - 1) / (64 * kConfigs[c].warpgroups);
+  const int64_t blocks = static_cast<int64_t>(row_blocks) * p.kv_heads * p.splits;
+  const int64_t wave = static_cast<int64_t>(run(c, nullptr, false, nullptr)) * device_sm_count();
+  // Blocks wait for each other here, so the whole grid must be resident at once
+  // (attention_splits() sizes one wave). Below ~3/4 of a wave (short contexts: 4K at SDAR-8B's
+  // shape) the combine pass was faster on the H100: 20.5 vs 22.2 µs; from 16K up merging wins
+  // (32K 65.5 -> 62.4 µs, 128K 194.2 -> 191.4 µs; docs/benchmarks.md).
+  return enabled && p.splits <= kMaxMergedSplits &&
+         2 * row_blocks * p.kv_heads <= kAttentionSplitCounters && blocks <= wave &&
+         4 * blocks >= 3 * wave;
+}
+
+bool sm90_attention(const AttentionParams& p, cudaStream_t stream) {
   const int rows = p.n_q * (p.heads / p.kv_heads);
   if (!sm90_attention_serves(p.head_dim, rows))
     fail("sm90_attention: shape not served (head_dim ", p.head_dim, ", ", rows, " rows)");
-  run(config_for(rows), &p, stream);
+  const bool merge = sm90_attention_merges(p);
+  run(config_for(rows), &p, merge, stream);
+  return merge;
 }
 
 }  // namespace dllm::cuda

@@ -19,7 +19,14 @@ int sm90_attention_rows_per_block(int rows);
 int sm90_attention_tile_keys(int rows);
 // Blocks of the configuration used for `rows` that fit on one SM.
 int sm90_attention_resident_blocks(int rows);
-// Writes p.partial_o / p.partial_ml for p.splits key splits; attention() combines them.
-void sm90_attention(const AttentionParams& p, cudaStream_t stream);
+// Writes p.partial_o / p.partial_ml for p.splits key splits and, where sm90_attention_merges(p),
+// merges them into p.out itself (true: no combine pass needed). The workspace's split counters
+// (attention_split_counters()) must be zero.
+bool sm90_attention(const AttentionParams& p, cudaStream_t stream);
+// Whether the kernel merges its splits itself: the grid is one wave of blocks (at least 3/4 of
+// one, all resident at once) with at most 64 splits. Its blocks then wait for each other, which
+// assumes the whole GPU is ours: DLLM_ATTN_MERGE=0 turns merging off (comparisons, or an MPS
+// share limited to fewer SMs than the device reports).
+bool sm90_attention_merges(const AttentionParams& p);
 
 }  // namespace dllm::cuda

@@ -76,8 +76,18 @@ void attention(const AttentionParams& p, cudaStream_t stream);
 // Workspace floats attention() needs for (n_q, heads, head_dim, splits).
 size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits);
 // Points p.partial_o and p.partial_ml into `workspace` (attention_workspace_floats(p.n_q, p.heads,
-// p.head_dim, p.splits) floats).
+// p.head_dim, p.splits) floats). A newly allocated workspace must be cleared once with
+// attention_workspace_clear(): it starts with the counters of attention_split_counters().
 void attention_use_workspace(AttentionParams& p, float* workspace);
+void attention_workspace_clear(float* workspace, cudaStream_t stream);
+// The Hopper kernel merges its splits itself where it can (attention_sm90.cu): per row block and
+// KV head, two counters (splits arrived, splits merged) at the start of the workspace, in front of
+// p.partial_ml. They are zero between calls: the last block of a call resets them. (Not a field of
+// AttentionParams: one more pointer there cost the Hopper kernel 60 bytes of register spills.)
+constexpr int kAttentionSplitCounters = 256;
+__host__ __device__ inline int32_t* attention_split_counters(const AttentionParams& p) {
+  return reinterpret_cast<int32_t*>(p.partial_ml) - kAttentionSplitCounters;
+}
 // A split count that fills the GPU for this shape.
 int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_keys, int num_sms);
 

@@ -13,22 +13,9 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_query.h"
 
 namespace dllm::cuda {
-
-// The current device's compute capability as 10 major + minor (90 for an H100), read once; 0 if
-// there is no device.
-inline int device_compute_capability() {
-  static const int cc = [] {
-    int dev = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
-      return 0;
-    return 10 * major + minor;
-  }();
-  return cc;
-}
 
 inline bool device_has_pdl() {
   static const bool enabled = [] {

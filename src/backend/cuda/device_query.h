@@ -1,0 +1,34 @@
+// What the kernels' launch decisions need to know of the current device, read once.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace dllm::cuda {
+
+// The current device's compute capability as 10 major + minor (90 for an H100), read once; 0 if
+// there is no device.
+inline int device_compute_capability() {
+  static const int cc = [] {
+    int dev = 0, major = 0, minor = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess)
+      return 0;
+    return 10 * major + minor;
+  }();
+  return cc;
+}
+
+// The current device's number of SMs, read once; 0 if there is no device.
+inline int device_sm_count() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 0;
+    return count;
+  }();
+  return n;
+}
+
+}  // namespace dllm::cuda
