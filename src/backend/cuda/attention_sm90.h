@@ -25,8 +25,8 @@ int sm90_attention_resident_blocks(int rows);
 bool sm90_attention(const AttentionParams& p, cudaStream_t stream);
 // Whether the kernel merges its splits itself: the grid is one wave of blocks (at least 3/4 of
 // one, all resident at once) with at most 64 splits. Its blocks then wait for each other, which
-// assumes the whole GPU is ours: DLLM_ATTN_MERGE=0 turns merging off (comparisons, or an MPS
-// share limited to fewer SMs than the device reports).
+// assumes no other process's kernels hold SMs meanwhile (time-slicing is fine; MPS is not):
+// DLLM_ATTN_MERGE=0 turns merging off (comparisons, or a GPU shared through MPS).
 bool sm90_attention_merges(const AttentionParams& p);
 
 }  // namespace dllm::cuda
