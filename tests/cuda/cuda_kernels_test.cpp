@@ -293,6 +293,7 @@ TEST(CudaKernels, HopperAttentionMatchesCpuOnEveryRule) {
       // One wave of blocks (8 KV heads x 33 splits): the kernel merges its splits itself ...
       {32, 32, 8, 128, 9000, AttentionKind::kBlockCausal, 32, false, 0},
       {32, 32, 8, 128, 3000, AttentionKind::kCausal, 0, true, 30},
+      {65, 3, 3, 128, 4000, AttentionKind::kCausal, 0, false, 33},  // odd partial-row count
       // ... more blocks than fit on the GPU at once: the combine pass merges them.
       {32, 32, 8, 128, 5000, AttentionKind::kBlockCausal, 32, false, 80},
   };
@@ -310,6 +311,10 @@ TEST(CudaKernels, HopperAttentionMatchesCpuOnEveryRule) {
     EXPECT_TRUE(cuda::sm90_attention_merges(p));
     p.splits = 80;
     EXPECT_FALSE(cuda::sm90_attention_merges(p));
+    p.n_q = 65;  // the odd partial-row case: 2 row blocks x 3 heads x 33 splits
+    p.heads = p.kv_heads = 3;
+    p.splits = 33;
+    EXPECT_TRUE(cuda::sm90_attention_merges(p));
   }
 #endif
 }

@@ -358,11 +358,18 @@ int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v && std::atoi(v) > 0 ? std::atoi(v) : fallback;
 }
+
+// fp32 (m, l) per split and row, rounded up to 16 bytes: the bf16 O after them is read with
+// 16-byte loads (attention_sm90.cu's merge).
+size_t partial_ml_floats(size_t split_rows) {
+  return (2 * split_rows + 3) / 4 * 4;
+}
 }  // namespace
 
 size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits) {
   // The split counters, then fp32 (m, l) and bf16 O per split and row.
-  return kAttentionSplitCounters + static_cast<size_t>(splits) * n_q * heads * (head_dim / 2 + 2);
+  const size_t split_rows = static_cast<size_t>(splits) * n_q * heads;
+  return kAttentionSplitCounters + partial_ml_floats(split_rows) + split_rows * head_dim / 2;
 }
 
 void attention_workspace_clear(float* workspace, cudaStream_t stream) {
@@ -373,7 +380,7 @@ void attention_use_workspace(AttentionParams& p, float* workspace) {
   const size_t rows = static_cast<size_t>(p.splits) * p.n_q * p.heads;
   workspace += kAttentionSplitCounters;
   p.partial_ml = workspace;
-  p.partial_o = reinterpret_cast<bf16*>(workspace + 2 * rows);
+  p.partial_o = reinterpret_cast<bf16*>(workspace + partial_ml_floats(rows));
 }
 
 namespace {
