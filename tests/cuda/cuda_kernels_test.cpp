@@ -223,9 +223,9 @@ void check_attention(const AttnCase& c, std::mt19937& rng) {
   p.scale = scale;
   p.splits =
       c.splits ? c.splits : cuda::attention_splits(c.n_q, c.heads, c.kv, c.d, p.max_keys, 132);
-  cuda::DeviceBuffer<float> ws(cuda::attention_workspace_floats(c.n_q, c.heads, c.d, p.splits),
-                               "ws");
-  cuda::attention_workspace_clear(ws.get(), nullptr);
+  cuda::DeviceBuffer<float> ws;
+  cuda::attention_workspace_ensure(
+      ws, cuda::attention_workspace_floats(c.n_q, c.heads, c.d, p.splits), nullptr);
   cuda::attention_use_workspace(p, ws.get());
   std::vector<bf16> poison(c.n_q * c.heads * c.d, __float2bfloat16(NAN));
   auto out = test::to_device(poison);

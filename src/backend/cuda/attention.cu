@@ -372,8 +372,12 @@ size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits) 
   return kAttentionSplitCounters + partial_ml_floats(split_rows) + split_rows * head_dim / 2;
 }
 
-void attention_workspace_clear(float* workspace, cudaStream_t stream) {
-  DLLM_CUDA_CHECK(cudaMemsetAsync(workspace, 0, kAttentionSplitCounters * sizeof(int32_t), stream));
+bool attention_workspace_ensure(DeviceBuffer<float>& workspace, size_t floats,
+                                cudaStream_t stream) {
+  if (!workspace.ensure(floats, "attention workspace")) return false;
+  DLLM_CUDA_CHECK(
+      cudaMemsetAsync(workspace.get(), 0, kAttentionSplitCounters * sizeof(int32_t), stream));
+  return true;
 }
 
 void attention_use_workspace(AttentionParams& p, float* workspace) {

@@ -7,6 +7,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_query.h"
 #include "backend/cuda/kernels.h"
 
 namespace dllm {
@@ -16,9 +17,6 @@ double time_cuda_attention_kernel(int n_q, int context, int heads, int kv_heads,
   if (n_q <= 0 || context < 0 || heads <= 0 || kv_heads <= 0 || heads % kv_heads != 0 || reps <= 0)
     fail("time_cuda_attention_kernel: bad shape (", n_q, " queries, context ", context, ", ", heads,
          "/", kv_heads, " heads, ", reps, " reps)");
-  int dev = 0, num_sms = 0;
-  DLLM_CUDA_CHECK(cudaGetDevice(&dev));
-  DLLM_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, dev));
   const int n_keys = context + n_q;
   const int64_t kv_elems = static_cast<int64_t>(n_keys) * kv_heads * head_dim;
   // Enough copies of the layer's K/V (used in turn) that no call finds its keys in the 50 MB L2
@@ -54,10 +52,11 @@ double time_cuda_attention_kernel(int n_q, int context, int heads, int kv_heads,
   p.kv_heads = kv_heads;
   p.head_dim = head_dim;
   p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-  p.splits = cuda::attention_splits(n_q, heads, kv_heads, head_dim, n_keys, num_sms);
-  cuda::DeviceBuffer<float> ws(cuda::attention_workspace_floats(n_q, heads, head_dim, p.splits),
-                               "attention workspace");
-  cuda::attention_workspace_clear(ws.get(), nullptr);
+  p.splits =
+      cuda::attention_splits(n_q, heads, kv_heads, head_dim, n_keys, cuda::device_sm_count());
+  cuda::DeviceBuffer<float> ws;
+  cuda::attention_workspace_ensure(
+      ws, cuda::attention_workspace_floats(n_q, heads, head_dim, p.splits), nullptr);
   cuda::attention_use_workspace(p, ws.get());
   p.out = out.get();
 

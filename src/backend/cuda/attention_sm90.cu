@@ -67,12 +67,6 @@ __device__ __forceinline__ uint32_t swizzled(int r, int c) {
 // Splits merged in the kernel (no combine pass) at most.
 constexpr int kMaxMergedSplits = 64;
 
-__device__ __forceinline__ int load_acquire(const int32_t* ptr) {
-  int v;
-  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
-  return v;
-}
-
 struct MergeArgs {  // what merging needs of AttentionParams
   const float* partial_ml;
   const bf16* partial_o;
@@ -427,10 +421,7 @@ int run(int c, const AttentionParams* p, bool merge, cudaStream_t stream) {
 }  // namespace
 
 bool sm90_attention_serves(int head_dim, int rows) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("DLLM_ATTN_SM90");
-    return !v || std::string(v) != "0";
-  }();
+  static const bool enabled = env_switch_on("DLLM_ATTN_SM90");
   return enabled && head_dim == kD && rows >= 64 &&
          device_compute_capability() == 90;  // sm_90a code runs on 9.0 only
 }
@@ -448,10 +439,7 @@ int sm90_attention_resident_blocks(int rows) {
 }
 
 bool sm90_attention_merges(const AttentionParams& p) {
-  static const bool enabled = [] {
-    const char* v = std::getenv("DLLM_ATTN_MERGE");
-    return !v || std::string(v) != "0";
-  }();
+  static const bool enabled = env_switch_on("DLLM_ATTN_MERGE");
   const int rows = p.n_q * (p.heads / p.kv_heads);
   const int c = config_for(rows);
   const int row_blocks = (rows + 64 * kConfigs[c].warpgroups - 1) / (64 * kConfigs[c].warpgroups);

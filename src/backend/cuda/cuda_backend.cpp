@@ -161,10 +161,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
                                 n, static_cast<int>(plans[si].n_keys),
                                 static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads)));
   }
-  if (attn_ws_.ensure(ws, "attention workspace")) {
-    moved = true;
-    cuda::attention_workspace_clear(attn_ws_.get(), stream_);
-  }
+  moved |= cuda::attention_workspace_ensure(attn_ws_, ws, stream_);
   moved |= attn_rows_ws_.ensure(rows_ws, "attention-rows workspace");
   moved |= pinned_ints_.ensure(ints.size());
   moved |= pinned_stats_.ensure(static_cast<size_t>(std::max(M, 1)));

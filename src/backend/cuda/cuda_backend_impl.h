@@ -15,6 +15,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_kv_cache.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/device_query.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/sequence_slots.h"
@@ -144,7 +145,7 @@ class CudaBackend final : public Backend {
     cublas_workspace_.resize(size_t(32) << 20, "the cuBLAS workspace");
     DLLM_CUBLAS_CHECK(
         cublasSetWorkspace(cublas_, cublas_workspace_.get(), cublas_workspace_.size()));
-    if (const char* g = std::getenv("DLLM_CUDA_GRAPHS")) graphs_enabled_ = std::string(g) != "0";
+    graphs_enabled_ = cuda::env_switch_on("DLLM_CUDA_GRAPHS");
 
     const ModelTensors& t = model.tensors();
     embed_ = upload_bf16({t.embed}, "the embedding");

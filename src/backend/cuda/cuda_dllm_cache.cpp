@@ -49,13 +49,11 @@ SequenceResult CudaBackend::forward_dllm_cache(const SequenceForward& seq) {
   moved |= attn_.ensure(static_cast<size_t>(n * qd), "attention outputs");
   moved |= gu_.ensure(static_cast<size_t>(n * 2 * inter), "gate/up activations");
   moved |= act_.ensure(static_cast<size_t>(n * inter), "MLP activations");
-  if (attn_ws_.ensure(
-          cuda::attention_workspace_floats(static_cast<int>(n), static_cast<int>(c.num_heads),
-                                           static_cast<int>(D), splits),
-          "attention workspace")) {
-    moved = true;
-    cuda::attention_workspace_clear(attn_ws_.get(), stream_);
-  }
+  moved |= cuda::attention_workspace_ensure(
+      attn_ws_,
+      cuda::attention_workspace_floats(static_cast<int>(n), static_cast<int>(c.num_heads),
+                                       static_cast<int>(D), splits),
+      stream_);
   // ints_: [tokens | 0..n-1 | rows of the current layer | output rows | key count]
   moved |= ints_.ensure(static_cast<size_t>(3 * n + M + 1), "staging");
   if (M > 0) {

@@ -1,7 +1,11 @@
-// What the kernels' launch decisions need to know of the current device, read once.
+// What the kernels' launch decisions need to know: the current device (read once) and the
+// environment switches that turn a mechanism off for comparisons.
 #pragma once
 
 #include <cuda_runtime.h>
+
+#include <cstdlib>
+#include <string>
 
 namespace dllm::cuda {
 
@@ -29,6 +33,13 @@ inline int device_sm_count() {
     return count;
   }();
   return n;
+}
+
+// False when environment variable `name` is set to 0 (DLLM_PDL, DLLM_ATTN_SM90, DLLM_ATTN_MERGE,
+// DLLM_CUDA_GRAPHS), true otherwise. Callers read it once.
+inline bool env_switch_on(const char* name) {
+  const char* v = std::getenv(name);
+  return !v || std::string(v) != "0";
 }
 
 }  // namespace dllm::cuda

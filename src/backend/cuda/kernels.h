@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/device_buffer.h"
+
 namespace dllm::cuda {
 
 using bf16 = __nv_bfloat16;
@@ -76,10 +78,12 @@ void attention(const AttentionParams& p, cudaStream_t stream);
 // Workspace floats attention() needs for (n_q, heads, head_dim, splits).
 size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits);
 // Points p.partial_o and p.partial_ml into `workspace` (attention_workspace_floats(p.n_q, p.heads,
-// p.head_dim, p.splits) floats). A newly allocated workspace must be cleared once with
-// attention_workspace_clear(): it starts with the counters of attention_split_counters().
+// p.head_dim, p.splits) floats) allocated by attention_workspace_ensure().
 void attention_use_workspace(AttentionParams& p, float* workspace);
-void attention_workspace_clear(float* workspace, cudaStream_t stream);
+// Grows `workspace` to at least `floats` (attention_workspace_floats()); when it is (re)allocated,
+// also zeroes the split counters it starts with (attention_split_counters()), which the kernels
+// keep at zero between calls. True when the buffer moved.
+bool attention_workspace_ensure(DeviceBuffer<float>& workspace, size_t floats, cudaStream_t stream);
 // The Hopper kernel merges its splits itself where it can (attention_sm90.cu): per row block and
 // KV head, two counters (splits arrived, splits merged) at the start of the workspace, in front of
 // p.partial_ml. They are zero between calls: the last block of a call resets them. (Not a field of

@@ -1,5 +1,5 @@
 // Inline PTX for bf16 tensor-core kernels (sm_80+): mma.sync m16n8k16, ldmatrix, cp.async.
-// Shared by the attention and skinny-GEMM kernels.
+// Shared by the attention kernels and the small kernels' programmatic dependent launches.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -71,6 +71,14 @@ __device__ __forceinline__ void cp_async_commit() {
 template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// A load with acquire semantics at GPU scope: what this thread reads afterwards is at least as
+// new as what the writer released before storing *ptr (blocks waiting for each other).
+__device__ __forceinline__ int load_acquire(const int32_t* ptr) {
+  int v;
+  asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(v) : "l"(ptr) : "memory");
+  return v;
 }
 
 // Programmatic dependent launch (sm_90+; no-ops below): the primary grid lets its dependent be

@@ -8,8 +8,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cstdlib>
-#include <string>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -18,10 +16,7 @@
 namespace dllm::cuda {
 
 inline bool device_has_pdl() {
-  static const bool enabled = [] {
-    const char* v = std::getenv("DLLM_PDL");
-    return !v || std::string(v) != "0";
-  }();
+  static const bool enabled = env_switch_on("DLLM_PDL");
   return enabled && device_compute_capability() >= 90;
 }
 
