@@ -1,5 +1,6 @@
 // Backend: runs model forwards on one kind of hardware. The CPU backend (cpu/) is the reference;
-// the CUDA backend implements the same contract.
+// the CUDA backend implements the same contract. A backend owns the storage of one paged KV pool
+// (kv/kv_pool.h), sized once; every sequence's KvCache draws its pages from it.
 #pragma once
 
 #include <memory>
@@ -9,7 +10,9 @@
 #include <vector>
 
 #include "backend/forward_batch.h"
+#include "backend/method_state.h"
 #include "kv/kv_cache.h"
+#include "kv/kv_pool.h"
 #include "model/model.h"
 
 namespace dllm {
@@ -18,8 +21,23 @@ class Backend {
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
-  // A cache for one sequence, sized for `capacity` slots up front (it grows if needed).
-  virtual std::unique_ptr<KvCache> create_cache(int64_t capacity) = 0;
+
+  // Bytes of K/V one cache slot takes (all layers, K and V) in this backend's storage.
+  virtual int64_t kv_bytes_per_slot() const = 0;
+  // Allocates the KV pool's storage: `num_pages` pages of `page_size` slots. Once, before the
+  // first cache is created (Error otherwise).
+  void create_kv_pool(int64_t num_pages, int32_t page_size);
+  // The pool; a default one (default_kv_pool_bytes()) is created on first use when none was.
+  KvPool& kv_pool();
+  bool has_kv_pool() const { return pool_ != nullptr; }
+  // A cache for one sequence over the pool, with `capacity` slots reserved up front (it grows
+  // as needed while the pool has pages).
+  std::unique_ptr<KvCache> create_cache(int64_t capacity);
+  // Per-sequence state of the methods that keep device data between forwards (S2D2's kept draft
+  // rows, dLLM-Cache's per-layer features): created here, owned by the sequence, named by
+  // SequenceForward::state.
+  virtual std::unique_ptr<MethodState> create_method_state() = 0;
+
   // Runs one forward over a batch of sequences. Invalid requests (ids out of vocabulary, bad
   // positions, slots out of range, ...) throw Error before any cache is modified.
   virtual std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) = 0;
@@ -31,6 +49,21 @@ class Backend {
   // backend supports it; empty otherwise.
   virtual void set_profiling(bool on) { (void)on; }
   virtual std::vector<std::pair<std::string, double>> profile() const { return {}; }
+
+ protected:
+  // The pool's storage: allocated by create_kv_pool(), read and written by physical slot.
+  virtual void allocate_kv_storage(int64_t num_slots) = 0;
+  // Copies whole pages (KvCache::prepare_writes' copy-on-write pairs, physical page numbers).
+  virtual void copy_kv_pages(std::span<const std::pair<int32_t, int32_t>> copies) = 0;
+  // Size of the pool created when none was configured (tests, tools).
+  virtual int64_t default_kv_pool_bytes() const = 0;
+  // Before a forward writes `query_slots` of `cache`: reserves the slots and replaces pages
+  // shared with other sequences by private copies (KvCache::prepare_writes).
+  void prepare_cache_writes(KvCache& cache, std::span<const int32_t> query_slots,
+                            int64_t needed_capacity);
+
+ private:
+  std::unique_ptr<KvPool> pool_;
 };
 
 // Validates one request against the model; shared by every backend.

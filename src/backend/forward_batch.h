@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attention/attention_rule.h"
+#include "backend/method_state.h"
 #include "decode/token_stats.h"
 #include "kv/kv_cache.h"
 
@@ -19,10 +20,10 @@ enum class CacheWrite {
 };
 
 // dLLM-Cache step (method-specs §6.3): the queries are the whole canvas at positions 0..n-1,
-// one sequence per batch, write none (the mode manages the cache). The first forward over an
-// empty cache computes and caches everything; later ones reuse per-layer attention and FFN
-// outputs and recompute only what the flags and rho select. Both backends (the CUDA one in
-// src/backend/cuda/cuda_dllm_cache.cpp).
+// write none (the mode manages the cache). The first forward over an empty cache computes and
+// caches everything; later ones reuse per-layer attention and FFN outputs (kept in the sequence's
+// MethodState) and recompute only the rows the flags and rho select — an option of the one
+// forward per backend, batched with any other sequences.
 struct DllmCacheStep {
   int32_t prompt_length = 0;
   bool refresh_prompt = false;
@@ -31,7 +32,7 @@ struct DllmCacheStep {
 };
 
 // S2D2 verification on the backend (method-specs §5.2). The draft forward keeps its output rows'
-// logits with the sequence's cache (SequenceForward::retain_logits); the verify forward names,
+// logits in the sequence's MethodState (SequenceForward::retain_logits); the verify forward names,
 // per output row, the kept draft row, the drafted token and the residual uniform, and gets back
 // q(x) and p(x) under the sampler's distribution (sampling_distribution) and a draw from
 // norm((q - p)+), q itself when that mass is 0 (residual_sample): the verifier's logits rows
@@ -59,6 +60,9 @@ struct SequenceForward {
   // The sequence's cache; null means no cache at all (full recompute, nothing visible but the
   // queries themselves, and write must be kNone).
   KvCache* cache = nullptr;
+  // The sequence's method state (Backend::create_method_state); needed by retain_logits, verify
+  // and dllm_cache, which keep data between forwards.
+  MethodState* state = nullptr;
 
   std::vector<int32_t> tokens;     // query tokens, in physical order
   std::vector<int32_t> positions;  // their logical RoPE positions (same length)
@@ -86,7 +90,7 @@ struct SequenceForward {
 
   std::optional<DllmCacheStep> dllm_cache;
 
-  // S2D2 (SpanVerify above): keep this forward's output-row logits with the cache (replacing what
+  // S2D2 (SpanVerify above): keep this forward's output-row logits in `state` (replacing what
   // was kept), and/or verify this forward's output rows against the kept rows.
   bool retain_logits = false;
   std::optional<SpanVerify> verify;

@@ -48,7 +48,8 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
          " queries");
   if (seq.dllm_cache) {
     const int64_t p_len = seq.dllm_cache->prompt_length;
-    if (!seq.cache) fail(where, "dLLM-Cache needs the sequence's cache");
+    if (!seq.cache || !seq.state)
+      fail(where, "dLLM-Cache needs the sequence's cache and method state");
     if (p_len <= 0 || p_len >= static_cast<int64_t>(n))
       fail(where, "dLLM-Cache prompt length ", p_len, " for a canvas of ", n);
     for (size_t i = 0; i < n; ++i)
@@ -62,8 +63,8 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
   }
   if (seq.want_span_stats && !seq.want_stats)
     fail(where, "want_span_stats needs want_stats (the statistics are of each row's token)");
-  if ((seq.retain_logits || seq.verify) && !seq.cache)
-    fail(where, "retain_logits and verify need the sequence's cache (it keeps the draft rows)");
+  if ((seq.retain_logits || seq.verify) && !seq.state)
+    fail(where, "retain_logits and verify need the sequence's method state (it keeps the draft rows)");
   if (seq.verify) {
     const SpanVerify& v = *seq.verify;
     const size_t m = seq.output_rows.size();

@@ -13,6 +13,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   auto decoder = make_decoder(model_.config(), request.params, request.prompt);
   const int64_t capacity = decoder->cache_capacity();
   auto cache = capacity > 0 ? backend_.create_cache(capacity) : nullptr;
+  auto state = backend_.create_method_state();
   const size_t max_tokens = static_cast<size_t>(request.params.max_tokens);
 
   GenerationResult out;
@@ -22,6 +23,7 @@ GenerationResult Engine::generate(const GenerationRequest& request, const TokenC
   while (!done) {
     std::vector<SequenceForward> fwds(1);
     fwds[0].cache = cache.get();
+    fwds[0].state = state.get();
     if (!decoder->plan_step(fwds)) break;
     const auto results = backend_.forward(fwds);
     for (const auto& f : fwds) out.stats.query_rows += static_cast<int64_t>(f.tokens.size());

@@ -14,9 +14,11 @@
 namespace dllm {
 namespace {
 
-SequenceForward rows_request(KvCache* cache, std::vector<int32_t> ids, int32_t first_pos) {
+SequenceForward rows_request(KvCache* cache, MethodState* state, std::vector<int32_t> ids,
+                             int32_t first_pos) {
   SequenceForward f;
   f.cache = cache;
+  f.state = state;
   f.tokens = std::move(ids);
   for (size_t i = 0; i < f.tokens.size(); ++i)
     f.positions.push_back(first_pos + static_cast<int32_t>(i));
@@ -34,13 +36,14 @@ TEST(SpanVerify, RowsEqualTheHostComputationOnTheForwardsLogits) {
   for (const float temperature : {0.0f, 0.7f}) {
     SCOPED_TRACE("temperature " + std::to_string(temperature));
     auto cache = cpu->create_cache(16);
-    SequenceForward draft = rows_request(cache.get(), {5, 17, 42, 7}, 0);
+    auto state = cpu->create_method_state();
+    SequenceForward draft = rows_request(cache.get(), state.get(), {5, 17, 42, 7}, 0);
     draft.retain_logits = true;
     draft.sampler.temperature = temperature;
     draft.sampler.top_k = temperature > 0 ? 20 : 0;
     const auto d = cpu->forward(std::span(&draft, 1))[0];
 
-    SequenceForward ver = rows_request(cache.get(), {9, 11, 13}, 0);
+    SequenceForward ver = rows_request(cache.get(), state.get(), {9, 11, 13}, 0);
     ver.sampler = draft.sampler;
     SpanVerify v;
     v.draft_rows = {2, 0, 3};
@@ -66,11 +69,12 @@ TEST(SpanVerify, MalformedRequestsNameTheField) {
   auto model = Model::load(test::model_fixture("sdar-tiny"));
   auto cpu = make_cpu_backend(*model);
   auto cache = cpu->create_cache(16);
-  SequenceForward draft = rows_request(cache.get(), {5, 17}, 0);
+  auto state = cpu->create_method_state();
+  SequenceForward draft = rows_request(cache.get(), state.get(), {5, 17}, 0);
   draft.retain_logits = true;
   cpu->forward(std::span(&draft, 1));
   auto expect_error = [&](SpanVerify v, const std::string& what) {
-    SequenceForward f = rows_request(cache.get(), {9, 11}, 0);
+    SequenceForward f = rows_request(cache.get(), state.get(), {9, 11}, 0);
     f.verify = std::move(v);
     try {
       cpu->forward(std::span(&f, 1));
@@ -83,9 +87,9 @@ TEST(SpanVerify, MalformedRequestsNameTheField) {
   expect_error({{0, 5}, {1, 2}, {0.1, 0.2}}, "draft row 5");       // not kept
   expect_error({{0, 1}, {1, -2}, {0.1, 0.2}}, "draft token -2");   // outside the vocabulary
   expect_error({{0, 1}, {1, 2}, {0.1, 1.0}}, "residual uniform");  // u must be < 1
-  SequenceForward no_cache = rows_request(nullptr, {9}, 0);
-  no_cache.retain_logits = true;
-  EXPECT_THROW(cpu->forward(std::span(&no_cache, 1)), Error);
+  SequenceForward no_state = rows_request(cache.get(), nullptr, {9}, 0);
+  no_state.retain_logits = true;
+  EXPECT_THROW(cpu->forward(std::span(&no_state, 1)), Error);
 }
 
 }  // namespace

@@ -4,20 +4,6 @@
 
 namespace dllm::test {
 
-namespace {
-class FakeCache final : public KvCache {
- public:
-  explicit FakeCache(int64_t capacity) { reserve(capacity); }
-
- private:
-  void grow_storage(int64_t) override {}
-};
-}  // namespace
-
-std::unique_ptr<KvCache> FakeBackend::create_cache(int64_t capacity) {
-  return std::make_unique<FakeCache>(capacity);
-}
-
 std::vector<SequenceResult> FakeBackend::forward(std::span<const SequenceForward> batch) {
   std::vector<SequenceResult> out;
   for (const auto& seq : batch) {

@@ -21,7 +21,10 @@ class FakeBackend final : public Backend {
   explicit FakeBackend(ScriptFn script, LogitsFn logits = {})
       : script_(std::move(script)), logits_(std::move(logits)) {}
   std::string name() const override { return "fake"; }
-  std::unique_ptr<KvCache> create_cache(int64_t capacity) override;
+  int64_t kv_bytes_per_slot() const override { return 1; }
+  std::unique_ptr<MethodState> create_method_state() override {
+    return std::make_unique<MethodState>();
+  }
   std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
   void fill_cache_random(KvCache& cache, int64_t n, uint64_t) override {
     cache.reserve(n);
@@ -30,6 +33,11 @@ class FakeBackend final : public Backend {
   }
 
   std::vector<SequenceForward> calls;  // every forward, in order
+
+ protected:
+  void allocate_kv_storage(int64_t) override {}
+  void copy_kv_pages(std::span<const std::pair<int32_t, int32_t>>) override {}
+  int64_t default_kv_pool_bytes() const override { return int64_t{1} << 20; }
 
  private:
   ScriptFn script_;

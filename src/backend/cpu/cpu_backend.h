@@ -1,0 +1,113 @@
+// The CPU backend's class, shared by its source files (internal to src/backend/cpu):
+//   cpu_backend.cpp   weights, KV storage, the one forward over a batch (layer by layer)
+//   cpu_outputs.cpp   final norm, LM head, TokenStats, S2D2's kept rows and verification
+//   cpu_dllm_cache.cpp dLLM-Cache's per-layer reuse, an option of that forward
+// fp32 compute from bf16/f16/f32 weights (converted once at load); the GEMMs run over the rows
+// of every sequence at once, attention per sequence over its K/V pages.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "backend/backend.h"
+#include "core/host_tensor.h"
+#include "model/layer_desc.h"
+
+namespace dllm::cpu_backend {
+
+struct CpuLayer {
+  HostTensor attn_norm, q, k, v, o, q_bias, k_bias, v_bias, q_norm, k_norm, mlp_norm, gate, up,
+      down;
+};
+
+// What the CPU keeps per sequence between forwards.
+class CpuMethodState final : public MethodState {
+ public:
+  // S2D2: the draft forward's output-row logits (retain_logits), vocab each.
+  std::vector<float> kept_logits;
+  // dLLM-Cache: per layer, the attention output (after o_proj) and the FFN output of every canvas
+  // row, [layer][row * hidden]; empty until the first dLLM-Cache forward.
+  std::vector<std::vector<float>> attn_out, ffn_out;
+};
+
+// One sequence of a forward: where its rows sit in the batch and its keys in the pool.
+struct SequenceRun {
+  const SequenceForward* seq = nullptr;
+  KvCache* cache = nullptr;
+  std::unique_ptr<KvCache> owned;    // cache-less requests get a scratch cache
+  std::vector<int32_t> query_slots;  // logical slot of each query's fresh K/V
+  std::vector<int32_t> key_slots;    // logical slots of the keys: [visible entries | queries]
+  std::vector<uint8_t> visible;      // [n_q, n_keys]
+  int64_t row_offset = 0;            // first row of this sequence in the batch
+  int64_t rows = 0;
+  // Rows recomputed in the current layer (indices into the sequence's rows): every row, except
+  // under dLLM-Cache's reuse.
+  std::vector<int32_t> active;
+  // dLLM-Cache: this forward fills an empty cache (computes and keeps everything).
+  bool reuse_first = false;
+};
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const Model& model);
+
+  std::string name() const override { return "cpu"; }
+  int64_t kv_bytes_per_slot() const override {
+    return 2 * config_.num_layers * config_.kv_dim() * static_cast<int64_t>(sizeof(float));
+  }
+  std::unique_ptr<MethodState> create_method_state() override {
+    return std::make_unique<CpuMethodState>();
+  }
+  std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
+  void fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) override;
+
+  // K / V row of a physical pool slot (tests read the pool through these).
+  float* k_row(int64_t layer, int64_t physical_slot) {
+    return k_[static_cast<size_t>(layer)].get() + physical_slot * config_.kv_dim();
+  }
+  float* v_row(int64_t layer, int64_t physical_slot) {
+    return v_[static_cast<size_t>(layer)].get() + physical_slot * config_.kv_dim();
+  }
+
+ protected:
+  void allocate_kv_storage(int64_t num_slots) override;
+  void copy_kv_pages(std::span<const std::pair<int32_t, int32_t>> copies) override;
+  int64_t default_kv_pool_bytes() const override { return int64_t{1} << 29; }
+
+ private:
+  SequenceRun plan_run(const SequenceForward& seq, size_t index);
+  // Q/K/V projections (+ bias, q/k-norm, RoPE at `positions`) of `rows` normed rows; null
+  // outputs are skipped (V needs no positions).
+  void project_qkv(const CpuLayer& L, const float* xn, int64_t rows,
+                   std::span<const int32_t> positions, float* q, float* k, float* v) const;
+  // Attention of the active rows of one sequence; `q` / `out` hold those rows only.
+  void attend(int64_t layer, SequenceRun& run, const float* q, float* out,
+              SequenceResult& result) const;
+  // Adds one sub-block's output rows (the active rows', in order) to the residual stream `x` of
+  // the whole batch.
+  void add_block_output(int64_t layer, SequenceRun& run, const float* out, bool ffn,
+                        float* x) const;
+  // Final norm, LM head and TokenStats of seq's output rows; x = its first hidden row.
+  void compute_outputs(const SequenceForward& seq, const float* x, SequenceResult& result) const;
+
+  // dLLM-Cache (cpu_dllm_cache.cpp): picks the rows recomputed in `layer` (writing the new V of
+  // every response row when rho selects them by similarity); after each sub-block, stores the
+  // recomputed rows' outputs and adds the kept outputs to every row's residual; commits the
+  // canvas after the first forward.
+  void reuse_select_rows(int64_t layer, SequenceRun& run, const float* x);
+  void reuse_store_and_add(int64_t layer, SequenceRun& run, const float* out, bool ffn,
+                           float* x) const;
+  void reuse_finish(SequenceRun& run) const;
+
+  ModelConfig config_;
+  std::vector<LayerDesc> desc_;
+  HostTensor embed_, final_norm_, lm_head_;
+  bool tied_ = false;
+  std::vector<CpuLayer> layers_;
+  std::vector<float> inv_freq_;
+  // The KV pool's storage: per layer, [num_slots, kv_dim] for K and V (left uninitialised: the OS
+  // commits only the pages sequences touch).
+  std::vector<std::unique_ptr<float[]>> k_, v_;
+};
+
+}  // namespace dllm::cpu_backend
