@@ -27,4 +27,8 @@ struct SequenceSlots {
 // `index` names the request in errors.
 SequenceSlots plan_sequence_slots(const SequenceForward& seq, const KvCache* cache, size_t index);
 
+// Where the queries' fresh K/V go, without listing the visible slots (the scheduler's page
+// accounting, every step): the same query_slots as plan_sequence_slots().
+std::vector<int32_t> query_slots_of(const SequenceForward& seq, const KvCache* cache);
+
 }  // namespace dllm

@@ -17,7 +17,7 @@
 #include "cli/commands.h"
 #include "core/error.h"
 #include "decode/s2d2_verify.h"
-#include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "io/json_file.h"
 #include "model/families/family.h"
 #include "model/random_model.h"
@@ -79,7 +79,7 @@ void decode_bench(const BenchArgs& a, const Model& model, Backend& backend,
     GenerationRequest req;
     req.prompt = prompt;
     req.params = resolve_decode_params(c, d, a.prompt_length);
-    Engine engine(model, backend);
+    EngineCore engine(model, backend);
     engine.generate(req);  // warm-up: allocations, graph capture
     const GenerationResult r = engine.generate(req);
     const double f = static_cast<double>(r.stats.forwards);

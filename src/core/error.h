@@ -4,16 +4,12 @@
 #pragma once
 
 #include <sstream>
-#include <stdexcept>
 #include <string>
 #include <utility>
 
-namespace dllm {
+#include "dllm/error.h"
 
-class Error : public std::runtime_error {
- public:
-  explicit Error(const std::string& message) : std::runtime_error(message) {}
-};
+namespace dllm {
 
 // Concatenates any streamable values into one string: cat("tensor ", name, " has ", n, " dims").
 template <class... Args>

@@ -9,7 +9,7 @@
 #include "cuda_test_util.h"
 #include "decode/s2d2_verify.h"
 #include "decode/token_stats.h"
-#include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "io/json_file.h"
 #include "support/s2d2_fixture_params.h"
 #include "support/test_paths.h"

@@ -4,7 +4,7 @@
 
 #include "core/error.h"
 #include "decode/block_schedule.h"
-#include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "support/fake_backend.h"
 #include "support/test_paths.h"
 

@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "decode/d2cache_decoder.h"
 #include "decode/d2cache_selection.h"
-#include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -97,7 +97,7 @@ TEST(D2CacheSelection, DensityIsOneWhenOffAndRisesNearKnownTokens) {
               1e-6);  // phi(0) / Z, Z = sqrt(2pi) sigma
 }
 
-std::vector<std::vector<int32_t>> trajectory(Engine& engine, const Model& model,
+std::vector<std::vector<int32_t>> trajectory(EngineCore& engine, const Model& model,
                                              const std::vector<int32_t>& prompt, DecodeParams p) {
   GenerationRequest req;
   req.prompt = prompt;
@@ -112,7 +112,7 @@ std::vector<std::vector<int32_t>> trajectory(Engine& engine, const Model& model,
 TEST(D2CacheDecoder, SelectAllReproducesVanillaLlada) {
   auto model = Model::load(test::model_fixture("llada-tiny"));
   auto backend = make_cpu_backend(*model);
-  Engine engine(*model, *backend);
+  EngineCore engine(*model, *backend);
   for (const auto& [prompt, block] : {std::pair<std::vector<int32_t>, int32_t>{{5, 17, 99, 3}, 16},
                                       {{40, 2, 8, 71, 9, 120}, 4}}) {
     DecodeParams full;

@@ -4,13 +4,13 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
-#include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "support/test_paths.h"
 
 namespace dllm {
 namespace {
 
-std::vector<std::vector<int32_t>> trajectory(Engine& engine, const Model& model,
+std::vector<std::vector<int32_t>> trajectory(EngineCore& engine, const Model& model,
                                              const std::vector<int32_t>& prompt, DecodeParams p) {
   GenerationRequest req;
   req.prompt = prompt;
@@ -25,7 +25,7 @@ std::vector<std::vector<int32_t>> trajectory(Engine& engine, const Model& model,
 TEST(DllmCache, RefreshEveryStepEqualsVanillaLlada) {
   auto model = Model::load(test::model_fixture("llada-tiny"));
   auto backend = make_cpu_backend(*model);
-  Engine engine(*model, *backend);
+  EngineCore engine(*model, *backend);
   const std::vector<int32_t> prompt = {40, 2, 8, 71, 9, 120};
   DecodeParams full;
   full.strategy = "full";

@@ -4,7 +4,7 @@
 // the finish reason, the forwards and the verify / accept / reject counts.
 #include <gtest/gtest.h>
 
-#include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "io/json_file.h"
 #include "support/s2d2_fixture_params.h"
 #include "support/test_paths.h"
@@ -19,7 +19,7 @@ TEST_P(S2d2Trajectory, MatchesReferenceAfterEveryForward) {
       read_json_file(test::fixtures_dir() / "trajectories" / (GetParam() + "-s2d2.json"));
   auto model = Model::load(test::model_fixture(fx["model"]));
   auto backend = make_cpu_backend(*model);
-  Engine engine(*model, *backend);
+  EngineCore engine(*model, *backend);
   ASSERT_GE(fx["cases"].size(), 15u);
   int64_t verified = 0, rejected = 0;
   for (const auto& c : fx["cases"]) {

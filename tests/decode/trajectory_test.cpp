@@ -5,7 +5,7 @@
 // the number of forwards.
 #include <gtest/gtest.h>
 
-#include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "io/json_file.h"
 #include "support/test_paths.h"
 
@@ -53,7 +53,7 @@ TEST_P(Trajectory, MatchesReferenceAfterEveryForward) {
   const auto fx = read_json_file(test::fixtures_dir() / "trajectories" / (GetParam() + ".json"));
   auto model = Model::load(test::model_fixture(fx["model"]));
   auto backend = make_cpu_backend(*model);
-  Engine engine(*model, *backend);
+  EngineCore engine(*model, *backend);
   ASSERT_GE(fx["cases"].size(), 10u);
   for (const auto& c : fx["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());

@@ -10,7 +10,7 @@
 #include <numeric>
 
 #include "core/error.h"
-#include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "backend/cpu/cpu_backend.h"
 #include "support/fake_backend.h"
 #include "support/test_paths.h"

@@ -7,7 +7,7 @@
 
 #include <limits>
 
-#include "engine/engine.h"
+#include "engine/engine_core.h"
 #include "io/json_file.h"
 #include "support/test_paths.h"
 
@@ -37,7 +37,7 @@ TEST_P(WedlmTrajectory, MatchesReferenceAfterEveryForward) {
   const auto fx = read_json_file(test::fixtures_dir() / "trajectories" / (GetParam() + ".json"));
   auto model = Model::load(test::model_fixture(fx["model"]));
   auto backend = make_cpu_backend(*model);
-  Engine engine(*model, *backend);
+  EngineCore engine(*model, *backend);
   ASSERT_GE(fx["cases"].size(), 20u);
   for (const bool pad : {true, false}) {
     for (const auto& c : fx["cases"]) {

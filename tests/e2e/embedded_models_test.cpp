@@ -1,16 +1,16 @@
 // End-to-end quality floors of the embedded models (models/, trained by tools/train/train.py):
 // exact-match accuracy on a small slice of the held-out split (tests/fixtures/heldout, never
-// trained on) for every decoder each model serves, through the same TextGenerator path as
-// `dllm generate`. A decoder that regresses (wrong unmasking, cache or mask bug) drops far below
+// trained on) for every decoder each model serves, through the public Engine as `dllm generate`
+// uses it — the twelve requests of a case run concurrently, batched in one engine. A decoder that regresses (wrong unmasking, cache or mask bug) drops far below
 // its floor; the floors sit well under the accuracies measured on the full held-out split (the
 // model cards in models/*/README.md).
 #include <gtest/gtest.h>
 
 #include <fstream>
 
-#include "backend/backend.h"
-#include "engine/text_generation.h"
-#include "model/model.h"
+#include <nlohmann/json.hpp>
+
+#include "dllm/engine.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -32,20 +32,28 @@ class EmbeddedModel : public ::testing::TestWithParam<Case> {};
 
 TEST_P(EmbeddedModel, HeldOutAccuracyFloor) {
   const Case c = GetParam();
-  auto model = Model::load(models_dir() / c.model);
-  auto backend = make_cpu_backend(*model);
-  TextGenerator gen(*model, *backend);
+  EngineConfig config;
+  config.model = (models_dir() / c.model).string();
+  config.device = "cpu";
+  Engine engine(config);
   std::ifstream in(test::fixtures_dir() / "heldout" / (std::string(c.task) + ".jsonl"));
   ASSERT_TRUE(in) << c.task;
+  std::vector<nlohmann::json> examples;
+  std::vector<uint64_t> ids;
+  for (std::string line; std::getline(in, line);) {
+    examples.push_back(nlohmann::json::parse(line));
+    Request req;
+    req.prompt_ids = examples.back()["prompt_ids"].get<std::vector<int32_t>>();
+    req.strategy = c.strategy;
+    req.max_tokens = c.max_tokens;
+    ids.push_back(engine.submit(req));
+  }
   int n = 0, correct = 0;
-  std::string line, misses;
-  while (std::getline(in, line)) {
-    const auto ex = nlohmann::json::parse(line);
-    TextRequest req;
-    req.prompt_ids = ex["prompt_ids"].get<std::vector<int32_t>>();
-    req.params.strategy = c.strategy;
-    req.params.max_tokens = c.max_tokens;
-    const auto r = gen.generate(req);
+  std::string misses;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    const auto& ex = examples[k];
+    const RequestResult r = engine.wait(ids[k]);
+    ASSERT_NE(r.finish_reason, "error") << r.error;
     std::string got = r.text;
     while (!got.empty() && std::isspace(static_cast<unsigned char>(got.back()))) got.pop_back();
     while (!got.empty() && std::isspace(static_cast<unsigned char>(got.front()))) got.erase(0, 1);

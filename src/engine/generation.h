@@ -1,24 +1,23 @@
-// Engine: drives decoders over a backend — plan, forward, observe — and owns what is common to
-// every strategy: KV caches, stop ids, max_tokens, streaming of final tokens, statistics.
-// The loop runs a batch of sequences per forward; `generate` is the one-request case.
+// What the engine core takes and gives per request at the token level (the text layer and the
+// public API in include/dllm/ wrap it): a prompt of ids with resolved decoding parameters in,
+// final token ids, a finish reason and statistics out.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
 #include "decode/decoder.h"
-#include "model/model.h"
 
 namespace dllm {
 
 struct GenerationRequest {
   std::vector<int32_t> prompt;
   DecodeParams params;  // resolved (resolve_decode_params)
-  std::vector<int64_t>
-      stop_ids;  // generation ends at the first of these (excluded from the output)
+  // Generation ends at the first of these (excluded from the output).
+  std::vector<int64_t> stop_ids;
 };
 
 struct GenerationStats {
@@ -29,7 +28,11 @@ struct GenerationStats {
   // step for full diffusion, the selected rows for d2Cache; dLLM-Cache's per-layer partial
   // refresh is not counted).
   int64_t query_rows = 0;
-  double seconds = 0;
+  int64_t prefix_cached_tokens = 0;  // prompt tokens whose K/V came from the prefix cache
+  int64_t preemptions = 0;           // times the sequence was preempted and recomputed
+  double seconds = 0;                // arrival to finish
+  double queue_seconds = 0;          // arrival to first admission
+  double first_token_seconds = -1;   // arrival to the first streamed token (-1: none)
   std::vector<DecoderMetric> decoder_metrics;  // strategy-specific (Decoder::metrics)
   // Speculative decoders (S2D2): forwards = draft + verify forwards.
   bool speculative = false;
@@ -38,7 +41,8 @@ struct GenerationStats {
 
 struct GenerationResult {
   std::vector<int32_t> ids;   // generated ids, stop token excluded
-  std::string finish_reason;  // "stop" | "length"
+  std::string finish_reason;  // "stop" | "length" | "cancelled" | "error"
+  std::string error;          // finish_reason "error": what went wrong
   GenerationStats stats;
 };
 
@@ -49,17 +53,6 @@ using TraceCallback = std::function<void(const Decoder&)>;
 // Extra stop rule over the final tokens so far (stop strings): returns how many tokens to keep
 // if generation must stop now, or -1 to go on.
 using StopRule = std::function<int64_t(std::span<const int32_t>)>;
-
-class Engine {
- public:
-  Engine(const Model& model, Backend& backend) : model_(model), backend_(backend) {}
-
-  GenerationResult generate(const GenerationRequest& request, const TokenCallback& on_tokens = {},
-                            const TraceCallback& trace = {}, const StopRule& stop_rule = {});
-
- private:
-  const Model& model_;
-  Backend& backend_;
-};
+using FinishCallback = std::function<void(GenerationResult&&)>;
 
 }  // namespace dllm

@@ -1,0 +1,66 @@
+#include "cli/engine_options.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "core/error.h"
+
+namespace dllm::cli {
+
+std::string default_model_dir() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates;
+  if (const char* env = std::getenv("DLLM_DEFAULT_MODEL")) candidates.emplace_back(env);
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    candidates.push_back(exe.parent_path() / "models" / "tiny-block");
+    candidates.push_back(exe.parent_path().parent_path() / "models" / "tiny-block");
+    candidates.push_back(exe.parent_path().parent_path() / "share" / "dllm" / "models" /
+                         "tiny-block");
+  }
+  candidates.push_back(fs::path(DLLM_SOURCE_DIR) / "models" / "tiny-block");
+  for (const auto& c : candidates)
+    if (fs::is_regular_file(c / "config.json", ec)) return c.string();
+  std::string tried;
+  for (const auto& c : candidates) tried += "\n  " + c.string();
+  fail("no -m MODEL_DIR given and the embedded default model models/tiny-block was not found; "
+       "tried:",
+       tried);
+}
+
+void add_engine_options(CLI::App& cmd, EngineConfig& c) {
+  cmd.add_option("-m,--model", c.model,
+                 "Checkpoint directory (default: the embedded models/tiny-block)");
+  cmd.add_option("--device", c.device, "auto (CUDA when available) | cpu | cuda");
+  const char* g = "Engine";
+  cmd.add_option_function<double>(
+         "--kv-cache-memory",
+         [&c](const double& gib) {
+           if (!(gib > 0) || gib > 1e6)
+             fail("--kv-cache-memory must be a positive number of GiB (got ", gib, ")");
+           c.kv_cache_bytes = static_cast<int64_t>(gib * double(int64_t{1} << 30));
+         },
+         "KV pool size in GiB (default: what --gpu-memory-utilization leaves on CUDA, 1 GiB on "
+         "the CPU)")
+      ->group(g);
+  cmd.add_option("--gpu-memory-utilization", c.gpu_memory_utilization,
+                 "Share of the GPU's memory the engine may use in all (default 0.9)")
+      ->group(g);
+  cmd.add_option("--kv-page-size", c.kv_page_size, "Slots per KV page, a power of two (16)")
+      ->group(g);
+  cmd.add_option("--max-running", c.max_running, "Sequences in one forward at most (256)")
+      ->group(g);
+  cmd.add_option("--max-batch-rows", c.max_batch_rows, "Query rows in one forward (16384)")
+      ->group(g);
+  cmd.add_flag("--no-prefix-sharing{false}", c.prefix_sharing,
+               "Do not reuse the K/V of identical prompt prefixes across requests")
+      ->group(g);
+}
+
+void finish_engine_config(EngineConfig& c) {
+  if (c.model.empty()) c.model = default_model_dir();
+}
+
+}  // namespace dllm::cli

@@ -1,0 +1,23 @@
+// Command-line options shared by the subcommands that run the engine (generate, serve, bench):
+// the model, the device and the serving engine's memory and batching limits.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "dllm/engine.h"
+
+namespace dllm::cli {
+
+// The embedded default model (models/tiny-block, trained by tools/train/train.py) when -m is not
+// given: $DLLM_DEFAULT_MODEL, next to the executable (an install or a build tree), or the source
+// tree this binary was built from.
+std::string default_model_dir();
+
+// -m/--model, --device, --kv-cache-memory, --gpu-memory-utilization, --kv-page-size,
+// --max-running, --max-batch-rows, --no-prefix-sharing.
+void add_engine_options(CLI::App& cmd, EngineConfig& config);
+// Fills in the default model when none was given.
+void finish_engine_config(EngineConfig& config);
+
+}  // namespace dllm::cli
