@@ -4,11 +4,9 @@
 
 namespace dllm {
 
-KvPool::KvPool(int64_t num_pages, int32_t page_size)
-    : page_size_(page_size),
-      refs_(static_cast<size_t>(num_pages), 0),
-      lru_at_(static_cast<size_t>(num_pages)),
-      hash_of_(static_cast<size_t>(num_pages)) {
+namespace {
+// The page count, once the pool's shape is known to be valid (before anything is allocated).
+size_t checked_pages(int64_t num_pages, int32_t page_size) {
   if (num_pages <= 0 || num_pages > (int64_t{1} << 31) - 1)
     fail("KV pool: ", num_pages, " pages (expected 1 to 2^31 - 1)");
   if (page_size <= 0 || (page_size & (page_size - 1)) != 0 || page_size > 1024)
@@ -16,7 +14,16 @@ KvPool::KvPool(int64_t num_pages, int32_t page_size)
   if (num_pages * page_size > (int64_t{1} << 31) - 1)
     fail("KV pool: ", num_pages, " pages of ", page_size,
          " slots exceed 2^31 - 1 slots (the kernels address slots with 32-bit ints)");
-  free_.reserve(static_cast<size_t>(num_pages));
+  return static_cast<size_t>(num_pages);
+}
+}  // namespace
+
+KvPool::KvPool(int64_t num_pages, int32_t page_size)
+    : page_size_(page_size),
+      refs_(checked_pages(num_pages, page_size), 0),
+      lru_at_(refs_.size()),
+      hash_of_(refs_.size()) {
+  free_.reserve(refs_.size());
   for (int64_t p = num_pages - 1; p >= 0; --p) free_.push_back(static_cast<int32_t>(p));
 }
 

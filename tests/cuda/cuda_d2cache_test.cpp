@@ -320,6 +320,13 @@ TEST(CudaDllmCache, KernelsMatchNaive) {
   for (size_t i = 0; i < want.size(); ++i) want[i] += a[i];
   EXPECT_EQ(test::to_host(d_dst), want);
 
+  // add_rows: x[rows[i]] += src[i].
+  cuda::add_rows(d_src.get(), d_rows.get(), d_dst.get(), m, dim, nullptr);
+  for (int i = 0; i < m; ++i)
+    for (int j = 0; j < dim; ++j)
+      want[size_t(rows[size_t(i)] * dim + j)] += src[size_t(i * dim + j)];
+  EXPECT_EQ(test::to_host(d_dst), want);
+
   // Value similarity: cosine of (v_new + bias) against the cached bf16 rows, then the cache
   // holds bf16(v_new + bias). Row 2 is the cached row itself (similarity 1), row 3 its negation.
   const int g = 4, kvd = 96;
@@ -335,8 +342,16 @@ TEST(CudaDllmCache, KernelsMatchNaive) {
   auto d_bias = test::to_device(bias);
   auto d_cache = test::to_device(cached_bits);
   cuda::DeviceBuffer<float> d_sim(g, "sim");
+  // Row r's cached V sits at pool slot slots[r] (not in row order).
+  const std::vector<int32_t> slots = {2, 0, 3, 1};
+  auto d_slots = test::to_device(slots);
+  std::vector<float> pool(cached.size());
+  for (int r = 0; r < g; ++r)
+    std::copy_n(&cached[size_t(r * kvd)], kvd, &pool[size_t(slots[size_t(r)] * kvd)]);
+  const auto pool_bits = test::round_bf16(pool);
+  d_cache = test::to_device(pool_bits);
   cuda::value_similarity(d_v.get(), d_bias.get(), reinterpret_cast<cuda::bf16*>(d_cache.get()),
-                         d_sim.get(), g, kvd, nullptr);
+                         d_slots.get(), d_sim.get(), g, kvd, nullptr);
   const auto sim = test::to_host(d_sim);
   const auto new_cache = test::to_host(d_cache);
   for (int r = 0; r < g; ++r) {
@@ -351,7 +366,7 @@ TEST(CudaDllmCache, KernelsMatchNaive) {
     EXPECT_NEAR(sim[size_t(r)], ab / std::max(std::sqrt(aa) * std::sqrt(bb), 1e-8), 1e-5)
         << "row " << r;
     for (int i = 0; i < kvd; ++i)
-      EXPECT_EQ(new_cache[size_t(r * kvd + i)],
+      EXPECT_EQ(new_cache[size_t(slots[size_t(r)] * kvd + i)],
                 f32_to_bf16(v_new[size_t(r * kvd + i)] + bias[size_t(i)]));
   }
   EXPECT_NEAR(sim[2], 1.0f, 1e-2);

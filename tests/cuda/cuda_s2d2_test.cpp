@@ -116,7 +116,7 @@ TEST(CudaS2d2, GenerationsTrackTheCpu) {
     auto model = Model::load(test::model_fixture(fx["model"]));
     auto gpu = make_cuda_backend(*model);
     auto cpu = make_cpu_backend(*model);
-    Engine eg(*model, *gpu), ec(*model, *cpu);
+    EngineCore eg(*model, *gpu), ec(*model, *cpu);
     for (const auto& c : fx["cases"]) {
       SCOPED_TRACE(std::string(name) + " " + c["name"].get<std::string>());
       GenerationRequest req;

@@ -182,8 +182,8 @@ __global__ void attention_rows_combine_kernel(AttentionRowsParams p, int parts, 
     const int i = static_cast<int>(idx / p.n_keys), j = static_cast<int>(idx % p.n_keys);
     float acc = 0.0f;
     for (int y = 0; y < parts; ++y) acc += ws[static_cast<size_t>(y) * total + idx];
-    const int slot = p.key_slots ? p.key_slots[j] : j;
-    p.out[static_cast<size_t>(i) * p.width + slot] = acc * inv_heads;
+    const int col = p.column_slots ? p.column_slots[j] : p.key_slots ? p.key_slots[j] : j;
+    p.out[static_cast<size_t>(i) * p.width + col] = acc * inv_heads;
   }
 }
 

@@ -1,6 +1,7 @@
-// Small kernels of dLLM-Cache steps on the CUDA backend (cuda_dllm_cache.cpp): scattering the
-// recomputed rows' outputs into the per-layer caches, adding a cached output to the residual
-// stream, and the value-similarity score that picks which response rows to refresh.
+// Row kernels of forwards that recompute a subset of rows (cuda_layers.cpp): scattering the
+// recomputed rows' outputs into dLLM-Cache's kept outputs, adding outputs to the residual stream
+// (all of it, or chosen rows), and the value-similarity score that picks which response rows
+// dLLM-Cache refreshes.
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
@@ -17,6 +18,13 @@ __global__ void scatter_rows_kernel(const float* src, const int32_t* rows, float
   for (int j = threadIdx.x; j < dim; j += blockDim.x) d[j] = s[j];
 }
 
+__global__ void add_rows_kernel(const float* src, const int32_t* rows, float* x, int dim) {
+  const int i = blockIdx.x;
+  float* d = x + static_cast<int64_t>(rows[i]) * dim;
+  const float* s = src + static_cast<int64_t>(i) * dim;
+  for (int j = threadIdx.x; j < dim; j += blockDim.x) d[j] += s[j];
+}
+
 __global__ void add_inplace_kernel(float* x, const float* a, int64_t n) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < n;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -26,11 +34,11 @@ __global__ void add_inplace_kernel(float* x, const float* a, int64_t n) {
 // One block per response row: cosine similarity (double sums, as the CPU reference) between the
 // new V (fp32 GEMM output + bias) and the cached one, then the new V goes into the cache.
 __global__ void value_similarity_kernel(const float* v_new, const float* bias, bf16* v_cache,
-                                        float* sim, int kvd) {
+                                        const int32_t* slots, float* sim, int kvd) {
   __shared__ double red[3][32];
   const int g = blockIdx.x;
   const float* a = v_new + static_cast<int64_t>(g) * kvd;
-  bf16* b = v_cache + static_cast<int64_t>(g) * kvd;
+  bf16* b = v_cache + static_cast<int64_t>(slots[g]) * kvd;
   double ab = 0, aa = 0, bb = 0;
   for (int i = threadIdx.x; i < kvd; i += blockDim.x) {
     const double x = a[i] + (bias ? bias[i] : 0.0f);
@@ -74,6 +82,13 @@ void scatter_rows(const float* src, const int32_t* rows, float* dst, int m, int 
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
+void add_rows(const float* src, const int32_t* rows, float* x, int m, int dim,
+              cudaStream_t stream) {
+  if (m == 0) return;
+  add_rows_kernel<<<m, 256, 0, stream>>>(src, rows, x, dim);
+  DLLM_CUDA_LAUNCH_CHECK();
+}
+
 void add_inplace(float* x, const float* a, int64_t n, cudaStream_t stream) {
   if (n == 0) return;
   const int blocks = static_cast<int>(std::min<int64_t>((n + 255) / 256, 4096));
@@ -81,10 +96,10 @@ void add_inplace(float* x, const float* a, int64_t n, cudaStream_t stream) {
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
-void value_similarity(const float* v_new, const float* bias, bf16* v_cache, float* sim, int g,
-                      int kvd, cudaStream_t stream) {
+void value_similarity(const float* v_new, const float* bias, bf16* v_cache, const int32_t* slots,
+                      float* sim, int g, int kvd, cudaStream_t stream) {
   if (g == 0) return;
-  value_similarity_kernel<<<g, 256, 0, stream>>>(v_new, bias, v_cache, sim, kvd);
+  value_similarity_kernel<<<g, 256, 0, stream>>>(v_new, bias, v_cache, slots, sim, kvd);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

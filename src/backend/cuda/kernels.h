@@ -103,6 +103,9 @@ struct AttentionRowsParams {
   const bf16* q = nullptr;            // [n_q, heads * head_dim] (after RoPE)
   const bf16* k_cache = nullptr;      // one layer, [capacity, kv_heads * head_dim]
   const int32_t* key_slots = nullptr; // [n_keys] or null (key j is slot j)
+  // Output column of each key ([n_keys]; null: its slot) — the sequence's logical slot when
+  // key_slots are physical pool slots.
+  const int32_t* column_slots = nullptr;
   int n_q = 0, n_keys = 0, heads = 0, kv_heads = 0, head_dim = 0, width = 0;
   float scale = 1.0f;
   float* out = nullptr;        // [n_q, width]
@@ -118,16 +121,19 @@ void attention_rollout(const float* rows, const int32_t* query_slots, int layers
                        int width, float* workspace, cudaStream_t stream);
 size_t attention_rollout_workspace_floats(int n, int width);
 
-// dLLM-Cache steps (method-specs §6.3):
+// Forwards that recompute a subset of rows (dLLM-Cache, method-specs §6.3):
 // dst[rows[i], :] = src[i, :] for i < m (fp32 rows of width dim).
 void scatter_rows(const float* src, const int32_t* rows, float* dst, int m, int dim,
                   cudaStream_t stream);
+// x[rows[i], :] += src[i, :] for i < m.
+void add_rows(const float* src, const int32_t* rows, float* x, int m, int dim,
+              cudaStream_t stream);
 // x[e] += a[e] for e < n.
 void add_inplace(float* x, const float* a, int64_t n, cudaStream_t stream);
-// For each of g rows: v = v_new[r] + bias (bias may be null); sim[r] = cos(v, v_cache[r]) with
-// torch's eps 1e-8 (double sums); then v_cache[r] = bf16(v).
-void value_similarity(const float* v_new, const float* bias, bf16* v_cache, float* sim, int g,
-                      int kvd, cudaStream_t stream);
+// For each of g rows: v = v_new[r] + bias (bias may be null); sim[r] = cos(v, v_cache[slots[r]])
+// with torch's eps 1e-8 (double sums); then v_cache[slots[r]] = bf16(v).
+void value_similarity(const float* v_new, const float* bias, bf16* v_cache, const int32_t* slots,
+                      float* sim, int g, int kvd, cudaStream_t stream);
 
 // Per-row statistics of fp32 logits for greedy decoding (the device half of TokenStats): argmax,
 // its probability, entropy, top1 - top2 margin. Banned ids act as -inf.

@@ -1,0 +1,146 @@
+// The CUDA backend's class, shared by its source files (internal to src/backend/cuda):
+//   cuda_backend.cpp      weights, the KV pool's storage, method state, device facts
+//   cuda_forward_plan.cpp prepare: a batch laid out on the host (rows, pool slots, keys, staging)
+//   cuda_forward.cpp      the one forward: prepare, run (direct or a captured graph), collect
+//   cuda_layers.cpp       run: the layer list over the batch's rows, dLLM-Cache's reuse option
+//   cuda_outputs.cpp      LM head and token statistics on the device; collect: results, S2D2
+// bf16 weights and K/V with fp32 accumulation; the residual stream stays fp32; cuBLAS runs the
+// GEMMs over every sequence's rows at once, our kernels the rest (kernels.h).
+#pragma once
+
+#include <cublas_v2.h>
+
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/device_buffer.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/cuda_forward_plan.h"
+#include "model/layer_desc.h"
+
+namespace dllm::cuda_backend {
+
+using cuda::bf16;
+using cuda::DeviceBuffer;
+
+struct CudaLayer {
+  DeviceBuffer<bf16> attn_norm, qkv, o, mlp_norm, gate_up, down, q_norm, k_norm;
+  DeviceBuffer<float> qkv_bias;
+};
+
+// What the GPU keeps per sequence between forwards.
+class CudaMethodState final : public MethodState {
+ public:
+  // S2D2: the draft forward's output-row logits (retain_logits), vocab each.
+  DeviceBuffer<float> kept_logits;
+  int64_t kept_rows = 0;
+  // dLLM-Cache: per layer, the attention output (after o_proj) and the FFN output of every
+  // canvas row, fp32 [layers, rows, hidden]; sized by the sequence's first dLLM-Cache forward.
+  DeviceBuffer<float> attn_out, ffn_out;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const Model& model, int device);
+  ~CudaBackend() override;
+
+  std::string name() const override { return "cuda (" + device_name_ + ")"; }
+  std::pair<int64_t, int64_t> device_memory() const override;
+  int64_t activation_bytes(int64_t rows) const override;
+  int64_t kv_bytes_per_slot() const override {
+    return 2 * config_.num_layers * config_.kv_dim() * static_cast<int64_t>(sizeof(bf16));
+  }
+  std::unique_ptr<MethodState> create_method_state() override {
+    return std::make_unique<CudaMethodState>();
+  }
+  std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
+  void fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) override;
+  void set_profiling(bool on) override {
+    profiling_ = on;
+    profile_.clear();
+  }
+  std::vector<std::pair<std::string, double>> profile() const override { return profile_; }
+
+ protected:
+  void allocate_kv_storage(int64_t num_slots) override;
+  void copy_kv_pages(std::span<const std::pair<int32_t, int32_t>> copies) override;
+  int64_t default_kv_pool_bytes() const override;
+
+ private:
+  // The pool's K / V of one layer: [num_slots, kv_heads * head_dim].
+  bf16* k_pool(int64_t layer) { return k_pool_.get() + layer * pool_slots_ * config_.kv_dim(); }
+  bf16* v_pool(int64_t layer) { return v_pool_.get() + layer * pool_slots_ * config_.kv_dim(); }
+
+  // prepare (cuda_forward_plan.cpp) and buffers sized for it.
+  ForwardPlan prepare(std::span<const SequenceForward> batch);
+  void ensure_buffers(const ForwardPlan& plan);
+  // run: everything the GPU does for a forward, in stream order (captured as a graph or run
+  // directly). `ints` is where the staged integers are copied from; device statistics go to
+  // `stats_dst` (pinned for graphs).
+  void enqueue(ForwardPlan& plan, const int32_t* ints, cuda::DeviceTokenStats* stats_dst);
+  void enqueue_layer(ForwardPlan& plan, int64_t layer);
+  void enqueue_attention(ForwardPlan& plan, int64_t layer, const LayerRows& rows);
+  // Adds one sub-block's output rows to the residual stream (dLLM-Cache: stores them first and
+  // adds the kept outputs of every canvas row).
+  void add_block_output(ForwardPlan& plan, int64_t layer, const LayerRows& rows, bool ffn);
+  // dLLM-Cache: the rows `layer` recomputes for each sequence (may sync for V similarity).
+  LayerRows layer_rows(ForwardPlan& plan, int64_t layer);
+  void enqueue_outputs(ForwardPlan& plan, cuda::DeviceTokenStats* stats_dst);
+  // collect (cuda_outputs.cpp): S2D2 verification and kept rows, host copies, results.
+  std::vector<SequenceResult> collect(ForwardPlan& plan,
+                                      std::span<const cuda::DeviceTokenStats> stats);
+  void run_graph_or_direct(ForwardPlan& plan, std::vector<cuda::DeviceTokenStats>& stats);
+
+  // Profiling: events around each op class, summed per class after the forward's sync.
+  struct OpEvents {
+    std::string op;
+    cudaEvent_t start, stop;
+  };
+  void op_begin(const char* op);
+  void op_end();
+  void collect_profile();
+  void drop_graphs();
+
+  ModelConfig config_;
+  std::vector<LayerDesc> desc_;
+  int num_sms_ = 0;
+  std::string device_name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  DeviceBuffer<char> cublas_workspace_;
+  DeviceBuffer<bf16> embed_, final_norm_, lm_head_;
+  bool tied_ = false;
+  std::vector<CudaLayer> layers_;
+  DeviceBuffer<float> inv_freq_;
+
+  // The KV pool: per layer [num_slots, kv_dim] for K and V, and each slot's logical position.
+  int64_t pool_slots_ = 0;
+  DeviceBuffer<bf16> k_pool_, v_pool_;
+  DeviceBuffer<int32_t> pool_positions_;
+
+  // Activations and staging, grown to the largest forward seen.
+  DeviceBuffer<float> x_, qkv_, block_out_, attn_ws_, attn_rows_ws_, attn_rows_out_, logits_;
+  DeviceBuffer<bf16> xn_, q_, attn_, gu_, act_, hn_;
+  DeviceBuffer<int32_t> ints_, layer_ints_;
+  DeviceBuffer<uint8_t> masks_;
+  DeviceBuffer<cuda::DeviceTokenStats> stats_;
+  DeviceBuffer<float> dlc_sim_;     // dLLM-Cache: V similarities
+  DeviceBuffer<float> rollout_ws_;  // d2Cache rollout: importance first, then scratch
+  DeviceBuffer<int32_t> verify_in_;  // S2D2 verify: draft rows | tokens | uniforms (bits)
+  DeviceBuffer<cuda::DeviceVerifyRow> verify_out_;
+  cuda::PinnedBuffer<int32_t> pinned_ints_;
+  cuda::PinnedBuffer<cuda::DeviceTokenStats> pinned_stats_;
+
+  bool graphs_enabled_ = true;  // DLLM_CUDA_GRAPHS=0 turns capture off (debugging, comparisons)
+  std::map<std::string, cudaGraphExec_t> graphs_;
+  std::set<std::string> seen_shapes_;
+
+  bool profiling_ = false;
+  std::vector<OpEvents> events_;
+  std::vector<std::pair<std::string, double>> profile_;
+};
+
+}  // namespace dllm::cuda_backend

@@ -1,0 +1,121 @@
+// The CUDA backend's one forward: prepare (cuda_forward_plan.cpp), run — directly, or by
+// replaying a captured CUDA graph for a shape seen before — and collect (cuda_outputs.cpp).
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+
+namespace dllm::cuda_backend {
+
+std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward> batch) {
+  ForwardPlan plan = prepare(batch);
+  ensure_buffers(plan);
+  std::vector<cuda::DeviceTokenStats> stats(static_cast<size_t>(plan.total_out));
+  run_graph_or_direct(plan, stats);
+  return collect(plan, stats);
+}
+
+void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
+  const ModelConfig& c = config_;
+  const size_t T = static_cast<size_t>(plan.total_rows), M = static_cast<size_t>(plan.total_out);
+  const size_t h = static_cast<size_t>(c.hidden_size), qd = static_cast<size_t>(c.q_dim()),
+               inter = static_cast<size_t>(c.intermediate_size),
+               qkvd = qd + 2 * static_cast<size_t>(c.kv_dim());
+  bool moved = false;
+  moved |= x_.ensure(T * h, "activations");
+  moved |= xn_.ensure(T * h, "activations");
+  moved |= qkv_.ensure(T * qkvd, "activations");
+  moved |= q_.ensure(T * qd, "activations");
+  moved |= attn_.ensure(T * qd, "activations");
+  moved |= gu_.ensure(T * 2 * inter, "activations");
+  moved |= act_.ensure(T * inter, "activations");
+  moved |= ints_.ensure(plan.ints.size(), "staging");
+  if (plan.any_reuse) {
+    moved |= block_out_.ensure(T * h, "block outputs");
+    moved |= layer_ints_.ensure(4 * T, "per-layer rows");
+    moved |= dlc_sim_.ensure(T, "dLLM-Cache similarities");
+  }
+  if (!plan.masks.empty()) moved |= masks_.ensure(plan.masks.size(), "attention masks");
+  if (M > 0) {
+    moved |= hn_.ensure(M * h, "output rows");
+    moved |= logits_.ensure(M * static_cast<size_t>(c.vocab_size), "logits");
+    moved |= stats_.ensure(M, "token statistics");
+  }
+  size_t ws = 0, rows_ws = 0;
+  for (const PlannedSequence& p : plan.seqs) {
+    const int n = static_cast<int>(p.rows), heads = static_cast<int>(c.num_heads);
+    const int splits = cuda::attention_splits(n, heads, static_cast<int>(c.num_kv_heads),
+                                              static_cast<int>(c.head_dim),
+                                              static_cast<int>(p.max_keys), num_sms_);
+    ws = std::max(ws, cuda::attention_workspace_floats(n, heads, static_cast<int>(c.head_dim),
+                                                       splits));
+    if (p.attention_width > 0)
+      rows_ws = std::max(rows_ws, cuda::attention_rows_workspace_floats(
+                                      n, static_cast<int>(p.key_slots.size()), heads,
+                                      static_cast<int>(c.num_kv_heads)));
+  }
+  moved |= cuda::attention_workspace_ensure(attn_ws_, ws, stream_);
+  moved |= attn_rows_ws_.ensure(rows_ws, "attention-rows workspace");
+  moved |= attn_rows_out_.ensure(plan.attn_rows_total, "attention rows");
+  moved |= pinned_ints_.ensure(plan.ints.size());
+  moved |= pinned_stats_.ensure(std::max<size_t>(M, 1));
+  if (moved) drop_graphs();
+}
+
+void CudaBackend::enqueue(ForwardPlan& plan, const int32_t* ints,
+                          cuda::DeviceTokenStats* stats_dst) {
+  DLLM_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), ints, plan.ints.size() * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, stream_));
+  if (!plan.masks.empty())
+    DLLM_CUDA_CHECK(cudaMemcpyAsync(masks_.get(), plan.masks.data(), plan.masks.size(),
+                                    cudaMemcpyHostToDevice, stream_));
+  if (plan.attn_rows_total > 0)
+    DLLM_CUDA_CHECK(cudaMemsetAsync(attn_rows_out_.get(), 0,
+                                    plan.attn_rows_total * sizeof(float), stream_));
+  op_begin("embedding");
+  cuda::embed(ints_.get(), embed_.get(), x_.get(), static_cast<int>(plan.total_rows),
+              static_cast<int>(config_.hidden_size), stream_);
+  op_end();
+  for (int64_t li = 0; li < config_.num_layers; ++li) enqueue_layer(plan, li);
+  enqueue_outputs(plan, stats_dst);
+}
+
+void CudaBackend::run_graph_or_direct(ForwardPlan& plan,
+                                      std::vector<cuda::DeviceTokenStats>& stats) {
+  const size_t M = stats.size();
+  if (!plan.graphable) {
+    enqueue(plan, plan.ints.data(), stats.data());
+    return;
+  }
+  std::copy(plan.ints.begin(), plan.ints.end(), pinned_ints_.get());
+  // Everything a captured graph bakes in besides the fixed buffers: the shape.
+  const SequenceForward& s0 = *plan.seqs[0].seq;
+  std::string key = std::to_string(plan.total_rows) + "/" + std::to_string(M) + "/" +
+                    std::to_string(static_cast<int>(s0.rule.kind)) + "/" +
+                    std::to_string(s0.rule.block_size) + "/" +
+                    std::to_string(plan.seqs[0].max_keys);
+  for (int32_t id : s0.sampler.banned_tokens) key += "/" + std::to_string(id);
+  auto it = graphs_.find(key);
+  if (it == graphs_.end() && !seen_shapes_.insert(key).second) {
+    // Second time this shape comes: capture it (the first ran directly and warmed everything up).
+    cudaGraph_t graph = nullptr;
+    DLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+    enqueue(plan, pinned_ints_.get(), pinned_stats_.get());
+    DLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    cudaGraphExec_t exec = nullptr;
+    DLLM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaGraphDestroy(graph);
+    it = graphs_.emplace(key, exec).first;
+  }
+  if (it == graphs_.end()) {
+    enqueue(plan, pinned_ints_.get(), stats.data());
+    return;
+  }
+  DLLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+  DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  std::copy(pinned_stats_.get(), pinned_stats_.get() + M, stats.begin());
+}
+
+}  // namespace dllm::cuda_backend

@@ -1,0 +1,177 @@
+// prepare: a CUDA forward laid out on the host (cuda_forward_plan.h). Every check that can fail
+// runs here, before anything is written to the pool.
+#include <algorithm>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/sequence_slots.h"
+#include "core/error.h"
+
+namespace dllm::cuda_backend {
+
+namespace {
+
+// Device TokenStats are enough for greedy decoding without filters (greedy Gumbel-max is the
+// argmax too) and without confidence-banned tokens.
+bool device_stats_suffice(const SamplerConfig& s) {
+  return s.greedy() && s.top_k == 0 && !(s.top_p < 1.0f) &&
+         s.banned_tokens.size() <= cuda::kMaxBanned && s.confidence_banned_tokens.empty();
+}
+
+bool wants_rows(const SequenceForward& s) {
+  return s.want_attention_rows || s.want_attention_rollout;
+}
+
+// Custom masks: when every query sees the whole cache (S2D2's verifier), only the query columns
+// are sent — the kernel then treats cache tiles as fully visible, and far fewer bytes move.
+void plan_mask(const SequenceForward& seq, PlannedSequence& p, std::vector<uint8_t>& masks,
+               size_t index) {
+  const int64_t n = p.rows, n_keys = static_cast<int64_t>(p.key_slots.size());
+  if (seq.rule.custom_mask.size() != static_cast<size_t>(n * n_keys))
+    fail("forward request ", index, ": custom attention mask has ", seq.rule.custom_mask.size(),
+         " entries, expected ", n, " x ", n_keys, " (queries x [visible cache | queries])");
+  p.has_mask = true;
+  p.mask_at = masks.size();
+  const int64_t nc = n_keys - n;
+  bool cache_visible = true;
+  for (int64_t r = 0; r < n && cache_visible; ++r) {
+    const auto row = seq.rule.custom_mask.begin() + r * n_keys;
+    cache_visible = std::all_of(row, row + nc, [](uint8_t v) { return v != 0; });
+  }
+  p.mask_queries_only = cache_visible;
+  if (!cache_visible) {
+    masks.insert(masks.end(), seq.rule.custom_mask.begin(), seq.rule.custom_mask.end());
+    return;
+  }
+  for (int64_t r = 0; r < n; ++r) {
+    const auto row = seq.rule.custom_mask.begin() + r * n_keys + nc;
+    masks.insert(masks.end(), row, row + n);
+  }
+}
+
+}  // namespace
+
+bool host_rows_needed(const SequenceForward& s) {
+  const bool verify_on_host = s.verify && !(s.sampler.top_k == 0 && !(s.sampler.top_p < 1.0f) &&
+                                            s.sampler.banned_tokens.size() <= cuda::kMaxBanned);
+  return s.want_logits || (s.want_stats && !device_stats_suffice(s.sampler)) || verify_on_host;
+}
+
+ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
+  const ModelConfig& c = config_;
+  for (size_t i = 0; i < batch.size(); ++i) validate_forward(c, batch[i], i);
+  ForwardPlan plan;
+  plan.seqs.resize(batch.size());
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SequenceForward& seq = batch[si];
+    PlannedSequence& p = plan.seqs[si];
+    p.seq = &seq;
+    p.rows = static_cast<int64_t>(seq.tokens.size());
+    if (seq.state && !dynamic_cast<CudaMethodState*>(seq.state))
+      fail("forward request ", si, ": the method state was not created by the CUDA backend");
+    if (wants_rows(seq) && seq.rule.kind != AttentionKind::kBidirectional)
+      fail("forward request ", si,
+           ": attention rows (d2Cache rollout) need bidirectional attention on the CUDA backend");
+    if (seq.verify)
+      for (int32_t d : seq.verify->draft_rows)
+        if (d >= static_cast<CudaMethodState*>(seq.state)->kept_rows)
+          fail("forward request ", si, ": verify: draft row ", d, " but the draft forward kept ",
+               static_cast<CudaMethodState*>(seq.state)->kept_rows, " rows");
+    if (seq.cache) {
+      p.cache = seq.cache;
+    } else {
+      p.owned = std::make_unique<KvCache>(kv_pool());
+      p.cache = p.owned.get();
+    }
+    if (seq.dllm_cache) {  // the canvas is the cache: query i is slot i, every slot a key
+      p.reuse = plan.any_reuse = true;
+      p.reuse_first = p.cache->length() == 0;
+      auto& st = static_cast<CudaMethodState&>(*seq.state);
+      const size_t feats = static_cast<size_t>(c.num_layers * p.rows * c.hidden_size);
+      if (!p.reuse_first && st.attn_out.size() != feats)
+        fail("forward request ", si, ": the cache was not filled by a dLLM-Cache forward of ",
+             p.rows, " tokens");
+      if (p.reuse_first) {
+        st.attn_out.resize(feats, "dLLM-Cache attention outputs");
+        st.ffn_out.resize(feats, "dLLM-Cache FFN outputs");
+      }
+      p.query_slots.resize(static_cast<size_t>(p.rows));
+      for (int32_t i = 0; i < p.rows; ++i) p.query_slots[static_cast<size_t>(i)] = i;
+      prepare_cache_writes(*p.cache, p.query_slots, p.rows);
+      for (int32_t s : p.query_slots)
+        p.key_slots.push_back(static_cast<int32_t>(p.cache->physical_slot(s)));
+    } else {
+      const SequenceSlots slots = plan_sequence_slots(seq, seq.cache ? p.cache : nullptr, si);
+      prepare_cache_writes(*p.cache, slots.query_slots, slots.needed_capacity);
+      p.query_slots = slots.query_slots;
+      for (const auto* list : {&slots.visible_slots, &slots.query_slots})
+        for (int32_t s : *list)
+          p.key_slots.push_back(static_cast<int32_t>(p.cache->physical_slot(s)));
+      if (seq.rule.kind == AttentionKind::kCustom) plan_mask(seq, p, plan.masks, si);
+      if (wants_rows(seq)) {
+        for (const auto* list : {&slots.visible_slots, &slots.query_slots})
+          for (int32_t s : *list) p.attention_width = std::max<int64_t>(p.attention_width, s + 1);
+        if (p.key_slots.size() > cuda::attention_rows_max_keys())
+          fail("forward request ", si, ": attention rows over ", p.key_slots.size(),
+               " keys exceed the CUDA kernel's ", cuda::attention_rows_max_keys());
+        p.attn_rows_at = plan.attn_rows_total;
+        p.attn_rows_count = static_cast<size_t>(c.num_layers * p.rows * p.attention_width);
+        plan.attn_rows_total += p.attn_rows_count;
+      }
+    }
+    p.host_rows = host_rows_needed(seq);
+    p.row_offset = plan.total_rows;
+    p.out_offset = plan.total_out;
+    plan.total_rows += p.rows;
+    plan.total_out += static_cast<int64_t>(seq.output_rows.size());
+    p.max_keys = static_cast<int64_t>(p.key_slots.size());
+  }
+
+  // A single-sequence step of a shape seen before (a denoising step, a WeDLM window, an AR
+  // token) replays a captured CUDA graph: its inputs travel through pinned staging at offsets
+  // fixed by the shape, the key count is read on the device, and the attention grid covers a
+  // power-of-two bucket of keys so one graph serves a growing context.
+  const SequenceForward& s0 = batch[0];
+  const PlannedSequence& p0 = plan.seqs[0];
+  plan.graphable = graphs_enabled_ && !profiling_ && batch.size() == 1 && s0.cache && !p0.reuse &&
+                   !wants_rows(s0) && s0.write != CacheWrite::kAtSlots &&
+                   s0.rule.kind != AttentionKind::kCustom && !s0.want_logits &&
+                   !s0.retain_logits && !s0.verify && plan.total_out > 0 && s0.want_stats &&
+                   !p0.host_rows;
+  if (plan.graphable) {
+    int64_t bucket = 256;
+    while (bucket < p0.max_keys) bucket *= 2;
+    plan.seqs[0].max_keys = bucket;
+  }
+
+  std::vector<int32_t>& ints = plan.ints;
+  const int64_t T = plan.total_rows;
+  ints.resize(static_cast<size_t>(3 * T));
+  plan.positions_at = static_cast<size_t>(T);
+  plan.slots_at = static_cast<size_t>(2 * T);
+  for (const PlannedSequence& p : plan.seqs) {
+    const auto at = static_cast<std::ptrdiff_t>(p.row_offset);
+    std::copy(p.seq->tokens.begin(), p.seq->tokens.end(), ints.begin() + at);
+    std::copy(p.seq->positions.begin(), p.seq->positions.end(), ints.begin() + T + at);
+    for (int64_t i = 0; i < p.rows; ++i)
+      ints[static_cast<size_t>(2 * T + p.row_offset + i)] =
+          static_cast<int32_t>(p.cache->physical_slot(p.query_slots[static_cast<size_t>(i)]));
+  }
+  plan.out_rows_at = ints.size();
+  for (const PlannedSequence& p : plan.seqs)
+    for (int32_t r : p.seq->output_rows) ints.push_back(static_cast<int32_t>(p.row_offset + r));
+  for (PlannedSequence& p : plan.seqs) {
+    p.keys_at = ints.size();
+    ints.push_back(static_cast<int32_t>(p.key_slots.size()));
+    ints.insert(ints.end(), p.key_slots.begin(), p.key_slots.end());
+    ints.resize(ints.size() + static_cast<size_t>(p.max_keys) - p.key_slots.size(), 0);
+    if (p.attention_width > 0) {  // columns of attention rows: logical slots
+      p.logical_keys_at = ints.size();
+      const SequenceSlots slots = plan_sequence_slots(*p.seq, p.cache, 0);
+      ints.insert(ints.end(), slots.visible_slots.begin(), slots.visible_slots.end());
+      ints.insert(ints.end(), slots.query_slots.begin(), slots.query_slots.end());
+    }
+  }
+  return plan;
+}
+
+}  // namespace dllm::cuda_backend

@@ -1,0 +1,67 @@
+// A CUDA forward laid out on the host before anything runs ("prepare"): where each sequence's
+// rows sit in the batch, which pool slots its queries write and its keys read, and every small
+// integer array the kernels need, packed into one staging vector copied with one memcpy.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "backend/forward_batch.h"
+
+namespace dllm::cuda_backend {
+
+struct PlannedSequence {
+  const SequenceForward* seq = nullptr;
+  KvCache* cache = nullptr;
+  std::unique_ptr<KvCache> owned;  // cache-less requests get a scratch cache from the pool
+  int64_t row_offset = 0, rows = 0;  // its rows in the batch
+  int64_t out_offset = 0;            // its first output row among the batch's output rows
+  std::vector<int32_t> query_slots;  // logical slot of each query's fresh K/V
+  // Keys, as physical pool slots: [visible cache entries | the queries' own], or under
+  // dLLM-Cache every canvas slot.
+  std::vector<int32_t> key_slots;
+  int64_t max_keys = 0;       // the attention grid covers this many keys (a graph's bucket)
+  size_t keys_at = 0;         // staging offset of [key count, key slots...]
+  size_t logical_keys_at = 0;  // want_attention_rows / rollout: the keys' logical slots
+  bool has_mask = false;      // custom mask at masks[mask_at]
+  bool mask_queries_only = false;  // the mask covers [queries x queries]; the cache is visible
+  size_t mask_at = 0;
+  bool reuse = false;        // dLLM-Cache: per-layer reuse of kept outputs
+  bool reuse_first = false;  // ... and this forward fills the empty cache
+  bool host_rows = false;    // its logits rows go to the host (filters, want_logits, verify)
+  int64_t attention_width = 0;  // want_attention_rows / rollout: 1 + the largest key slot
+  size_t attn_rows_at = 0, attn_rows_count = 0;  // its rows in the attention-rows buffer
+};
+
+struct ForwardPlan {
+  std::vector<PlannedSequence> seqs;
+  int64_t total_rows = 0, total_out = 0;
+  // Staging: tokens | positions | physical query slots | output rows (batch row indices) |
+  // per sequence its key count and key slots.
+  std::vector<int32_t> ints;
+  size_t positions_at = 0, slots_at = 0, out_rows_at = 0;
+  std::vector<uint8_t> masks;
+  bool any_reuse = false;
+  size_t attn_rows_total = 0;
+  bool graphable = false;  // one captured CUDA graph can replay it (see cuda_forward.cpp)
+};
+
+// The rows one layer recomputes: every row of the batch, or — with a dLLM-Cache sequence in
+// the batch — a compacted list (other sequences' rows all, its own selected ones).
+struct LayerRows {
+  bool all = true;
+  int64_t count = 0;
+  const int32_t* rows = nullptr;       // device: batch row of each computed row (null: all)
+  const int32_t* positions = nullptr;  // device: per computed row
+  const int32_t* slots = nullptr;      // device: physical pool slot per computed row
+  std::vector<int64_t> first, size;    // per sequence: its computed rows [first, first + size)
+  std::vector<std::vector<int32_t>> seq_rows;  // per sequence: which of its rows (reuse only)
+};
+
+// Whether a sequence's logits rows must come to the host: full logits wanted, sampling the
+// device statistics cannot do (filters, confidence bans), or S2D2 verification with filters.
+bool host_rows_needed(const SequenceForward& seq);
+
+}  // namespace dllm::cuda_backend

@@ -1,0 +1,273 @@
+// run: the layer list over the batch's rows. Every sequence's rows share the GEMMs and the
+// norm / RoPE / cache-write kernels; attention runs per sequence over its keys in the pool.
+// dLLM-Cache's reuse (method-specs §6.3) is an option of the same loop: a layer recomputes only
+// the rows its rule selects for that sequence, the others keep residual + kept outputs.
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm.h"
+
+namespace dllm::cuda_backend {
+
+namespace {
+
+cuda::MaskKind mask_kind(AttentionKind k) {
+  switch (k) {
+    case AttentionKind::kCausal:
+      return cuda::MaskKind::kCausal;
+    case AttentionKind::kBidirectional:
+      return cuda::MaskKind::kBidirectional;
+    case AttentionKind::kBlockCausal:
+      return cuda::MaskKind::kBlockCausal;
+    case AttentionKind::kCustom:
+      return cuda::MaskKind::kCustom;
+  }
+  return cuda::MaskKind::kCausal;
+}
+
+}  // namespace
+
+LayerRows CudaBackend::layer_rows(ForwardPlan& plan, int64_t layer) {
+  LayerRows r;
+  const size_t n_seqs = plan.seqs.size();
+  r.first.resize(n_seqs);
+  r.size.resize(n_seqs);
+  if (!plan.any_reuse) {  // every row of the batch, where prepare() staged them
+    r.count = plan.total_rows;
+    r.positions = ints_.get() + plan.positions_at;
+    r.slots = ints_.get() + plan.slots_at;
+    for (size_t si = 0; si < n_seqs; ++si) {
+      r.first[si] = plan.seqs[si].row_offset;
+      r.size[si] = plan.seqs[si].rows;
+    }
+    return r;
+  }
+  const ModelConfig& c = config_;
+  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
+  const float eps = static_cast<float>(c.norm_eps);
+  const CudaLayer& L = layers_[static_cast<size_t>(layer)];
+  r.all = false;
+  r.seq_rows.resize(n_seqs);
+  std::vector<int32_t> rows, positions, slots;
+  for (size_t si = 0; si < n_seqs; ++si) {
+    PlannedSequence& p = plan.seqs[si];
+    std::vector<int32_t>& mine = r.seq_rows[si];
+    if (!p.reuse) {
+      mine.resize(static_cast<size_t>(p.rows));
+      std::iota(mine.begin(), mine.end(), 0);
+    } else {
+      const DllmCacheStep& dc = *p.seq->dllm_cache;
+      const int64_t p_len = dc.prompt_length, g_len = p.rows - p_len;
+      const bool rp = p.reuse_first || dc.refresh_prompt || layer == 0;
+      const bool rr = p.reuse_first || dc.refresh_response || layer == 0;
+      if (rp)
+        for (int32_t i = 0; i < p_len; ++i) mine.push_back(i);
+      if (rr) {
+        for (int32_t i = static_cast<int32_t>(p_len); i < p.rows; ++i) mine.push_back(i);
+      } else if (dc.rho > 0.0f) {
+        // V of every response row (written to the pool), then the least similar ones refresh:
+        // the similarities come back to the host (a sync per layer — this is a baseline).
+        std::vector<int32_t> staged(static_cast<size_t>(2 * g_len));  // batch rows | pool slots
+        for (int64_t g = 0; g < g_len; ++g) {
+          staged[static_cast<size_t>(g)] = static_cast<int32_t>(p.row_offset + p_len + g);
+          staged[static_cast<size_t>(g_len + g)] =
+              static_cast<int32_t>(p.cache->physical_slot(p_len + g));
+        }
+        DLLM_CUDA_CHECK(cudaMemcpyAsync(layer_ints_.get(), staged.data(),
+                                        staged.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                        stream_));
+        cuda::rms_norm(x_.get(), layer_ints_.get(), L.attn_norm.get(), xn_.get(),
+                       static_cast<int>(g_len), static_cast<int>(h), eps, stream_);
+        cuda::gemm_nt(cublas_, xn_.get(), L.qkv.get() + (qd + kvd) * h, qkv_.get(), CUDA_R_32F,
+                      static_cast<int>(g_len), static_cast<int>(kvd), static_cast<int>(h), false);
+        cuda::value_similarity(qkv_.get(), L.qkv_bias.get() ? L.qkv_bias.get() + qd + kvd : nullptr,
+                               v_pool(layer), layer_ints_.get() + g_len, dlc_sim_.get(),
+                               static_cast<int>(g_len), static_cast<int>(kvd), stream_);
+        std::vector<float> sim(static_cast<size_t>(g_len));
+        DLLM_CUDA_CHECK(cudaMemcpyAsync(sim.data(), dlc_sim_.get(), sim.size() * sizeof(float),
+                                        cudaMemcpyDeviceToHost, stream_));
+        DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+        std::vector<int32_t> order(static_cast<size_t>(g_len));
+        std::iota(order.begin(), order.end(), 0);
+        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+          return sim[static_cast<size_t>(a)] < sim[static_cast<size_t>(b)];
+        });
+        order.resize(static_cast<size_t>(static_cast<double>(g_len) * dc.rho));
+        std::sort(order.begin(), order.end());
+        for (int32_t g : order) mine.push_back(static_cast<int32_t>(p_len + g));
+      }
+    }
+    r.first[si] = static_cast<int64_t>(rows.size());
+    r.size[si] = static_cast<int64_t>(mine.size());
+    for (int32_t i : mine) {
+      rows.push_back(static_cast<int32_t>(p.row_offset + i));
+      positions.push_back(p.seq->positions[static_cast<size_t>(i)]);
+      slots.push_back(static_cast<int32_t>(
+          p.cache->physical_slot(p.query_slots[static_cast<size_t>(i)])));
+    }
+  }
+  r.count = static_cast<int64_t>(rows.size());
+  std::vector<int32_t> staged = rows;
+  staged.insert(staged.end(), positions.begin(), positions.end());
+  staged.insert(staged.end(), slots.begin(), slots.end());
+  if (!staged.empty())
+    DLLM_CUDA_CHECK(cudaMemcpyAsync(layer_ints_.get(), staged.data(),
+                                    staged.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                    stream_));
+  r.rows = layer_ints_.get();
+  r.positions = r.rows + r.count;
+  r.slots = r.positions + r.count;
+  return r;
+}
+
+void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const LayerRows& rows) {
+  const ModelConfig& c = config_;
+  const int64_t qd = c.q_dim();
+  for (size_t si = 0; si < plan.seqs.size(); ++si) {
+    PlannedSequence& p = plan.seqs[si];
+    const int n = static_cast<int>(rows.size[si]);
+    if (n == 0) continue;
+    cuda::AttentionParams ap;
+    ap.q = q_.get() + rows.first[si] * qd;
+    ap.k_cache = k_pool(layer);
+    ap.v_cache = v_pool(layer);
+    ap.key_slots = ints_.get() + p.keys_at + 1;
+    ap.n_keys = ints_.get() + p.keys_at;
+    ap.slot_positions = pool_positions_.get();
+    ap.q_positions = rows.positions + rows.first[si];
+    ap.custom_mask = p.has_mask ? masks_.get() + p.mask_at : nullptr;
+    ap.custom_mask_queries_only = p.mask_queries_only;
+    ap.kind = p.reuse ? cuda::MaskKind::kBidirectional : mask_kind(p.seq->rule.kind);
+    ap.block_size = static_cast<int>(p.seq->rule.block_size);
+    ap.n_q = n;
+    ap.max_keys = static_cast<int>(p.max_keys);
+    ap.heads = static_cast<int>(c.num_heads);
+    ap.kv_heads = static_cast<int>(c.num_kv_heads);
+    ap.head_dim = static_cast<int>(c.head_dim);
+    ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    ap.splits = cuda::attention_splits(n, ap.heads, ap.kv_heads, ap.head_dim, ap.max_keys, num_sms_);
+    cuda::attention_use_workspace(ap, attn_ws_.get());
+    ap.out = attn_.get() + rows.first[si] * qd;
+    op_begin("attention");
+    cuda::attention(ap, stream_);
+    op_end();
+    if (p.attention_width == 0) continue;
+    cuda::AttentionRowsParams rp;
+    rp.q = ap.q;
+    rp.k_cache = ap.k_cache;
+    rp.key_slots = ap.key_slots;
+    rp.column_slots = ints_.get() + p.logical_keys_at;
+    rp.n_q = n;
+    rp.n_keys = static_cast<int>(p.key_slots.size());
+    rp.heads = ap.heads;
+    rp.kv_heads = ap.kv_heads;
+    rp.head_dim = ap.head_dim;
+    rp.width = static_cast<int>(p.attention_width);
+    rp.scale = ap.scale;
+    rp.out = attn_rows_out_.get() + p.attn_rows_at + static_cast<size_t>(layer) * n * rp.width;
+    rp.workspace = attn_rows_ws_.get();
+    op_begin("attention rows");
+    cuda::attention_rows(rp, stream_);
+    op_end();
+  }
+}
+
+void CudaBackend::add_block_output(ForwardPlan& plan, int64_t layer, const LayerRows& rows,
+                                   bool ffn) {
+  const int64_t h = config_.hidden_size;
+  for (size_t si = 0; si < plan.seqs.size(); ++si) {
+    PlannedSequence& p = plan.seqs[si];
+    const int m = static_cast<int>(rows.size[si]);
+    const float* out = block_out_.get() + rows.first[si] * h;
+    const int32_t* batch_rows = rows.rows + rows.first[si];
+    if (!p.reuse) {
+      if (m > 0) cuda::add_rows(out, batch_rows, x_.get(), m, static_cast<int>(h), stream_);
+      continue;
+    }
+    // Keep the recomputed rows' outputs, then every canvas row adds its kept output.
+    auto& st = static_cast<CudaMethodState&>(*p.seq->state);
+    float* kept = (ffn ? st.ffn_out : st.attn_out).get() + layer * p.rows * h;
+    if (m > 0) {
+      std::vector<int32_t> local = rows.seq_rows[si];
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(layer_ints_.get() + 3 * rows.count, local.data(),
+                                      local.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                      stream_));
+      cuda::scatter_rows(out, layer_ints_.get() + 3 * rows.count, kept, m, static_cast<int>(h),
+                         stream_);
+    }
+    cuda::add_inplace(x_.get() + p.row_offset * h, kept, p.rows * h, stream_);
+  }
+}
+
+void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
+  const ModelConfig& c = config_;
+  const AttentionDesc& a = desc_[static_cast<size_t>(li)].attention;
+  const int64_t h = c.hidden_size, qd = a.heads * a.head_dim, kvd = a.kv_heads * a.head_dim,
+                inter = desc_[static_cast<size_t>(li)].intermediate_size;
+  const float eps = static_cast<float>(c.norm_eps);
+  CudaLayer& L = layers_[static_cast<size_t>(li)];
+  const LayerRows rows = layer_rows(plan, li);
+  const int M = static_cast<int>(rows.count);
+  // Outputs go straight into the residual stream when every row is recomputed.
+  auto block_out = [&]() -> float* { return rows.all ? x_.get() : block_out_.get(); };
+  if (M > 0) {
+    op_begin("norms");
+    cuda::rms_norm(x_.get(), rows.rows, L.attn_norm.get(), xn_.get(), M, static_cast<int>(h), eps,
+                   stream_);
+    op_end();
+    op_begin("gemm");
+    cuda::gemm_nt(cublas_, xn_.get(), L.qkv.get(), qkv_.get(), CUDA_R_32F, M,
+                  static_cast<int>(qd + 2 * kvd), static_cast<int>(h), false);
+    op_end();
+    cuda::QkvPostParams qp;
+    qp.qkv = qkv_.get();
+    qp.bias = a.qkv_bias ? L.qkv_bias.get() : nullptr;
+    qp.q_norm = a.qk_norm ? L.q_norm.get() : nullptr;
+    qp.k_norm = a.qk_norm ? L.k_norm.get() : nullptr;
+    qp.positions = rows.positions;
+    qp.slots = rows.slots;
+    qp.inv_freq = inv_freq_.get();
+    qp.q_out = q_.get();
+    qp.k_cache = k_pool(li);
+    qp.v_cache = v_pool(li);
+    qp.slot_positions = li == 0 ? pool_positions_.get() : nullptr;
+    qp.n = M;
+    qp.heads = static_cast<int>(a.heads);
+    qp.kv_heads = static_cast<int>(a.kv_heads);
+    qp.head_dim = static_cast<int>(a.head_dim);
+    qp.rotary_dim = static_cast<int>(a.rotary_dim);
+    qp.eps = eps;
+    op_begin("qk-norm+rope+cache write");
+    cuda::qkv_post(qp, stream_);
+    op_end();
+    enqueue_attention(plan, li, rows);
+    op_begin("gemm");
+    cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), block_out(), CUDA_R_32F, M,
+                  static_cast<int>(h), static_cast<int>(qd), rows.all);
+    op_end();
+  }
+  if (!rows.all) add_block_output(plan, li, rows, /*ffn=*/false);
+  if (M > 0) {
+    op_begin("norms");
+    cuda::rms_norm(x_.get(), rows.rows, L.mlp_norm.get(), xn_.get(), M, static_cast<int>(h), eps,
+                   stream_);
+    op_end();
+    op_begin("gemm");
+    cuda::gemm_nt(cublas_, xn_.get(), L.gate_up.get(), gu_.get(), CUDA_R_16BF, M,
+                  static_cast<int>(2 * inter), static_cast<int>(h), false);
+    op_end();
+    op_begin("swiglu");
+    cuda::swiglu(gu_.get(), act_.get(), M, static_cast<int>(inter), stream_);
+    op_end();
+    op_begin("gemm");
+    cuda::gemm_nt(cublas_, act_.get(), L.down.get(), block_out(), CUDA_R_32F, M,
+                  static_cast<int>(h), static_cast<int>(inter), rows.all);
+    op_end();
+  }
+  if (!rows.all) add_block_output(plan, li, rows, /*ffn=*/true);
+}
+
+}  // namespace dllm::cuda_backend
