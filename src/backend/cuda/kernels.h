@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "backend/cuda/device_buffer.h"
 
@@ -94,6 +96,87 @@ __host__ __device__ inline int32_t* attention_split_counters(const AttentionPara
 }
 // A split count that fills the GPU for this shape.
 int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_keys, int num_sms);
+
+// Batched paged attention: one call per layer for every sequence of a step. K and V of the layer
+// live in one paged pool, bf16 [pool_slots, kv_heads * head_dim]; a sequence's logical slot s is
+// physical slot page_table[s / page_size] * page_size + s % page_size. Query rows of the batch are
+// flat: sequence i owns the next n_q rows of q / out / q_positions.
+//
+// Host side: attention_batch_plan() packs everything the kernels need — per-sequence descriptors,
+// key lists (resolved to physical slots), page tables, custom masks (bytes), the work lists of
+// (sequence, row block, split) of the two kernels, the query rows' sequences — into one int32
+// region it appends to the caller's staging vector (layout: attention_batch_layout.h), which the
+// caller copies to the device with its other small inputs. attention_batch() then launches the
+// mma.sync kernel (sequences with < 64 rows per KV head, rows = n_q x heads / kv_heads, or any
+// head_dim other than 128 / no Hopper), the Hopper kernel (head_dim 128, >= 64 rows) and one
+// combine pass that merges every row's splits, each at most once.
+//
+// CUDA graphs: grid sizes come from AttentionBatchCapacity only; counts, n_keys, key lists, page
+// tables, masks and splits are read from the region on the device, and blocks of padding work
+// exit at once. A captured call replays with any plan whose need the capacity covers, staged at
+// the same device address. The kernels read the region before their programmatic-launch wait:
+// copy it before the kernel preceding the call starts (e.g. at the start of the step).
+//
+// Batch invariance: a sequence's splits and key chunks depend on its own shape only
+// (attention_batch_splits()), every sequence of a kernel kind uses one tile size, and every row's
+// splits are merged by the same combine arithmetic (attention_merge.cuh) — its output is the same,
+// bit for bit, alone or in any batch, at any capacity.
+struct AttentionBatchSeq {
+  int n_q = 0;     // query rows: the next n_q rows of q / out / q_positions
+  int n_keys = 0;  // keys = [n_keys - n_q visible cache entries | its n_q queries' own keys]
+  std::span<const int32_t> key_slots;   // logical slot of each key; empty: key j is slot j
+  std::span<const int32_t> page_table;  // physical page of each logical page
+  MaskKind kind = MaskKind::kCausal;
+  int block_size = 0;
+  std::span<const uint8_t> custom_mask;  // kCustom: [n_q, n_keys], or [n_q, n_q] when
+  bool custom_mask_queries_only = false;  // every cache key is visible (as AttentionParams)
+};
+struct AttentionBatchShape {
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  int page_size = 16;       // a power of two, 8..256
+  int64_t pool_slots = 0;   // physical slots of the pool: page tables are checked against it
+  float scale = 1.0f;
+};
+// What a call needs (the plan's real counts) or may hold (the caller's capacities, e.g. the
+// counts rounded up to a graph bucket).
+struct AttentionBatchCapacity {
+  int q_rows = 0;            // query rows (the combine grid)
+  int mma_items = 0;         // work items of the mma.sync kernel (its grid x KV heads)
+  int sm90_items = 0;        // work items of the Hopper kernel
+  int64_t partial_rows = 0;  // split partial rows (the workspace)
+  bool covers(const AttentionBatchCapacity& need) const {
+    return q_rows >= need.q_rows && mma_items >= need.mma_items &&
+           sm90_items >= need.sm90_items && partial_rows >= need.partial_rows;
+  }
+};
+struct AttentionBatchPlan {
+  size_t offset = 0;  // where the region starts in the staging vector (int32 index)
+  size_t ints = 0;    // its length
+  AttentionBatchCapacity need;
+  std::vector<int> splits;  // per sequence
+};
+AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
+                                        const AttentionBatchShape& shape,
+                                        std::vector<int32_t>& staging);
+// A sequence's key splits: enough to fill the GPU with it alone, each split at least four key
+// tiles and at least DLLM_ATTN_BATCH_KEYS_PER_ROW (default 2) keys per row per KV head, so that
+// its partials (written and read back: ~rows / keys of its K/V traffic) stay small in big batches.
+int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& shape);
+// Workspace floats for `partial_rows` split rows (capacity.partial_rows).
+size_t attention_batch_workspace_floats(int64_t partial_rows, int head_dim);
+struct AttentionBatchParams {
+  const bf16* q = nullptr;               // [q_rows, heads * head_dim]
+  const bf16* k_pool = nullptr;          // one layer, [pool_slots, kv_heads * head_dim]
+  const bf16* v_pool = nullptr;
+  const int32_t* slot_positions = nullptr;  // [pool_slots] logical position per PHYSICAL slot
+  const int32_t* q_positions = nullptr;     // [q_rows]
+  const int32_t* plan = nullptr;  // device address of the staged region (not of the staging start)
+  float* workspace = nullptr;     // attention_batch_workspace_floats(capacity.partial_rows, ...)
+  bf16* out = nullptr;            // [q_rows, heads * head_dim]
+  AttentionBatchShape shape;
+  AttentionBatchCapacity capacity;  // grid sizes: >= the need of every plan it runs
+};
+void attention_batch(const AttentionBatchParams& p, cudaStream_t stream);
 
 // Head-averaged post-softmax attention rows of a bidirectional forward (d2Cache rollout):
 // out[i * width + slot(j)] = (1 / heads) sum_h softmax_j(q_ih . k_j * scale), every key visible;
