@@ -13,6 +13,7 @@
 
 #include "attention/attention_rule.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/attention_sm90.h"
 #include "backend/cuda/device_query.h"
 #include "backend/cuda/kernels.h"
@@ -180,7 +181,8 @@ struct BatchRun {
     out.resize(std::max<size_t>(cap.q_rows * row, 1), "out");
     q_pos.resize(std::max(cap.q_rows, 1), "q positions");
     plan.resize(plan_ints, "plan");
-    ws.resize(cuda::attention_batch_workspace_floats(cap.partial_rows, s.head_dim), "workspace");
+    cuda::attention_batch_workspace_ensure(
+        ws, cuda::attention_batch_workspace_floats(cap.partial_rows, s.head_dim), nullptr);
     p.q = reinterpret_cast<const bf16*>(q.get());
     p.k_pool = reinterpret_cast<const bf16*>(pool.dk.get());
     p.v_pool = reinterpret_cast<const bf16*>(pool.dv.get());
@@ -246,8 +248,14 @@ std::vector<std::vector<uint16_t>> run_batch(const Pool& pool, const std::vector
   if (plan_out) *plan_out = bp;
   BatchRun run(pool, padded(bp.need, pad), staging.size());
   run.stage(seqs);
-  cuda::attention_batch(run.p, nullptr);
-  DLLM_CUDA_CHECK(cudaDeviceSynchronize());
+  // Twice on one workspace, as layers do: the in-kernel merge's counters must be back at zero.
+  for (int call = 0; call < 2; ++call) {
+    cuda::attention_batch(run.p, nullptr);
+    std::vector<int32_t> counters(cuda::batch_layout::kMergeCounters);
+    DLLM_CUDA_CHECK(cudaMemcpy(counters.data(), run.ws.get(), counters.size() * 4,
+                               cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < counters.size(); ++i) EXPECT_EQ(counters[i], 0) << "counter " << i;
+  }
   return run.outputs(seqs);
 }
 
@@ -427,6 +435,22 @@ TEST(CudaAttentionBatch, SingleSequenceCallGivesTheBatchedBits) {
     cuda::AttentionBatchPlan plan;
     const auto batched = run_batch(pool, {&s}, 0, &plan);
     expect_matches_reference(s, batched[0], "batched");
+    // A capacity of more Hopper blocks than one wave: the combine pass instead of the in-kernel
+    // merge, same bits.
+    cuda::AttentionBatchParams probe;
+    probe.shape = pool.shape;
+    probe.capacity = plan.need;
+    const bool merged = cuda::attention_batch_merges(probe);
+    probe.capacity.sm90_items += 300;
+    EXPECT_FALSE(cuda::attention_batch_merges(probe));
+    EXPECT_TRUE(run_batch(pool, {&s}, 300)[0] == batched[0]) << "in-kernel merge != combine";
+#ifdef DLLM_HAVE_SM90A
+    if (c.expect_merge && cuda::device_compute_capability() == 90 &&
+        cuda::device_sm_count() == 132 && !std::getenv("DLLM_ATTN_MERGE"))
+      EXPECT_TRUE(merged) << "splits " << plan.splits[0];
+#else
+    (void)merged;
+#endif
 
     auto dq = test::to_device(s.qb);
     auto dqpos = test::to_device(s.q_pos);

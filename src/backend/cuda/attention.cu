@@ -34,7 +34,7 @@ constexpr int kMaxSplits = 4096;  // the combine's weights and maxima fit 32 KB 
 // Merges the splits of each row (attention_merge.cuh), one block per row.
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(AttentionParams p) {
   extern __shared__ float weight[];  // [2][combine_weight_slots(splits)]: w_s, then m_s
-  __shared__ float scratch[kCombineThreads / 32];
+  __shared__ CombineScratch scratch;
   const int group = p.heads / p.kv_heads;
   const int R = p.n_q * group;
   const int row = blockIdx.x;  // over kv_heads * R: g R + r
@@ -239,8 +239,8 @@ void attention(const AttentionParams& p, cudaStream_t stream) {
   }
   if (p.splits > kMaxSplits)
     fail("attention: ", p.splits, " key splits (at most ", kMaxSplits, ")");
-  if (p.head_dim > kCombineThreads)
-    fail("attention: head_dim ", p.head_dim, " > ", kCombineThreads);
+  if (p.head_dim > kCombineDims)
+    fail("attention: head_dim ", p.head_dim, " > ", kCombineDims);
   // The combine pass as a programmatic dependent launch on Hopper: it is scheduled while the
   // attention kernel's last blocks finish (they trigger after their main loop) and waits for
   // their partials on the device, instead of launching after the kernel has drained.

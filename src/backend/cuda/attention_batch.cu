@@ -19,28 +19,56 @@ namespace {
 namespace L = batch_layout;
 using ptx::wait_for_primary_grid;
 
-// Merges the splits of query row blockIdx.x, head blockIdx.y (rows past the plan's count: none).
-// Padding blocks also wait for the attention kernel before they exit: a kernel whose blocks all
-// waited completes after the kernel before it, so the call's kernels complete in order.
-__global__ void __launch_bounds__(kCombineThreads) combine_batch_kernel(AttentionBatchKernelArgs a) {
-  __shared__ float weight[2 * L::kMaxSplits];  // w_s, then m_s
-  __shared__ float scratch[kCombineThreads / 32];
+// Merges the splits of every (query row, head) of the batch, one warp each: row b = t heads + h
+// of query row t (rows past the plan's count: none). Every thread waits for the attention kernel
+// first, so the call's kernels complete in order.
+constexpr int kCombineWarps = 8;
+
+template <int V>  // head_dim / 16
+__global__ void __launch_bounds__(kCombineWarps * 32)
+    combine_batch_kernel(AttentionBatchKernelArgs a) {
+  __shared__ float scratch[kCombineWarps][2][L::kMaxSplits];  // m_s, w_s per warp
+  const int warp = threadIdx.x >> 5;
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * kCombineWarps + warp;
   const int32_t* plan = a.plan;
-  const int t = blockIdx.x, h = blockIdx.y;
-  if (t >= plan[L::kQRows]) {
-    wait_for_primary_grid();
-    return;
-  }
-  const int32_t* d = plan + plan[L::kSeqsAt] + plan[plan[L::kRowSeqAt] + t] * L::kSeqInts;
+  const int t = static_cast<int>(b / a.heads), h = static_cast<int>(b % a.heads);
+  const bool real = t < plan[L::kQRows];
+  const int32_t* d =
+      real ? plan + plan[L::kSeqsAt] + plan[plan[L::kRowSeqAt] + t] * L::kSeqInts : plan;
+  wait_for_primary_grid();
+  if (!real) return;
   const int group = a.heads / a.kv_heads;
   const int R = d[L::kNQ] * group;
   const int g = h / group, r = (t - d[L::kQRow]) * group + h % group;
   const int64_t row = d[L::kPartialRow] + static_cast<int64_t>(g) * R + r;
-  const int D = a.head_dim;
-  wait_for_primary_grid();
-  combine_row(a.partial_ml + row * 2, a.partial_o + row * D, static_cast<int64_t>(a.kv_heads) * R,
-              d[L::kSplits], D, a.out + (static_cast<int64_t>(t) * a.heads + h) * D, weight,
-              weight + L::kMaxSplits, scratch);
+  constexpr int D = 16 * V;
+  combine_row_warp<V>(a.partial_ml + row * 2, a.partial_o + row * D,
+                      static_cast<int64_t>(a.kv_heads) * R, d[L::kSplits],
+                      a.out + (static_cast<int64_t>(t) * a.heads + h) * D, scratch[warp][0],
+                      scratch[warp][1]);
+}
+
+void launch_combine(const AttentionBatchKernelArgs& a, int q_rows, cudaStream_t stream) {
+  const int64_t rows = static_cast<int64_t>(q_rows) * a.heads;
+  const dim3 grid(static_cast<unsigned>((rows + kCombineWarps - 1) / kCombineWarps));
+  auto launch = [&](auto* kernel) {
+    launch_pdl(kernel, grid, dim3(kCombineWarps * 32), 0, stream, a);
+  };
+  switch (a.head_dim) {
+    case 16:
+      launch(combine_batch_kernel<1>);
+      break;
+    case 32:
+      launch(combine_batch_kernel<2>);
+      break;
+    case 64:
+      launch(combine_batch_kernel<4>);
+      break;
+    default:
+      launch(combine_batch_kernel<8>);
+      break;
+  }
+  DLLM_CUDA_LAUNCH_CHECK();
 }
 
 template <int D>
@@ -97,7 +125,24 @@ int attention_batch_mma_resident_blocks(int head_dim) {
 
 size_t attention_batch_workspace_floats(int64_t partial_rows, int head_dim) {
   const size_t rows = static_cast<size_t>(std::max<int64_t>(partial_rows, 1));
-  return attention_partial_ml_floats(rows) + (rows * head_dim + 1) / 2;
+  return L::kMergeCounters + attention_partial_ml_floats(rows) + (rows * head_dim + 1) / 2;
+}
+
+bool attention_batch_workspace_ensure(DeviceBuffer<float>& workspace, size_t floats,
+                                      cudaStream_t stream) {
+  if (!workspace.ensure(floats, "batched attention workspace")) return false;
+  DLLM_CUDA_CHECK(
+      cudaMemsetAsync(workspace.get(), 0, L::kMergeCounters * sizeof(int32_t), stream));
+  return true;
+}
+
+bool attention_batch_merges(const AttentionBatchParams& p) {
+#ifdef DLLM_HAVE_SM90A
+  return sm90_attention_batch_merges(p.capacity, p.shape.kv_heads);
+#else
+  (void)p;
+  return false;
+#endif
 }
 
 void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
@@ -112,9 +157,11 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
   a.slot_positions = p.slot_positions;
   a.q_positions = p.q_positions;
   a.plan = p.plan;
-  a.partial_ml = p.workspace;
+  a.counters = reinterpret_cast<int32_t*>(p.workspace);
+  a.partial_ml = p.workspace + L::kMergeCounters;
   a.partial_o = reinterpret_cast<bf16*>(
-      p.workspace + attention_partial_ml_floats(static_cast<size_t>(std::max<int64_t>(c.partial_rows, 1))));
+      a.partial_ml +
+      attention_partial_ml_floats(static_cast<size_t>(std::max<int64_t>(c.partial_rows, 1))));
   a.out = p.out;
   a.heads = s.heads;
   a.kv_heads = s.kv_heads;
@@ -139,17 +186,17 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
         fail("CUDA attention supports head_dim 16, 32, 64 and 128 (got ", s.head_dim, ")");
     }
   }
+  const bool merged = attention_batch_merges(p);
   if (c.sm90_items > 0) {
 #ifdef DLLM_HAVE_SM90A
-    sm90_attention_batch(a, c.sm90_items, stream);
+    sm90_attention_batch(a, c.sm90_items, merged, stream);
 #else
     fail("attention_batch: Hopper work items in a build without sm_90a");
 #endif
   }
-  // One combine block per (query row, head), scheduled while the last attention blocks finish.
-  launch_pdl(combine_batch_kernel, dim3(static_cast<unsigned>(c.q_rows), s.heads),
-             dim3(kCombineThreads), 0, stream, a);
-  DLLM_CUDA_LAUNCH_CHECK();
+  if (merged) return;  // the Hopper kernel merged every row (no other kernel ran)
+  // One combine warp per (query row, head), scheduled while the last attention blocks finish.
+  launch_combine(a, c.q_rows, stream);
 }
 
 }  // namespace dllm::cuda

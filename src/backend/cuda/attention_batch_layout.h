@@ -43,14 +43,21 @@ constexpr int kSeqInts = 12;
 constexpr int kItemSeq = 0;
 constexpr int kItemRowBlock = 1;
 constexpr int kItemSplit = 2;
+constexpr int kItemPair = 3;  // Hopper items: the number of its (sequence, row block) pair
 constexpr int kItemInts = 4;
+
+// The batch workspace starts with the in-kernel merge's counters, two per (pair, KV head).
+constexpr int kMergeCounters = 2048;
 
 // Splits one batched sequence may have (the combine pass's weights sit in static shared memory).
 constexpr int kMaxSplits = 256;
 // Rows per block and keys per tile of the two kernels in batched calls. One configuration per
 // kernel for every sequence: a row's arithmetic depends on the tile size only (not on how many
-// rows share a block), so a sequence's result cannot depend on the batch it is in.
-constexpr int kMmaWarps = 2;
+// rows share a block), so a sequence's result cannot depend on the batch it is in. One-warp
+// blocks for the mma.sync kernel: its main case is a 4-query block at GQA 4 (16 rows), and
+// more, smaller blocks keep more loads in flight; wider sequences take several row blocks, which
+// read the same keys side by side (through L2).
+constexpr int kMmaWarps = 1;
 constexpr int kMmaTileKeys = 32;
 constexpr int kSm90Rows = 128;
 constexpr int kSm90TileKeys = 64;
@@ -67,6 +74,7 @@ struct AttentionBatchKernelArgs {
   __nv_bfloat16* partial_o = nullptr;
   float* partial_ml = nullptr;
   __nv_bfloat16* out = nullptr;
+  int32_t* counters = nullptr;  // kMergeCounters, zero between calls
   int heads = 0, kv_heads = 0, head_dim = 0, page_shift = 0;
   float scale = 1.0f;
 };

@@ -151,6 +151,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   st[base + L::kSeqsAt] = L::kHeaderInts;
   std::vector<int32_t> items[2], row_seq;
   int64_t q_row = 0, partial_row = 0;
+  int32_t pairs = 0;  // (sequence, row block) pairs of the Hopper kernel
   for (size_t i = 0; i < n; ++i) {
     const AttentionBatchSeq& q = seqs[i];
     check_sequence(q, i);
@@ -173,7 +174,8 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     const int row_blocks = (rows_per_kv_head(q.n_q, shape) + rows_per_block - 1) / rows_per_block;
     for (int sp = 0; sp < splits && q.n_q > 0; ++sp)
       for (int rb = 0; rb < row_blocks; ++rb)
-        items[kind].insert(items[kind].end(), {static_cast<int32_t>(i), rb, sp, 0});
+        items[kind].insert(items[kind].end(), {static_cast<int32_t>(i), rb, sp, pairs + rb});
+    if (kind == L::kSm90 && q.n_q > 0) pairs += row_blocks;
     row_seq.insert(row_seq.end(), q.n_q, static_cast<int32_t>(i));
     q_row += q.n_q;
     partial_row += int64_t{splits} * q.n_q * shape.heads;

@@ -154,8 +154,9 @@ double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int 
   cuda::DeviceBuffer<cuda::bf16> q(static_cast<size_t>(q_elems), "queries"),
       out(static_cast<size_t>(q_elems), "attention output");
   cuda::fill_random_bf16(q.get(), q_elems, 5, nullptr);
-  cuda::DeviceBuffer<float> ws(
-      cuda::attention_batch_workspace_floats(plan.need.partial_rows, head_dim), "workspace");
+  cuda::DeviceBuffer<float> ws;
+  cuda::attention_batch_workspace_ensure(
+      ws, cuda::attention_batch_workspace_floats(plan.need.partial_rows, head_dim), nullptr);
   cuda::AttentionBatchParams p;
   p.q = q.get();
   p.slot_positions = dslot_pos.get();

@@ -17,6 +17,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 namespace dllm::cuda {
 
@@ -30,9 +31,12 @@ __device__ __forceinline__ float butterfly_sum(float v) {
   return v;
 }
 
-constexpr int kCombineThreads = 128;
-// Partials of the first splits each thread loads before the weights are known, so that their
-// latency overlaps the (m, l) reductions.
+// The combine pass: one block per row, two threads per dim — one sums the even splits, one the
+// odd (the order above), so each thread's chain of dependent loads is half as long.
+constexpr int kCombineDims = 128;  // head_dim at most
+constexpr int kCombineThreads = 2 * kCombineDims;
+// Partials of the first splits loaded before the weights are known, so that their latency
+// overlaps the (m, l) reductions (half of them per thread).
 constexpr int kCombinePrefetch = 16;
 // Weight slots: splits rounded up to 8, so that the unrolled sum below may read them with vector
 // loads without going past the allocation (compute-sanitizer flagged exactly that).
@@ -40,23 +44,33 @@ __host__ __device__ constexpr int combine_weight_slots(int splits) {
   return (splits + 7) / 8 * 8;
 }
 
-// One block (kCombineThreads threads, head_dim <= kCombineThreads) merges one row: ml / po point
+// Shared memory of combine_row beyond the weights.
+struct CombineScratch {
+  float warp_max[kCombineThreads / 32];
+  float denom;
+  float odd[kCombineDims];
+};
+
+// One block (kCombineThreads threads) merges one row of head_dim <= kCombineDims: ml / po point
 // at split 0 of the row, split s is `stride` rows further. The split weights are computed once,
-// in parallel, into shared memory (weight, split_m: combine_weight_slots(splits) floats each;
-// scratch: kCombineThreads / 32), then each thread sums its dim over the splits with independent
-// loads and no exp. Measured on the H100 at 33 splits (1024 rows, head_dim 128): a per-thread
-// serial pass over (m_s, l_s) was latency-bound (~30 µs); this takes ~7 µs; one thread or one
-// warp per row merging online took 17-22 µs, a block per row merging online in 4 ways 11 µs.
+// in parallel, into shared memory (weight, split_m: combine_weight_slots(splits) floats each),
+// then each thread sums its dim over its splits with independent loads and no exp. Measured on
+// the H100 at 33 splits (1024 rows, head_dim 128): a per-thread serial pass over (m_s, l_s) was
+// latency-bound (~30 µs); one thread per dim ~7 µs; one thread or one warp per row merging online
+// took 17-22 µs, a block per row merging online in 4 ways 11 µs.
 __device__ __forceinline__ void combine_row(const float* ml, const __nv_bfloat16* po,
                                             int64_t stride, int splits, int head_dim,
                                             __nv_bfloat16* out, float* weight, float* split_m,
-                                            float* scratch) {
+                                            CombineScratch& scratch) {
   const int slots = combine_weight_slots(splits);
-  const int d = threadIdx.x, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float pre[kCombinePrefetch];
+  const int d = threadIdx.x % kCombineDims, parity = threadIdx.x / kCombineDims;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const bool has_dim = d < head_dim;
+  auto partial = [&](int s) { return __bfloat162float(po[s * stride * head_dim + d]); };
+  float pre[kCombinePrefetch / 2];
 #pragma unroll
-  for (int s = 0; s < kCombinePrefetch; ++s)
-    pre[s] = s < splits && d < head_dim ? __bfloat162float(po[s * stride * head_dim + d]) : 0.0f;
+  for (int i = 0; i < kCombinePrefetch / 2; ++i)
+    pre[i] = parity + 2 * i < splits && has_dim ? partial(parity + 2 * i) : 0.0f;
   float mx = -INFINITY;
   for (int s = threadIdx.x; s < slots; s += kCombineThreads) {
     const float ms = s < splits ? ml[s * stride * 2] : -INFINITY;
@@ -66,37 +80,100 @@ __device__ __forceinline__ void combine_row(const float* ml, const __nv_bfloat16
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  if (lane == 0) scratch[warp] = mx;
+  if (lane == 0) scratch.warp_max[warp] = mx;
   __syncthreads();  // also publishes split_m[] and l_s
 #pragma unroll
-  for (int w = 0; w < kCombineThreads / 32; ++w) mx = fmaxf(mx, scratch[w]);
+  for (int w = 0; w < kCombineThreads / 32; ++w) mx = fmaxf(mx, scratch.warp_max[w]);
   for (int s = threadIdx.x; s < slots; s += kCombineThreads)
     weight[s] = split_weight(split_m[s], weight[s], mx);
-  __syncthreads();  // weight[] complete; scratch free again
+  __syncthreads();  // weight[] complete
   if (warp == 0) {
     float lane_sum = 0.0f;
     for (int s = lane; s < splits; s += 32) lane_sum += weight[s];
     lane_sum = butterfly_sum(lane_sum);
-    if (lane == 0) scratch[0] = lane_sum;
+    if (lane == 0) scratch.denom = lane_sum;
   }
-  __syncthreads();
-  const float denom = scratch[0];
-  if (d >= head_dim) return;
-  float even = 0.0f, odd = 0.0f;
+  float acc = 0.0f;  // the even (parity 0) or odd splits' sum, in increasing s
 #pragma unroll
-  for (int s = 0; s < kCombinePrefetch; s += 2) {
-    if (s < splits) even = fmaf(weight[s], pre[s], even);
-    if (s + 1 < splits) odd = fmaf(weight[s + 1], pre[s + 1], odd);
+  for (int i = 0; i < kCombinePrefetch / 2; ++i)
+    if (parity + 2 * i < splits) acc = fmaf(weight[parity + 2 * i], pre[i], acc);
+  if (has_dim) {
+#pragma unroll 8
+    for (int s = parity + kCombinePrefetch; s < splits; s += 2) acc = fmaf(weight[s], partial(s), acc);
   }
-  int s = kCombinePrefetch;
+  if (parity == 1) scratch.odd[d] = acc;
+  __syncthreads();  // odd sums and the denominator
+  if (parity == 0 && has_dim) {
+    const float denom = scratch.denom;
+    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+    out[d] = __float2bfloat16((acc + scratch.odd[d]) * inv);
+  }
+}
+
+// The same merge by one warp per row (batched calls: up to batch_layout::kMaxSplits splits; the
+// rows of a block are independent, so a big batch's ~100K rows cost ~100K warps, not blocks).
+// Lane l takes splits s = l, l + 32, ... for the maximum and the weights, then half h = l / 16
+// takes the splits of parity h for dims [V (l % 16), +V), V = head_dim / 16; the halves' sums
+// meet by one shuffle. `m`, `weight`: the warp's scratch, one float per split each.
+// V consecutive bf16 (2V-byte aligned) as floats, in one load.
+template <int V>
+__device__ __forceinline__ void load_bf16s(const __nv_bfloat16* src, float (&f)[V]) {
+  if constexpr (V == 1) {
+    f[0] = __bfloat162float(*src);
+  } else {
+    using Vec = std::conditional_t<V == 2, uint32_t, std::conditional_t<V == 4, uint2, uint4>>;
+    const Vec bits = *reinterpret_cast<const Vec*>(src);
+    const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&bits);
+#pragma unroll
+    for (int i = 0; i < V / 2; ++i) {
+      const float2 x = __bfloat1622float2(pairs[i]);
+      f[2 * i] = x.x;
+      f[2 * i + 1] = x.y;
+    }
+  }
+}
+
+template <int V>
+__device__ __forceinline__ void combine_row_warp(const float* ml, const __nv_bfloat16* po,
+                                                 int64_t stride, int splits,
+                                                 __nv_bfloat16* out, float* m, float* weight) {
+  constexpr int D = 16 * V;
+  const int lane = threadIdx.x & 31, half = lane >> 4, c = lane & 15;
+  float mx = -INFINITY;
+  for (int s = lane; s < splits; s += 32) {
+    const float2 v = *reinterpret_cast<const float2*>(ml + s * stride * 2);
+    m[s] = v.x;
+    weight[s] = v.y;  // l_s for now
+    mx = fmaxf(mx, v.x);
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+  float lane_sum = 0.0f;
+  for (int s = lane; s < splits; s += 32) {
+    const float w = split_weight(m[s], weight[s], mx);
+    weight[s] = w;
+    lane_sum += w;
+  }
+  const float denom = butterfly_sum(lane_sum);
+  __syncwarp();  // weight[] complete
+  float acc[V] = {};
+  const __nv_bfloat16* p = po + c * V;
 #pragma unroll 4
-  for (; s + 1 < splits; s += 2) {
-    even = fmaf(weight[s], __bfloat162float(po[s * stride * head_dim + d]), even);
-    odd = fmaf(weight[s + 1], __bfloat162float(po[(s + 1) * stride * head_dim + d]), odd);
+  for (int s = half; s < splits; s += 2) {
+    const float w = weight[s];
+    float f[V];
+    load_bf16s<V>(p + s * stride * D, f);
+#pragma unroll
+    for (int i = 0; i < V; ++i) acc[i] = fmaf(w, f[i], acc[i]);
   }
-  if (s < splits) even = fmaf(weight[s], __bfloat162float(po[s * stride * head_dim + d]), even);
-  const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
-  out[d] = __float2bfloat16((even + odd) * inv);
+#pragma unroll
+  for (int i = 0; i < V; ++i) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 16);
+  if (half == 0) {
+    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;
+#pragma unroll
+    for (int i = 0; i < V; ++i) out[c * V + i] = __float2bfloat16(acc[i] * inv);
+  }
+  __syncwarp();  // m[] and weight[] are rewritten for the warp's next row
 }
 
 }  // namespace dllm::cuda

@@ -44,10 +44,8 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
   const int n_cache = n_keys - p.n_q;  // keys [0, n_cache) are cache entries, the rest the queries
   // The keys there are (read on the device), not the grid's max_keys, are shared out: a graph
   // captured for a power-of-two bucket of keys keeps every split busy at any length within it.
-  const int chunk =
-      ((n_keys + p.splits - 1) / p.splits + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
-  const int k_begin = split * chunk;
-  const int k_end = min(n_keys, k_begin + chunk);
+  const KeyRange range = split_keys(n_keys, p.splits, split, kKeysPerTile);
+  const int k_begin = range.begin, k_end = range.end;
 
   const int ra = row_block * WARPS * 16 + warp * 16 + lane / 4;  // rows held by this lane
   const int rb = ra + 8;
@@ -184,6 +182,10 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
   write_split_partials(p, split, g, R, ra, m, l, o, lane);
 }
 
+// Key-list entries a batched block may keep in shared memory (1 KB: six one-warp blocks with
+// 32-key tiles still fit an SM).
+constexpr int kMmaKeyStage = 256;
+
 // One sequence: grid (row blocks, KV heads, splits).
 template <int D, int WARPS, int KT, int MIN_BLOCKS>
 __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
@@ -198,7 +200,8 @@ template <int D, int WARPS, int KT, int MIN_BLOCKS>
 __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     flash_attention_batch_kernel(AttentionBatchKernelArgs a) {
   __shared__ AttentionSeqView view;
-  if (!load_seq_view(a, batch_layout::kMma, view)) return;
+  __shared__ int32_t key_stage[kMmaKeyStage];
+  if (!load_seq_view<KT, kMmaKeyStage>(a, batch_layout::kMma, view, key_stage)) return;
   ptx::wait_for_primary_grid();
   flash_attention_block<D, WARPS, KT>(view, view.row_block, view.split);
 }

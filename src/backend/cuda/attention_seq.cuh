@@ -20,8 +20,13 @@ struct AttentionSeqView {
   const bf16* q;  // this sequence's first query row
   const bf16* k_cache;
   const bf16* v_cache;
-  const int32_t* key_slots;   // physical slot of each key, or null
-  const int32_t* page_table;  // physical page of each logical page, or null (key j = slot j)
+  // Key addressing: the physical slot of key j is key_slots[j - key_base] (a key list), else
+  // page_table[(j >> page_shift) - page_base] << page_shift | j % page_size (a paged range), else
+  // j. The block's split of the list or table sits in shared memory (stage_split_keys()) when it
+  // fits, else these point at the plan in global memory (bases 0).
+  const int32_t* key_slots;
+  const int32_t* page_table;
+  int key_base, page_base;
   const int32_t* slot_positions;
   const int32_t* q_positions;  // this sequence's
   const uint8_t* custom_mask;
@@ -29,10 +34,12 @@ struct AttentionSeqView {
   float* partial_ml;
   bf16* out;  // this sequence's first output row
   int n_keys, n_q, heads, kv_heads, splits, block_size, page_shift;
-  int row_block, split;  // the work item
+  int row_block, split, merge_pair;  // the work item
   float scale;
   MaskKind kind;
   bool custom_mask_queries_only;
+  const int32_t* stage_src;  // what stage_split_keys() copies: stage_count ints
+  int stage_count;
 };
 
 // Keys of the sequence (AttentionParams: read from device memory at the call).
@@ -50,10 +57,22 @@ __device__ __forceinline__ int key_slot(const AttentionParams& p, int j) {
 // Paged: logical slot j lives at page_table[j / page_size] * page_size + j % page_size; pages of
 // a 32/64-key tile need not be adjacent, so every key row is addressed on its own.
 __device__ __forceinline__ int key_slot(const AttentionSeqView& v, int j) {
-  if (v.key_slots) return v.key_slots[j];
+  if (v.key_slots) return v.key_slots[j - v.key_base];
   if (v.page_table)
-    return (v.page_table[j >> v.page_shift] << v.page_shift) | (j & ((1 << v.page_shift) - 1));
+    return (v.page_table[(j >> v.page_shift) - v.page_base] << v.page_shift) |
+           (j & ((1 << v.page_shift) - 1));
   return j;
+}
+
+// The keys [begin, end) of split `split` of n_keys: equal shares in whole tiles. Both kernels
+// and stage_split_keys() share them out this way.
+struct KeyRange {
+  int begin, end;
+};
+__device__ __forceinline__ KeyRange split_keys(int n_keys, int splits, int split, int tile_keys) {
+  const int chunk = ((n_keys + splits - 1) / splits + tile_keys - 1) / tile_keys * tile_keys;
+  const int begin = split * chunk;
+  return {begin, min(n_keys, begin + chunk)};
 }
 
 // Fills `v` (shared memory) with the sequence of this block's work item in the list of kernel
@@ -62,8 +81,13 @@ __device__ __forceinline__ int key_slot(const AttentionSeqView& v, int j) {
 // it runs before the programmatic-launch wait (the caller waits after it). Padding blocks wait
 // too before they exit: a kernel completes after its predecessor only if all its blocks waited,
 // and the combine pass relies on that order across the call's two attention kernels.
+//
+// The block's share of the key list (or of the page table) is copied into `stage` (STAGE ints of
+// shared memory) when it fits: the tile loads then find each key row's slot in shared memory
+// instead of waiting on a global load per tile (measured on the H100: ~0.5 µs per tile).
+template <int TILE_KEYS, int STAGE>
 __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a, int kind,
-                                              AttentionSeqView& v) {
+                                              AttentionSeqView& v, int32_t* stage) {
   namespace L = batch_layout;
   const int32_t* plan = a.plan;
   const int item = blockIdx.x;
@@ -80,8 +104,6 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
     v.q = a.q + q_row * row_elems;
     v.k_cache = a.k_pool;
     v.v_cache = a.v_pool;
-    v.key_slots = d[L::kKeysAt] >= 0 ? plan + d[L::kKeysAt] : nullptr;
-    v.page_table = d[L::kPagesAt] >= 0 ? plan + d[L::kPagesAt] : nullptr;
     v.slot_positions = a.slot_positions;
     v.q_positions = a.q_positions + q_row;
     v.custom_mask =
@@ -98,11 +120,30 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
     v.page_shift = a.page_shift;
     v.row_block = w[L::kItemRowBlock];
     v.split = w[L::kItemSplit];
+    v.merge_pair = w[L::kItemPair];
     v.scale = a.scale;
     v.kind = static_cast<MaskKind>(d[L::kKind]);
     v.custom_mask_queries_only = d[L::kMaskQueriesOnly] != 0;
+    // Which addressing, and whether this split's share of it fits the stage.
+    const KeyRange keys = split_keys(v.n_keys, v.splits, v.split, TILE_KEYS);
+    const int32_t* list = d[L::kKeysAt] >= 0 ? plan + d[L::kKeysAt] : nullptr;
+    const int32_t* table = d[L::kPagesAt] >= 0 ? plan + d[L::kPagesAt] : nullptr;
+    const bool any = keys.begin < keys.end;
+    const int first = list ? keys.begin : keys.begin >> a.page_shift;
+    const int count = !any ? 0 : list ? keys.end - keys.begin : ((keys.end - 1) >> a.page_shift) - first + 1;
+    const bool staged = (list || table) && count <= STAGE;
+    v.stage_src = staged ? (list ? list : table) + first : nullptr;
+    v.stage_count = staged ? count : 0;
+    v.key_slots = list && staged ? stage : list;
+    v.page_table = !list && table && staged ? stage : table;
+    v.key_base = list && staged ? first : 0;
+    v.page_base = !list && table && staged ? first : 0;
   }
   __syncthreads();
+  if (v.stage_count > 0) {
+    for (int i = threadIdx.x; i < v.stage_count; i += blockDim.x) stage[i] = v.stage_src[i];
+    __syncthreads();
+  }
   return true;
 }
 

@@ -90,9 +90,8 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
   const int n_keys = seq_n_keys(p);
   const int n_cache = n_keys - p.n_q;
   // As in attention.cu: the keys present (read on the device) are shared out among the splits.
-  const int chunk = ((n_keys + p.splits - 1) / p.splits + kKeys - 1) / kKeys * kKeys;
-  const int k_begin = split * chunk;
-  const int k_end = min(n_keys, k_begin + chunk);
+  const KeyRange range = split_keys(n_keys, p.splits, split, kKeys);
+  const int k_begin = range.begin, k_end = range.end;
   const int n_tiles = k_begin < k_end ? (k_end - k_begin + kKeys - 1) / kKeys : 0;
 
   const int row0 = row_block * 64 * NWG;
@@ -230,22 +229,50 @@ template <int NWG, int KT, int STAGES, int MIN_BLOCKS, bool MERGE>
 __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(AttentionParams p) {
   __shared__ sm90::MergeArgs merge_args;  // for merge_splits() (MERGE only)
   if (MERGE && threadIdx.x == 0)
-    merge_args = {p.partial_ml, p.partial_o, p.out,      attention_split_counters(p),
-                  p.splits,     p.heads,     p.kv_heads, p.n_q * (p.heads / p.kv_heads)};
+    merge_args = {p.partial_ml,
+                  p.partial_o,
+                  p.out,
+                  attention_split_counters(p),
+                  p.splits,
+                  p.heads,
+                  p.kv_heads,
+                  p.n_q * (p.heads / p.kv_heads),
+                  static_cast<int>(blockIdx.x),
+                  static_cast<int>(blockIdx.z),
+                  static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x)};
   // Launched as a programmatic dependent (pdl_launch.h): the kernel before it wrote Q and K/V.
   wait_for_primary_grid();
   attention_sm90_block<NWG, KT, STAGES, MERGE>(p, blockIdx.x, blockIdx.z, &merge_args);
 }
 
+// Key-list entries a batched block may keep in shared memory (4 KB: two blocks still fit an SM).
+constexpr int kSm90KeyStage = 1024;
+
 // A batch: grid (work-item capacity, KV heads); items past the plan's count exit at once. The
-// combine pass merges the splits (blocks of a padded grid cannot wait for each other).
-template <int NWG, int KT, int STAGES, int MIN_BLOCKS>
+// combine pass merges the splits, or (MERGE: the whole grid is one wave, sm90_attention_batch_
+// merges()) the blocks do, as in the single-sequence kernel, with one counter pair per (sequence
+// row block, KV head) — the plan numbers the row blocks.
+template <int NWG, int KT, int STAGES, int MIN_BLOCKS, bool MERGE>
 __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS)
     attention_sm90_batch_kernel(AttentionBatchKernelArgs a) {
   __shared__ AttentionSeqView view;
-  if (!load_seq_view(a, batch_layout::kSm90, view)) return;
+  __shared__ int32_t key_stage[kSm90KeyStage];
+  __shared__ sm90::MergeArgs merge_args;  // MERGE only
+  if (!load_seq_view<KT, kSm90KeyStage>(a, batch_layout::kSm90, view, key_stage)) return;
+  if (MERGE && threadIdx.x == 0)
+    merge_args = {view.partial_ml,
+                  view.partial_o,
+                  view.out,
+                  a.counters,
+                  view.splits,
+                  a.heads,
+                  a.kv_heads,
+                  view.n_q * (a.heads / a.kv_heads),
+                  view.row_block,
+                  view.split,
+                  view.merge_pair * a.kv_heads + static_cast<int>(blockIdx.y)};
   wait_for_primary_grid();
-  attention_sm90_block<NWG, KT, STAGES, false>(view, view.row_block, view.split, nullptr);
+  attention_sm90_block<NWG, KT, STAGES, MERGE>(view, view.row_block, view.split, &merge_args);
 }
 
 // Configurations: warpgroups per block (64 rows each), keys per tile, pipeline stages, blocks per
@@ -313,29 +340,49 @@ constexpr Config kBatch = kConfigs[0];
 static_assert(64 * kBatch.warpgroups == batch_layout::kSm90Rows &&
               kBatch.tile_keys == batch_layout::kSm90TileKeys);
 constexpr size_t kBatchSmem = SmemLayout<kBatch.warpgroups, kBatch.tile_keys, kBatch.stages>::bytes;
+template <bool MERGE>
 auto* batch_kernel() {
   return attention_sm90_batch_kernel<kBatch.warpgroups, kBatch.tile_keys, kBatch.stages,
-                                     kBatch.min_blocks>;
+                                     kBatch.min_blocks, MERGE>;
 }
 
 }  // namespace
 
 int sm90_attention_batch_resident_blocks() {
   static const int resident = [] {
-    DLLM_CUDA_CHECK(cudaFuncSetAttribute(batch_kernel(), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kBatchSmem)));
-    int n = 0;
-    DLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, batch_kernel(), kBatch.warpgroups * 128, kBatchSmem));
+    int n = INT_MAX;
+    for (auto* k : {batch_kernel<false>(), batch_kernel<true>()}) {
+      DLLM_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(kBatchSmem)));
+      int blocks = 0;
+      DLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &blocks, k, kBatch.warpgroups * 128, kBatchSmem));
+      n = std::min(n, blocks);
+    }
     return std::max(n, 1);
   }();
   return resident;
 }
 
-void sm90_attention_batch(const AttentionBatchKernelArgs& a, int items, cudaStream_t stream) {
+bool sm90_attention_batch_merges(const AttentionBatchCapacity& c, int kv_heads) {
+  static const bool enabled = env_switch_on("DLLM_ATTN_MERGE");
+  const int64_t wave =
+      static_cast<int64_t>(sm90_attention_batch_resident_blocks()) * device_sm_count();
+  const int64_t blocks = static_cast<int64_t>(c.sm90_items) * kv_heads;
+  // As sm90_attention_merges(), on the capacity (so that a captured graph keeps its choice):
+  // the whole grid one wave (a sequence's splits x KV heads are at most the grid, so wave /
+  // kv_heads bounds its splits), at least 3/4 of one, and no mma.sync launch before it.
+  return enabled && c.mma_items == 0 && c.sm90_items > 0 && blocks <= wave &&
+         4 * blocks >= 3 * wave && wave / kv_heads <= sm90::kMaxMergedSplits &&
+         2 * blocks <= batch_layout::kMergeCounters;
+}
+
+void sm90_attention_batch(const AttentionBatchKernelArgs& a, int items, bool merge,
+                          cudaStream_t stream) {
   if (items <= 0) return;
-  sm90_attention_batch_resident_blocks();  // sets the shared-memory limit once
-  launch_pdl(batch_kernel(), dim3(static_cast<unsigned>(items), static_cast<unsigned>(a.kv_heads)),
+  sm90_attention_batch_resident_blocks();  // sets the shared-memory limits once
+  launch_pdl(merge ? batch_kernel<true>() : batch_kernel<false>(),
+             dim3(static_cast<unsigned>(items), static_cast<unsigned>(a.kv_heads)),
              dim3(kBatch.warpgroups * 128), kBatchSmem, stream, a);
   DLLM_CUDA_LAUNCH_CHECK();
 }

@@ -22,12 +22,14 @@ constexpr int kD = 128;  // head_dim
 // Splits merged in the kernel (no combine pass) at most.
 constexpr int kMaxMergedSplits = 64;
 
-struct MergeArgs {  // what merging needs of AttentionParams
+struct MergeArgs {  // what merging needs of the sequence and the block
   const float* partial_ml;
   const bf16* partial_o;
   bf16* out;
-  int32_t* counters;                  // attention_split_counters()
+  int32_t* counters;                  // attention_split_counters(), or the batch workspace's
   int splits, heads, kv_heads, rows;  // rows: per KV head (n_q x group)
+  int row_block, split;               // this block's
+  int counter;                        // its (arrived, merged) pair: counters[2 counter ..]
 };
 
 // What the combine pass of attention.cu does, for one row r of KV head g, by one warp: out =
@@ -108,7 +110,7 @@ __device__ __forceinline__ void merge_row(const MergeArgs& p, int g, int r, int 
   __syncwarp();  // weight[] is rewritten for the warp's next row
 }
 
-// The end of a merging block (attention_sm90_kernel<..., MERGE = true>, after its partials are
+// The end of a merging block (attention_sm90_kernel<..., MERGE = true> and its batched twin, after its partials are
 // written): the splits of its row block and KV head merge their partials themselves once all are
 // written, each split a share of the rows. No combine pass: its wait for the whole grid to
 // drain, its launch and its own latency cost more than the merge (at 32K context on the H100,
@@ -127,8 +129,8 @@ __device__ __noinline__ void merge_splits(const MergeArgs* args, int rows_per_bl
   float* scratch =
       reinterpret_cast<float*>(smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u) + scratch_offset);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int g = blockIdx.y, split = blockIdx.z, row0 = blockIdx.x * rows_per_block;
-  counters += 2 * (g * gridDim.x + blockIdx.x);  // (arrived, merged) of this row block and head
+  const int g = blockIdx.y, split = p.split, row0 = p.row_block * rows_per_block;
+  counters += 2 * p.counter;  // (arrived, merged) of this row block and head
   __syncthreads();
   if (tid == 0) {
     // Release: the block's partials (every thread's, ordered before this by the barrier) are

@@ -109,7 +109,9 @@ int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_key
 // caller copies to the device with its other small inputs. attention_batch() then launches the
 // mma.sync kernel (sequences with < 64 rows per KV head, rows = n_q x heads / kv_heads, or any
 // head_dim other than 128 / no Hopper), the Hopper kernel (head_dim 128, >= 64 rows) and one
-// combine pass that merges every row's splits, each at most once.
+// combine pass that merges every row's splits, each at most once — or, when the capacity is one
+// wave of Hopper blocks and nothing else (a single long sequence), the Hopper kernel alone, its
+// blocks merging their splits themselves (attention_batch_merges()).
 //
 // CUDA graphs: grid sizes come from AttentionBatchCapacity only; counts, n_keys, key lists, page
 // tables, masks and splits are read from the region on the device, and blocks of padding work
@@ -119,8 +121,9 @@ int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_key
 //
 // Batch invariance: a sequence's splits and key chunks depend on its own shape only
 // (attention_batch_splits()), every sequence of a kernel kind uses one tile size, and every row's
-// splits are merged by the same combine arithmetic (attention_merge.cuh) — its output is the same,
-// bit for bit, alone or in any batch, at any capacity.
+// splits are merged with the same arithmetic in the same order (attention_merge.cuh), by the
+// combine pass or in the kernel — its output is the same, bit for bit, alone or in any batch, at
+// any capacity.
 struct AttentionBatchSeq {
   int n_q = 0;     // query rows: the next n_q rows of q / out / q_positions
   int n_keys = 0;  // keys = [n_keys - n_q visible cache entries | its n_q queries' own keys]
@@ -162,8 +165,13 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
 // tiles and at least DLLM_ATTN_BATCH_KEYS_PER_ROW (default 2) keys per row per KV head, so that
 // its partials (written and read back: ~rows / keys of its K/V traffic) stay small in big batches.
 int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& shape);
-// Workspace floats for `partial_rows` split rows (capacity.partial_rows).
+// Workspace floats for `partial_rows` split rows (capacity.partial_rows): the in-kernel merge's
+// counters, then the split partials.
 size_t attention_batch_workspace_floats(int64_t partial_rows, int head_dim);
+// Grows `workspace` to at least `floats`; when it is (re)allocated, zeroes the counters it
+// starts with (the kernels keep them zero between calls). True when the buffer moved.
+bool attention_batch_workspace_ensure(DeviceBuffer<float>& workspace, size_t floats,
+                                      cudaStream_t stream);
 struct AttentionBatchParams {
   const bf16* q = nullptr;               // [q_rows, heads * head_dim]
   const bf16* k_pool = nullptr;          // one layer, [pool_slots, kv_heads * head_dim]
@@ -177,6 +185,10 @@ struct AttentionBatchParams {
   AttentionBatchCapacity capacity;  // grid sizes: >= the need of every plan it runs
 };
 void attention_batch(const AttentionBatchParams& p, cudaStream_t stream);
+// Whether attention_batch(p) merges the splits inside the Hopper kernel instead of a combine pass:
+// decided from the capacity alone (no mma.sync work items, the Hopper grid one wave of blocks
+// that can wait for each other), as the single-sequence call does; same bits either way.
+bool attention_batch_merges(const AttentionBatchParams& p);
 
 // Head-averaged post-softmax attention rows of a bidirectional forward (d2Cache rollout):
 // out[i * width + slot(j)] = (1 / heads) sum_h softmax_j(q_ih . k_j * scale), every key visible;
