@@ -31,7 +31,28 @@ using namespace ptx;
 
 constexpr int kMaxSplits = 4096;  // the combine's weights and maxima fit 32 KB of shared memory
 
-// Merges the splits of each row (attention_merge.cuh), one block per row.
+// Merges the splits of each row (attention_merge.cuh), one warp per row (up to
+// kWarpCombineMaxSplits splits): no block-wide barriers, and each lane's loads go out eight
+// splits at a time.
+template <int V>  // head_dim / 16
+__global__ void __launch_bounds__(kCombineWarps * 32) combine_warp_kernel(AttentionParams p) {
+  __shared__ float weight[kCombineWarps][kWarpCombineMaxSplits];
+  const int warp = threadIdx.x >> 5;
+  const int group = p.heads / p.kv_heads;
+  const int R = p.n_q * group;
+  const int row = blockIdx.x * kCombineWarps + warp;  // over kv_heads * R: g R + r
+  wait_for_primary_grid();  // launched as a programmatic dependent of the attention kernel
+  if (row >= p.kv_heads * R) return;
+  constexpr int D = 16 * V;
+  const int g = row / R, r = row % R;
+  const int qi = r / group, h = g * group + r % group;
+  combine_row_warp<V>(p.partial_ml + static_cast<int64_t>(row) * 2,
+                      p.partial_o + static_cast<int64_t>(row) * D,
+                      static_cast<int64_t>(p.kv_heads) * R, p.splits,
+                      p.out + (static_cast<int64_t>(qi) * p.heads + h) * D, weight[warp]);
+}
+
+// The same with one block per row, for any number of splits.
 __global__ void __launch_bounds__(kCombineThreads) combine_kernel(AttentionParams p) {
   extern __shared__ float weight[];  // [2][combine_weight_slots(splits)]: w_s, then m_s
   __shared__ CombineScratch scratch;
@@ -115,6 +136,29 @@ int resident_blocks(int warps) {
   return warps == 1   ? configure<D, 1, 32, 1>()
          : warps == 2 ? configure<D, 2, 32, 1>()
                       : configure<D, 4, 64, 3>();
+}
+
+void launch_combine(const AttentionParams& p, int rows, cudaStream_t stream) {
+  if (p.splits > kWarpCombineMaxSplits) {
+    launch_pdl(combine_kernel, dim3(static_cast<unsigned>(rows)), dim3(kCombineThreads),
+               2 * combine_weight_slots(p.splits) * sizeof(float), stream, p);
+    return;
+  }
+  const dim3 grid((rows + kCombineWarps - 1) / kCombineWarps), block(kCombineWarps * 32);
+  switch (p.head_dim) {
+    case 16:
+      launch_pdl(combine_warp_kernel<1>, grid, block, 0, stream, p);
+      break;
+    case 32:
+      launch_pdl(combine_warp_kernel<2>, grid, block, 0, stream, p);
+      break;
+    case 64:
+      launch_pdl(combine_warp_kernel<4>, grid, block, 0, stream, p);
+      break;
+    default:
+      launch_pdl(combine_warp_kernel<8>, grid, block, 0, stream, p);
+      break;
+  }
 }
 
 }  // namespace
@@ -244,8 +288,7 @@ void attention(const AttentionParams& p, cudaStream_t stream) {
   // The combine pass as a programmatic dependent launch on Hopper: it is scheduled while the
   // attention kernel's last blocks finish (they trigger after their main loop) and waits for
   // their partials on the device, instead of launching after the kernel has drained.
-  launch_pdl(combine_kernel, dim3(static_cast<unsigned>(rows * p.kv_heads)), dim3(kCombineThreads),
-             2 * combine_weight_slots(p.splits) * sizeof(float), stream, p);
+  launch_combine(p, rows * p.kv_heads, stream);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

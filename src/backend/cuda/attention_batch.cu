@@ -22,12 +22,12 @@ using ptx::wait_for_primary_grid;
 // Merges the splits of every (query row, head) of the batch, one warp each: row b = t heads + h
 // of query row t (rows past the plan's count: none). Every thread waits for the attention kernel
 // first, so the call's kernels complete in order.
-constexpr int kCombineWarps = 8;
+static_assert(L::kMaxSplits <= kWarpCombineMaxSplits);
 
 template <int V>  // head_dim / 16
 __global__ void __launch_bounds__(kCombineWarps * 32)
     combine_batch_kernel(AttentionBatchKernelArgs a) {
-  __shared__ float scratch[kCombineWarps][2][L::kMaxSplits];  // m_s, w_s per warp
+  __shared__ float weight[kCombineWarps][kWarpCombineMaxSplits];
   const int warp = threadIdx.x >> 5;
   const int64_t b = static_cast<int64_t>(blockIdx.x) * kCombineWarps + warp;
   const int32_t* plan = a.plan;
@@ -44,8 +44,7 @@ __global__ void __launch_bounds__(kCombineWarps * 32)
   constexpr int D = 16 * V;
   combine_row_warp<V>(a.partial_ml + row * 2, a.partial_o + row * D,
                       static_cast<int64_t>(a.kv_heads) * R, d[L::kSplits],
-                      a.out + (static_cast<int64_t>(t) * a.heads + h) * D, scratch[warp][0],
-                      scratch[warp][1]);
+                      a.out + (static_cast<int64_t>(t) * a.heads + h) * D, weight[warp]);
 }
 
 void launch_combine(const AttentionBatchKernelArgs& a, int q_rows, cudaStream_t stream) {

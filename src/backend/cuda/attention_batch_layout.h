@@ -39,12 +39,14 @@ constexpr int kSplits = 9;
 constexpr int kPartialRow = 10;  // its first row of the split partials
 constexpr int kSeqInts = 12;
 
-// A work item: one block per KV head of (sequence, row block, split).
+// A work item: one block per KV head of (sequence, row block, split). It carries a copy of its
+// sequence's descriptor, so that a block finds everything one load after the header.
 constexpr int kItemSeq = 0;
 constexpr int kItemRowBlock = 1;
 constexpr int kItemSplit = 2;
 constexpr int kItemPair = 3;  // Hopper items: the number of its (sequence, row block) pair
-constexpr int kItemInts = 4;
+constexpr int kItemDesc = 4;  // kSeqInts: the sequence descriptor
+constexpr int kItemInts = kItemDesc + kSeqInts;
 
 // The batch workspace starts with the in-kernel merge's counters, two per (pair, KV head).
 constexpr int kMergeCounters = 2048;

@@ -27,7 +27,7 @@ bool takes_sm90(int n_q, const AttentionBatchShape& s) {
 int keys_per_row() {
   static const int v = [] {
     const char* e = std::getenv("DLLM_ATTN_BATCH_KEYS_PER_ROW");
-    return e && std::atoi(e) > 0 ? std::atoi(e) : 2;
+    return e && std::atoi(e) > 0 ? std::atoi(e) : 4;
   }();
   return v;
 }
@@ -173,8 +173,10 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     const int rows_per_block = kind == L::kSm90 ? L::kSm90Rows : L::kMmaWarps * 16;
     const int row_blocks = (rows_per_kv_head(q.n_q, shape) + rows_per_block - 1) / rows_per_block;
     for (int sp = 0; sp < splits && q.n_q > 0; ++sp)
-      for (int rb = 0; rb < row_blocks; ++rb)
+      for (int rb = 0; rb < row_blocks; ++rb) {
         items[kind].insert(items[kind].end(), {static_cast<int32_t>(i), rb, sp, pairs + rb});
+        items[kind].insert(items[kind].end(), st.begin() + desc, st.begin() + desc + L::kSeqInts);
+      }
     if (kind == L::kSm90 && q.n_q > 0) pairs += row_blocks;
     row_seq.insert(row_seq.end(), q.n_q, static_cast<int32_t>(i));
     q_row += q.n_q;

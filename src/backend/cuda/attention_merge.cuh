@@ -110,11 +110,12 @@ __device__ __forceinline__ void combine_row(const float* ml, const __nv_bfloat16
   }
 }
 
-// The same merge by one warp per row (batched calls: up to batch_layout::kMaxSplits splits; the
-// rows of a block are independent, so a big batch's ~100K rows cost ~100K warps, not blocks).
+// The same merge by one warp per row, for up to kWarpCombineMaxSplits splits (the batched call's
+// combine, and the single-sequence one when its splits fit): rows are independent warps, so a big
+// batch's ~100K rows cost ~100K warps, not blocks, and few splits cost no block-wide barriers.
 // Lane l takes splits s = l, l + 32, ... for the maximum and the weights, then half h = l / 16
 // takes the splits of parity h for dims [V (l % 16), +V), V = head_dim / 16; the halves' sums
-// meet by one shuffle. `m`, `weight`: the warp's scratch, one float per split each.
+// meet by one shuffle. `weight`: the warp's scratch, one float per split.
 // V consecutive bf16 (2V-byte aligned) as floats, in one load.
 template <int V>
 __device__ __forceinline__ void load_bf16s(const __nv_bfloat16* src, float (&f)[V]) {
@@ -133,38 +134,64 @@ __device__ __forceinline__ void load_bf16s(const __nv_bfloat16* src, float (&f)[
   }
 }
 
+// Splits combine_row_warp() takes at most: eight per lane.
+constexpr int kWarpCombineMaxSplits = 256;
+
 template <int V>
 __device__ __forceinline__ void combine_row_warp(const float* ml, const __nv_bfloat16* po,
                                                  int64_t stride, int splits,
-                                                 __nv_bfloat16* out, float* m, float* weight) {
+                                                 __nv_bfloat16* out, float* weight) {
   constexpr int D = 16 * V;
+  constexpr int kPerLane = kWarpCombineMaxSplits / 32;
   const int lane = threadIdx.x & 31, half = lane >> 4, c = lane & 15;
-  float mx = -INFINITY;
-  for (int s = lane; s < splits; s += 32) {
-    const float2 v = *reinterpret_cast<const float2*>(ml + s * stride * 2);
-    m[s] = v.x;
-    weight[s] = v.y;  // l_s for now
-    mx = fmaxf(mx, v.x);
+  float2 ms[kPerLane];  // (m_s, l_s) of s = lane + 32 k, all requested at once
+#pragma unroll
+  for (int k = 0; k < kPerLane; ++k) {
+    const int s = lane + 32 * k;
+    ms[k] = s < splits ? *reinterpret_cast<const float2*>(ml + s * stride * 2)
+                       : make_float2(-INFINITY, 0.0f);
   }
+  float mx = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kPerLane; ++k) mx = fmaxf(mx, ms[k].x);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
   float lane_sum = 0.0f;
-  for (int s = lane; s < splits; s += 32) {
-    const float w = split_weight(m[s], weight[s], mx);
-    weight[s] = w;
-    lane_sum += w;
+#pragma unroll
+  for (int k = 0; k < kPerLane; ++k) {
+    const int s = lane + 32 * k;
+    if (s < splits) {
+      const float w = split_weight(ms[k].x, ms[k].y, mx);
+      weight[s] = w;
+      lane_sum += w;
+    }
   }
   const float denom = butterfly_sum(lane_sum);
   __syncwarp();  // weight[] complete
   float acc[V] = {};
   const __nv_bfloat16* p = po + c * V;
-#pragma unroll 4
-  for (int s = half; s < splits; s += 2) {
-    const float w = weight[s];
-    float f[V];
-    load_bf16s<V>(p + s * stride * D, f);
+  // Eight of the half's splits per round: their loads go out together, then the sums in order.
+  for (int base = half; base < splits; base += 16) {
+    float f[8][V];
 #pragma unroll
-    for (int i = 0; i < V; ++i) acc[i] = fmaf(w, f[i], acc[i]);
+    for (int k = 0; k < 8; ++k) {
+      const int s = base + 2 * k;
+      if (s < splits) {
+        load_bf16s<V>(p + s * stride * D, f[k]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < V; ++i) f[k][i] = 0.0f;
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const int s = base + 2 * k;
+      if (s < splits) {
+        const float w = weight[s];
+#pragma unroll
+        for (int i = 0; i < V; ++i) acc[i] = fmaf(w, f[k][i], acc[i]);
+      }
+    }
   }
 #pragma unroll
   for (int i = 0; i < V; ++i) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 16);
@@ -173,7 +200,10 @@ __device__ __forceinline__ void combine_row_warp(const float* ml, const __nv_bfl
 #pragma unroll
     for (int i = 0; i < V; ++i) out[c * V + i] = __float2bfloat16(acc[i] * inv);
   }
-  __syncwarp();  // m[] and weight[] are rewritten for the warp's next row
+  __syncwarp();  // weight[] is rewritten for the warp's next row
 }
+
+// Rows of one combine_row_warp() block (a warp each).
+constexpr int kCombineWarps = 8;
 
 }  // namespace dllm::cuda

@@ -38,8 +38,11 @@ struct AttentionSeqView {
   float scale;
   MaskKind kind;
   bool custom_mask_queries_only;
-  const int32_t* stage_src;  // what stage_split_keys() copies: stage_count ints
-  int stage_count;
+  // What load_seq_view() stages: stage_count ints from stage_src[stage_first ..], or with
+  // stage_expand the slots of keys stage_first .. through the page table stage_src.
+  const int32_t* stage_src;
+  int stage_first, stage_count;
+  bool stage_expand;
 };
 
 // Keys of the sequence (AttentionParams: read from device memory at the call).
@@ -82,9 +85,10 @@ __device__ __forceinline__ KeyRange split_keys(int n_keys, int splits, int split
 // too before they exit: a kernel completes after its predecessor only if all its blocks waited,
 // and the combine pass relies on that order across the call's two attention kernels.
 //
-// The block's share of the key list (or of the page table) is copied into `stage` (STAGE ints of
-// shared memory) when it fits: the tile loads then find each key row's slot in shared memory
-// instead of waiting on a global load per tile (measured on the H100: ~0.5 µs per tile).
+// The physical slots of the block's keys are staged in `stage` (STAGE ints of shared memory) when
+// they fit, else the pages they lie on: the tile loads then find each key row's slot in shared
+// memory instead of waiting on global loads each tile (that wait delays the next tile's loads:
+// with two pipeline stages, their issue is on the critical path).
 template <int TILE_KEYS, int STAGE>
 __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a, int kind,
                                               AttentionSeqView& v, int32_t* stage) {
@@ -97,7 +101,7 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
   }
   if (threadIdx.x == 0) {
     const int32_t* w = plan + plan[L::kItemsAt + kind] + item * L::kItemInts;
-    const int32_t* d = plan + plan[L::kSeqsAt] + w[L::kItemSeq] * L::kSeqInts;
+    const int32_t* d = w + L::kItemDesc;
     const int64_t q_row = d[L::kQRow];
     const int64_t row_elems = static_cast<int64_t>(a.heads) * a.head_dim;
     const int64_t partial_row = d[L::kPartialRow];
@@ -124,24 +128,33 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
     v.scale = a.scale;
     v.kind = static_cast<MaskKind>(d[L::kKind]);
     v.custom_mask_queries_only = d[L::kMaskQueriesOnly] != 0;
-    // Which addressing, and whether this split's share of it fits the stage.
+    // Which addressing, and what of it this split stages: its keys' physical slots (a key list's
+    // entries, or a paged range's slots computed here once) when they fit, else its pages.
     const KeyRange keys = split_keys(v.n_keys, v.splits, v.split, TILE_KEYS);
     const int32_t* list = d[L::kKeysAt] >= 0 ? plan + d[L::kKeysAt] : nullptr;
     const int32_t* table = d[L::kPagesAt] >= 0 ? plan + d[L::kPagesAt] : nullptr;
-    const bool any = keys.begin < keys.end;
-    const int first = list ? keys.begin : keys.begin >> a.page_shift;
-    const int count = !any ? 0 : list ? keys.end - keys.begin : ((keys.end - 1) >> a.page_shift) - first + 1;
-    const bool staged = (list || table) && count <= STAGE;
-    v.stage_src = staged ? (list ? list : table) + first : nullptr;
-    v.stage_count = staged ? count : 0;
-    v.key_slots = list && staged ? stage : list;
-    v.page_table = !list && table && staged ? stage : table;
-    v.key_base = list && staged ? first : 0;
-    v.page_base = !list && table && staged ? first : 0;
+    const int n = max(keys.end - keys.begin, 0);
+    const int first_page = keys.begin >> a.page_shift;
+    const int pages = n > 0 ? ((keys.end - 1) >> a.page_shift) - first_page + 1 : 0;
+    const bool slots = (list || table) && n <= STAGE;
+    const bool paged = !slots && table && pages <= STAGE;
+    v.key_slots = slots ? stage : list;
+    v.key_base = slots ? keys.begin : 0;
+    v.page_table = paged ? stage : table;
+    v.page_base = paged ? first_page : 0;
+    v.stage_src = list ? list : table;
+    v.stage_first = slots ? keys.begin : first_page;
+    v.stage_count = slots ? n : paged ? pages : 0;
+    v.stage_expand = slots && !list;
   }
   __syncthreads();
   if (v.stage_count > 0) {
-    for (int i = threadIdx.x; i < v.stage_count; i += blockDim.x) stage[i] = v.stage_src[i];
+    const int32_t* src = v.stage_src;
+    const int first = v.stage_first, shift = v.page_shift;
+    for (int i = threadIdx.x; i < v.stage_count; i += blockDim.x) {
+      const int j = first + i;
+      stage[i] = v.stage_expand ? (src[j >> shift] << shift) | (j & ((1 << shift) - 1)) : src[j];
+    }
     __syncthreads();
   }
   return true;

@@ -162,8 +162,11 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
                                         const AttentionBatchShape& shape,
                                         std::vector<int32_t>& staging);
 // A sequence's key splits: enough to fill the GPU with it alone, each split at least four key
-// tiles and at least DLLM_ATTN_BATCH_KEYS_PER_ROW (default 2) keys per row per KV head, so that
+// tiles and at least DLLM_ATTN_BATCH_KEYS_PER_ROW (default 4) keys per row per KV head, so that
 // its partials (written and read back: ~rows / keys of its K/V traffic) stay small in big batches.
+// The floor trades a lone short sequence's latency for a big batch's throughput (H100, SDAR-8B,
+// 32-query blocks: 2 -> 4 keys per row took 1 x 4K from 25.9 to 30.1 µs and 128 x 4K from 1637
+// to 1305 µs; docs/benchmarks.md); long contexts are split by the wave bound alone.
 int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& shape);
 // Workspace floats for `partial_rows` split rows (capacity.partial_rows): the in-kernel merge's
 // counters, then the split partials.
