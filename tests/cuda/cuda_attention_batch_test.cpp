@@ -210,8 +210,8 @@ struct BatchRun {
       qs.insert(qs.end(), s->qb.begin(), s->qb.end());
       qp.insert(qp.end(), s->q_pos.begin(), s->q_pos.end());
     }
-    DLLM_CUDA_CHECK(cudaMemcpy(plan.get(), staging.data(), staging.size() * 4,
-                               cudaMemcpyHostToDevice));
+    DLLM_CUDA_CHECK(
+        cudaMemcpy(plan.get(), staging.data(), staging.size() * 4, cudaMemcpyHostToDevice));
     DLLM_CUDA_CHECK(cudaMemcpy(q.get(), qs.data(), qs.size() * 2, cudaMemcpyHostToDevice));
     DLLM_CUDA_CHECK(cudaMemcpy(q_pos.get(), qp.data(), qp.size() * 4, cudaMemcpyHostToDevice));
     DLLM_CUDA_CHECK(cudaMemset(out.get(), 0xff, out.size() * 2));  // NaN
@@ -240,7 +240,8 @@ std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
 
 // Runs `seqs` as one batch (capacity = need + pad); returns each sequence's output.
 std::vector<std::vector<uint16_t>> run_batch(const Pool& pool, const std::vector<const Seq*>& seqs,
-                                             int pad, cuda::AttentionBatchPlan* plan_out = nullptr) {
+                                             int pad,
+                                             cuda::AttentionBatchPlan* plan_out = nullptr) {
   std::vector<cuda::AttentionBatchSeq> descs;
   for (const Seq* s : seqs) descs.push_back(s->desc());
   std::vector<int32_t> staging;
@@ -252,8 +253,8 @@ std::vector<std::vector<uint16_t>> run_batch(const Pool& pool, const std::vector
   for (int call = 0; call < 2; ++call) {
     cuda::attention_batch(run.p, nullptr);
     std::vector<int32_t> counters(cuda::batch_layout::kMergeCounters);
-    DLLM_CUDA_CHECK(cudaMemcpy(counters.data(), run.ws.get(), counters.size() * 4,
-                               cudaMemcpyDeviceToHost));
+    DLLM_CUDA_CHECK(
+        cudaMemcpy(counters.data(), run.ws.get(), counters.size() * 4, cudaMemcpyDeviceToHost));
     for (size_t i = 0; i < counters.size(); ++i) EXPECT_EQ(counters[i], 0) << "counter " << i;
   }
   return run.outputs(seqs);
@@ -318,8 +319,8 @@ void check_batch(Pool& pool, std::vector<Seq>& seqs) {
   EXPECT_GT(plan.need.q_rows, 0);
   const auto batched_padded = run_batch(pool, all, 7);
   for (size_t i = 0; i < seqs.size(); ++i) {
-    SCOPED_TRACE(testing::Message() << "sequence " << i << " of " << seqs.size() << ", splits "
-                                    << plan.splits[i]);
+    SCOPED_TRACE(testing::Message()
+                 << "sequence " << i << " of " << seqs.size() << ", splits " << plan.splits[i]);
     expect_matches_reference(seqs[i], batched[i], "batched");
     const auto alone = run_batch(pool, {&seqs[i]}, 0);
     EXPECT_TRUE(alone[0] == batched[i]) << "batched != alone";
@@ -335,9 +336,9 @@ TEST(CudaAttentionBatch, MatchesCpuAndIsBatchInvariant) {
   for (const Round r : {Round{16, 40, 1500, 8, 2, 128}, Round{8, 12, 3000, 8, 2, 128},
                         Round{64, 6, 2000, 32, 8, 128}, Round{16, 9, 900, 6, 2, 64},
                         Round{16, 5, 600, 4, 4, 128}}) {
-    SCOPED_TRACE(testing::Message() << "page size " << r.page_size << ", " << r.seqs
-                                    << " sequences, heads " << r.heads << "/" << r.kv << " d "
-                                    << r.d);
+    SCOPED_TRACE(testing::Message()
+                 << "page size " << r.page_size << ", " << r.seqs << " sequences, heads " << r.heads
+                 << "/" << r.kv << " d " << r.d);
     Pool pool(r.heads, r.kv, r.d, r.page_size, (r.seqs * (r.max_cache + 200)) / r.page_size + 64,
               rng);
     std::vector<Seq> seqs;
@@ -422,9 +423,9 @@ TEST(CudaAttentionBatch, SingleSequenceCallGivesTheBatchedBits) {
     int n_q, n_cache, heads, kv;
     bool expect_merge;  // on an H100 SXM: the Hopper kernel merges in the kernel
   };
-  for (const Case c : {Case{32, 9000, 32, 8, true}, Case{32, 30000, 32, 8, true},
-                       Case{16, 3000, 32, 8, false}, Case{4, 5000, 32, 8, false},
-                       Case{8, 700, 32, 8, false}}) {
+  for (const Case c :
+       {Case{32, 16000, 32, 8, true}, Case{32, 30000, 32, 8, true}, Case{16, 3000, 32, 8, false},
+        Case{4, 5000, 32, 8, false}, Case{8, 700, 32, 8, false}}) {
     SCOPED_TRACE(testing::Message() << c.n_q << " queries, " << c.n_cache << " cached");
     const int d = 128, n_keys = c.n_cache + c.n_q;
     // Contiguous: one page table of pages 0, 1, 2, ... is the legacy cache layout.

@@ -35,21 +35,21 @@ constexpr int kMaxSplits = 4096;  // the combine's weights and maxima fit 32 KB 
 // kWarpCombineMaxSplits splits): no block-wide barriers, and each lane's loads go out eight
 // splits at a time.
 template <int V>  // head_dim / 16
-__global__ void __launch_bounds__(kCombineWarps * 32) combine_warp_kernel(AttentionParams p) {
-  __shared__ float weight[kCombineWarps][kWarpCombineMaxSplits];
+__global__ void __launch_bounds__(256) combine_warp_kernel(AttentionParams p) {
+  extern __shared__ float weight[];  // [warps][kWarpCombineMaxSplits]
   const int warp = threadIdx.x >> 5;
   const int group = p.heads / p.kv_heads;
   const int R = p.n_q * group;
-  const int row = blockIdx.x * kCombineWarps + warp;  // over kv_heads * R: g R + r
+  const int row = blockIdx.x * (blockDim.x >> 5) + warp;  // over kv_heads * R: g R + r
   wait_for_primary_grid();  // launched as a programmatic dependent of the attention kernel
   if (row >= p.kv_heads * R) return;
   constexpr int D = 16 * V;
   const int g = row / R, r = row % R;
   const int qi = r / group, h = g * group + r % group;
-  combine_row_warp<V>(p.partial_ml + static_cast<int64_t>(row) * 2,
-                      p.partial_o + static_cast<int64_t>(row) * D,
-                      static_cast<int64_t>(p.kv_heads) * R, p.splits,
-                      p.out + (static_cast<int64_t>(qi) * p.heads + h) * D, weight[warp]);
+  combine_row_warp<V>(
+      p.partial_ml + static_cast<int64_t>(row) * 2, p.partial_o + static_cast<int64_t>(row) * D,
+      static_cast<int64_t>(p.kv_heads) * R, p.splits,
+      p.out + (static_cast<int64_t>(qi) * p.heads + h) * D, weight + warp * kWarpCombineMaxSplits);
 }
 
 // The same with one block per row, for any number of splits.
@@ -144,19 +144,21 @@ void launch_combine(const AttentionParams& p, int rows, cudaStream_t stream) {
                2 * combine_weight_slots(p.splits) * sizeof(float), stream, p);
     return;
   }
-  const dim3 grid((rows + kCombineWarps - 1) / kCombineWarps), block(kCombineWarps * 32);
+  const int warps = combine_warps(rows, device_sm_count());
+  const dim3 grid((rows + warps - 1) / warps), block(warps * 32);
+  const size_t smem = warps * kWarpCombineMaxSplits * sizeof(float);
   switch (p.head_dim) {
     case 16:
-      launch_pdl(combine_warp_kernel<1>, grid, block, 0, stream, p);
+      launch_pdl(combine_warp_kernel<1>, grid, block, smem, stream, p);
       break;
     case 32:
-      launch_pdl(combine_warp_kernel<2>, grid, block, 0, stream, p);
+      launch_pdl(combine_warp_kernel<2>, grid, block, smem, stream, p);
       break;
     case 64:
-      launch_pdl(combine_warp_kernel<4>, grid, block, 0, stream, p);
+      launch_pdl(combine_warp_kernel<4>, grid, block, smem, stream, p);
       break;
     default:
-      launch_pdl(combine_warp_kernel<8>, grid, block, 0, stream, p);
+      launch_pdl(combine_warp_kernel<8>, grid, block, smem, stream, p);
       break;
   }
 }
@@ -177,7 +179,8 @@ size_t attention_partial_ml_floats(size_t split_rows) {
 size_t attention_workspace_floats(int n_q, int heads, int head_dim, int splits) {
   // The split counters, then fp32 (m, l) and bf16 O per split and row.
   const size_t split_rows = static_cast<size_t>(splits) * n_q * heads;
-  return kAttentionSplitCounters + attention_partial_ml_floats(split_rows) + split_rows * head_dim / 2;
+  return kAttentionSplitCounters + attention_partial_ml_floats(split_rows) +
+         split_rows * head_dim / 2;
 }
 
 bool attention_workspace_ensure(DeviceBuffer<float>& workspace, size_t floats,
@@ -283,8 +286,7 @@ void attention(const AttentionParams& p, cudaStream_t stream) {
   }
   if (p.splits > kMaxSplits)
     fail("attention: ", p.splits, " key splits (at most ", kMaxSplits, ")");
-  if (p.head_dim > kCombineDims)
-    fail("attention: head_dim ", p.head_dim, " > ", kCombineDims);
+  if (p.head_dim > kCombineDims) fail("attention: head_dim ", p.head_dim, " > ", kCombineDims);
   // The combine pass as a programmatic dependent launch on Hopper: it is scheduled while the
   // attention kernel's last blocks finish (they trigger after their main loop) and waits for
   // their partials on the device, instead of launching after the kernel has drained.

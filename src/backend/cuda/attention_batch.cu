@@ -9,6 +9,7 @@
 #include "backend/cuda/attention_mma.cuh"
 #include "backend/cuda/attention_sm90.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_query.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl_launch.h"
 
@@ -20,16 +21,15 @@ namespace L = batch_layout;
 using ptx::wait_for_primary_grid;
 
 // Merges the splits of every (query row, head) of the batch, one warp each: row b = t heads + h
-// of query row t (rows past the plan's count: none). Every thread waits for the attention kernel
-// first, so the call's kernels complete in order.
+// of query row t (rows past the plan's count: none), combine_warps() of them per block. Every
+// thread waits for the attention kernel first, so the call's kernels complete in order.
 static_assert(L::kMaxSplits <= kWarpCombineMaxSplits);
 
 template <int V>  // head_dim / 16
-__global__ void __launch_bounds__(kCombineWarps * 32)
-    combine_batch_kernel(AttentionBatchKernelArgs a) {
-  __shared__ float weight[kCombineWarps][kWarpCombineMaxSplits];
+__global__ void __launch_bounds__(256) combine_batch_kernel(AttentionBatchKernelArgs a) {
+  extern __shared__ float weight[];  // [warps][kWarpCombineMaxSplits]
   const int warp = threadIdx.x >> 5;
-  const int64_t b = static_cast<int64_t>(blockIdx.x) * kCombineWarps + warp;
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp;
   const int32_t* plan = a.plan;
   const int t = static_cast<int>(b / a.heads), h = static_cast<int>(b % a.heads);
   const bool real = t < plan[L::kQRows];
@@ -44,15 +44,16 @@ __global__ void __launch_bounds__(kCombineWarps * 32)
   constexpr int D = 16 * V;
   combine_row_warp<V>(a.partial_ml + row * 2, a.partial_o + row * D,
                       static_cast<int64_t>(a.kv_heads) * R, d[L::kSplits],
-                      a.out + (static_cast<int64_t>(t) * a.heads + h) * D, weight[warp]);
+                      a.out + (static_cast<int64_t>(t) * a.heads + h) * D,
+                      weight + warp * kWarpCombineMaxSplits);
 }
 
 void launch_combine(const AttentionBatchKernelArgs& a, int q_rows, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(q_rows) * a.heads;
-  const dim3 grid(static_cast<unsigned>((rows + kCombineWarps - 1) / kCombineWarps));
-  auto launch = [&](auto* kernel) {
-    launch_pdl(kernel, grid, dim3(kCombineWarps * 32), 0, stream, a);
-  };
+  const int warps = combine_warps(rows, device_sm_count());
+  const dim3 grid(static_cast<unsigned>((rows + warps - 1) / warps)), block(warps * 32);
+  const size_t smem = warps * kWarpCombineMaxSplits * sizeof(float);
+  auto launch = [&](auto* kernel) { launch_pdl(kernel, grid, block, smem, stream, a); };
   switch (a.head_dim) {
     case 16:
       launch(combine_batch_kernel<1>);
@@ -130,8 +131,7 @@ size_t attention_batch_workspace_floats(int64_t partial_rows, int head_dim) {
 bool attention_batch_workspace_ensure(DeviceBuffer<float>& workspace, size_t floats,
                                       cudaStream_t stream) {
   if (!workspace.ensure(floats, "batched attention workspace")) return false;
-  DLLM_CUDA_CHECK(
-      cudaMemsetAsync(workspace.get(), 0, L::kMergeCounters * sizeof(int32_t), stream));
+  DLLM_CUDA_CHECK(cudaMemsetAsync(workspace.get(), 0, L::kMergeCounters * sizeof(int32_t), stream));
   return true;
 }
 

@@ -66,8 +66,8 @@ void check_sequence(const AttentionBatchSeq& q, size_t i) {
     fail("attention_batch: sequence ", i, " has ", q.n_q, " queries and ", q.n_keys,
          " keys (keys include the queries)");
   if (!q.key_slots.empty() && q.key_slots.size() != static_cast<size_t>(q.n_keys))
-    fail("attention_batch: sequence ", i, " has ", q.key_slots.size(), " key slots for ",
-         q.n_keys, " keys");
+    fail("attention_batch: sequence ", i, " has ", q.key_slots.size(), " key slots for ", q.n_keys,
+         " keys");
   if (q.kind == MaskKind::kBlockCausal && q.block_size <= 0)
     fail("attention_batch: sequence ", i, " is block-causal without a block size");
   if (q.kind == MaskKind::kCustom) {
@@ -129,12 +129,14 @@ int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& s) {
 #else
   const int resident = attention_batch_mma_resident_blocks(s.head_dim);
 #endif
-  const int64_t blocks = static_cast<int64_t>((R + rows_per_block - 1) / rows_per_block) * s.kv_heads;
+  const int64_t blocks =
+      static_cast<int64_t>((R + rows_per_block - 1) / rows_per_block) * s.kv_heads;
   // As attention_splits(): splits of >= 4 tiles, no more blocks than one wave holds — now also
   // >= keys_per_row() keys per row, since a big batch pays every split's partials.
   const int64_t split_keys = std::max<int64_t>(4 * tile_keys, int64_t{keys_per_row()} * R);
   const int64_t by_keys = (n_keys + split_keys - 1) / split_keys;
-  const int64_t by_wave = static_cast<int64_t>(resident) * device_sm_count() / std::max<int64_t>(blocks, 1);
+  const int64_t by_wave =
+      static_cast<int64_t>(resident) * device_sm_count() / std::max<int64_t>(blocks, 1);
   return static_cast<int>(std::clamp<int64_t>(std::min(by_keys, by_wave), 1, L::kMaxSplits));
 }
 

@@ -141,13 +141,14 @@ double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int 
     descs[s].kind = cuda::MaskKind::kBlockCausal;
     descs[s].block_size = n_q;
   }
-  cuda::AttentionBatchShape shape{heads, kv_heads, head_dim, page_size, slots,
-                                  1.0f / std::sqrt(static_cast<float>(head_dim))};
+  cuda::AttentionBatchShape shape{
+      heads, kv_heads, head_dim, page_size, slots, 1.0f / std::sqrt(static_cast<float>(head_dim))};
   std::vector<int32_t> staging;
   const auto plan = cuda::attention_batch_plan(descs, shape, staging);
   cuda::DeviceBuffer<int32_t> dplan(staging.size(), "plan"), dslot_pos(slots, "slot positions"),
       dq_pos(q_pos.size(), "query positions");
-  DLLM_CUDA_CHECK(cudaMemcpy(dplan.get(), staging.data(), staging.size() * 4, cudaMemcpyHostToDevice));
+  DLLM_CUDA_CHECK(
+      cudaMemcpy(dplan.get(), staging.data(), staging.size() * 4, cudaMemcpyHostToDevice));
   DLLM_CUDA_CHECK(cudaMemcpy(dslot_pos.get(), slot_pos.data(), slots * 4, cudaMemcpyHostToDevice));
   DLLM_CUDA_CHECK(cudaMemcpy(dq_pos.get(), q_pos.data(), q_pos.size() * 4, cudaMemcpyHostToDevice));
   const int64_t q_elems = int64_t{seqs} * n_q * heads * head_dim;

@@ -20,8 +20,7 @@ struct MaskRow {
 };
 
 template <class P>
-__device__ __forceinline__ MaskRow mask_row(const P& p, int row, int rows,
-                                            int group) {
+__device__ __forceinline__ MaskRow mask_row(const P& p, int row, int rows, int group) {
   MaskRow r;
   r.valid = row < rows;
   r.q = row / group;
@@ -44,8 +43,8 @@ __device__ __forceinline__ int key_mask_value(const P& p, int j, int k_end) {
 
 // Whether key j (key_value from key_mask_value) is visible to row r.
 template <class P>
-__device__ __forceinline__ bool key_visible(const P& p, const MaskRow& r, int j,
-                                            int key_value, int k_end, int n_cache, int n_keys) {
+__device__ __forceinline__ bool key_visible(const P& p, const MaskRow& r, int j, int key_value,
+                                            int k_end, int n_cache, int n_keys) {
   if (!r.valid || j >= k_end) return false;
   switch (p.kind) {
     case MaskKind::kCausal:
@@ -67,9 +66,8 @@ __device__ __forceinline__ bool key_visible(const P& p, const MaskRow& r, int j,
 // is at least qblk_min (tile_max_value: the largest key_mask_value of the tile's keys). Such tiles
 // skip the per-key mask — every tile of the cache in a denoising step.
 template <class P>
-__device__ __forceinline__ bool tile_all_visible(const P& p, int t0, int tile_keys,
-                                                 int k_end, int n_cache, int tile_max_value,
-                                                 int qblk_min) {
+__device__ __forceinline__ bool tile_all_visible(const P& p, int t0, int tile_keys, int k_end,
+                                                 int n_cache, int tile_max_value, int qblk_min) {
   if (t0 + tile_keys > k_end) return false;
   switch (p.kind) {
     case MaskKind::kCausal:

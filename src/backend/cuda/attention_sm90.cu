@@ -114,8 +114,7 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
     if (tid < kKeys) {
       const int j = t0 + tid;
       const bool ok = j < k_end;
-      cp_async4(kpos + stage * kKeys + tid,
-                p.slot_positions + (ok ? key_slot(p, j) : 0), ok);
+      cp_async4(kpos + stage * kKeys + tid, p.slot_positions + (ok ? key_slot(p, j) : 0), ok);
     }
   };
 

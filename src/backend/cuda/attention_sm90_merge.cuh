@@ -110,12 +110,12 @@ __device__ __forceinline__ void merge_row(const MergeArgs& p, int g, int r, int 
   __syncwarp();  // weight[] is rewritten for the warp's next row
 }
 
-// The end of a merging block (attention_sm90_kernel<..., MERGE = true> and its batched twin, after its partials are
-// written): the splits of its row block and KV head merge their partials themselves once all are
-// written, each split a share of the rows. No combine pass: its wait for the whole grid to
-// drain, its launch and its own latency cost more than the merge (at 32K context on the H100,
-// 65.5 -> 62.4 µs per call). Waiting on other blocks is safe because the host merges only when
-// the whole grid is resident at once (sm90_attention_merges()). Not inlined: the merge's
+// The end of a merging block (attention_sm90_kernel<..., MERGE = true> and its batched twin, after
+// its partials are written): the splits of its row block and KV head merge their partials
+// themselves once all are written, each split a share of the rows. No combine pass: its wait for
+// the whole grid to drain, its launch and its own latency cost more than the merge (at 32K context
+// on the H100, 65.5 -> 62.4 µs per call). Waiting on other blocks is safe because the host merges
+// only when the whole grid is resident at once (sm90_attention_merges()). Not inlined: the merge's
 // registers stay out of the main loop's budget. `scratch_offset`: where in dynamic shared memory
 // (free after the main loop) kMaxMergedSplits floats per warp may go.
 __device__ __noinline__ void merge_splits(const MergeArgs* args, int rows_per_block,

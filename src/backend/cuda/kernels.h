@@ -131,13 +131,13 @@ struct AttentionBatchSeq {
   std::span<const int32_t> page_table;  // physical page of each logical page
   MaskKind kind = MaskKind::kCausal;
   int block_size = 0;
-  std::span<const uint8_t> custom_mask;  // kCustom: [n_q, n_keys], or [n_q, n_q] when
+  std::span<const uint8_t> custom_mask;   // kCustom: [n_q, n_keys], or [n_q, n_q] when
   bool custom_mask_queries_only = false;  // every cache key is visible (as AttentionParams)
 };
 struct AttentionBatchShape {
   int heads = 0, kv_heads = 0, head_dim = 0;
-  int page_size = 16;       // a power of two, 8..256
-  int64_t pool_slots = 0;   // physical slots of the pool: page tables are checked against it
+  int page_size = 16;      // a power of two, 8..256
+  int64_t pool_slots = 0;  // physical slots of the pool: page tables are checked against it
   float scale = 1.0f;
 };
 // What a call needs (the plan's real counts) or may hold (the caller's capacities, e.g. the
@@ -148,8 +148,8 @@ struct AttentionBatchCapacity {
   int sm90_items = 0;        // work items of the Hopper kernel
   int64_t partial_rows = 0;  // split partial rows (the workspace)
   bool covers(const AttentionBatchCapacity& need) const {
-    return q_rows >= need.q_rows && mma_items >= need.mma_items &&
-           sm90_items >= need.sm90_items && partial_rows >= need.partial_rows;
+    return q_rows >= need.q_rows && mma_items >= need.mma_items && sm90_items >= need.sm90_items &&
+           partial_rows >= need.partial_rows;
   }
 };
 struct AttentionBatchPlan {
@@ -176,8 +176,8 @@ size_t attention_batch_workspace_floats(int64_t partial_rows, int head_dim);
 bool attention_batch_workspace_ensure(DeviceBuffer<float>& workspace, size_t floats,
                                       cudaStream_t stream);
 struct AttentionBatchParams {
-  const bf16* q = nullptr;               // [q_rows, heads * head_dim]
-  const bf16* k_pool = nullptr;          // one layer, [pool_slots, kv_heads * head_dim]
+  const bf16* q = nullptr;       // [q_rows, heads * head_dim]
+  const bf16* k_pool = nullptr;  // one layer, [pool_slots, kv_heads * head_dim]
   const bf16* v_pool = nullptr;
   const int32_t* slot_positions = nullptr;  // [pool_slots] logical position per PHYSICAL slot
   const int32_t* q_positions = nullptr;     // [q_rows]
@@ -198,9 +198,9 @@ bool attention_batch_merges(const AttentionBatchParams& p);
 // out must be zeroed first (columns that are not key slots stay 0). Deterministic (no atomics).
 // head_dim a multiple of 64 up to 256; n_keys <= attention_rows_max_keys().
 struct AttentionRowsParams {
-  const bf16* q = nullptr;            // [n_q, heads * head_dim] (after RoPE)
-  const bf16* k_cache = nullptr;      // one layer, [capacity, kv_heads * head_dim]
-  const int32_t* key_slots = nullptr; // [n_keys] or null (key j is slot j)
+  const bf16* q = nullptr;             // [n_q, heads * head_dim] (after RoPE)
+  const bf16* k_cache = nullptr;       // one layer, [capacity, kv_heads * head_dim]
+  const int32_t* key_slots = nullptr;  // [n_keys] or null (key j is slot j)
   int n_q = 0, n_keys = 0, heads = 0, kv_heads = 0, head_dim = 0, width = 0;
   float scale = 1.0f;
   float* out = nullptr;        // [n_q, width]
@@ -212,8 +212,8 @@ size_t attention_rows_workspace_floats(int n_q, int n_keys, int heads, int kv_he
 // d2Cache's attention rollout (method-specs §4.5) from rows [layers, n, width] (attention_rows'
 // output) with query r at column query_slots[r]: workspace[0, width) receives the importance of
 // every column, the reverse-vector product v <- v (A_l + E)/rowsum from the last layer down.
-void attention_rollout(const float* rows, const int32_t* query_slots, int layers, int n,
-                       int width, float* workspace, cudaStream_t stream);
+void attention_rollout(const float* rows, const int32_t* query_slots, int layers, int n, int width,
+                       float* workspace, cudaStream_t stream);
 size_t attention_rollout_workspace_floats(int n, int width);
 
 // dLLM-Cache steps (method-specs §6.3):
@@ -252,8 +252,8 @@ struct DeviceVerifyRow {
   int32_t residual_token;
 };
 struct SpanVerifyParams {
-  const float* q_logits = nullptr;     // [rows, vocab]: the verifier's rows
-  const float* kept_logits = nullptr;  // [kept, vocab]: the draft forward's rows
+  const float* q_logits = nullptr;      // [rows, vocab]: the verifier's rows
+  const float* kept_logits = nullptr;   // [kept, vocab]: the draft forward's rows
   const int32_t* draft_rows = nullptr;  // [rows]
   const int32_t* tokens = nullptr;      // [rows]
   const float* u = nullptr;             // [rows]
