@@ -128,7 +128,8 @@ struct AttentionBatchSeq {
   int n_q = 0;     // query rows: the next n_q rows of q / out / q_positions
   int n_keys = 0;  // keys = [n_keys - n_q visible cache entries | its n_q queries' own keys]
   std::span<const int32_t> key_slots;   // logical slot of each key; empty: key j is slot j
-  std::span<const int32_t> page_table;  // physical page of each logical page
+  std::span<const int32_t> page_table;  // physical page of each logical page; empty: slot s is
+                                        // physical slot s (a contiguous cache)
   MaskKind kind = MaskKind::kCausal;
   int block_size = 0;
   std::span<const uint8_t> custom_mask;   // kCustom: [n_q, n_keys], or [n_q, n_q] when
@@ -165,8 +166,8 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
 // tiles and at least DLLM_ATTN_BATCH_KEYS_PER_ROW (default 4) keys per row per KV head, so that
 // its partials (written and read back: ~rows / keys of its K/V traffic) stay small in big batches.
 // The floor trades a lone short sequence's latency for a big batch's throughput (H100, SDAR-8B,
-// 32-query blocks: 2 -> 4 keys per row took 1 x 4K from 25.9 to 30.1 µs and 128 x 4K from 1637
-// to 1305 µs; docs/benchmarks.md); long contexts are split by the wave bound alone.
+// 32-query blocks: 2 -> 4 keys per row took 1 x 4K from 26.9 to 29.0 µs and 128 x 4K from 1842
+// to 1450 µs; docs/benchmarks.md); long contexts are split by the wave bound alone.
 int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& shape);
 // Workspace floats for `partial_rows` split rows (capacity.partial_rows): the in-kernel merge's
 // counters, then the split partials.
