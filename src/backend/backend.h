@@ -87,6 +87,12 @@ double measure_copy_bandwidth(const std::string& device);
 // K/V from device memory (not L2). Error when built without CUDA.
 double time_cuda_attention_kernel(int n_q, int context, int heads, int kv_heads, int head_dim,
                                   int reps);
+// Microseconds per batched attention call (attention_batch: one call for every sequence of a
+// step) on one layer's shapes: `seqs` sequences, each a block-causal block of n_q queries after
+// `context` cached keys, their K/V in one paged pool (pages of page_size slots, shuffled over the
+// pool), every call reading from device memory. Error when built without CUDA.
+double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int kv_heads,
+                                 int head_dim, int page_size, int reps);
 // "cpu", "cuda" or "auto" (CUDA when available, else CPU).
 std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device);
 

@@ -23,6 +23,9 @@ double measure_cuda_copy_bandwidth() {
 double time_cuda_attention_kernel(int, int, int, int, int, int) {
   fail("this dllm was built without CUDA");
 }
+double time_cuda_attention_batch(int, int, int, int, int, int, int, int) {
+  fail("this dllm was built without CUDA");
+}
 #else
 double measure_cuda_copy_bandwidth();  // backend/cuda/device_info.cu
 #endif

@@ -6,6 +6,8 @@
 //   dllm bench --shape configs/sdar-8b.json --step verify --block 32     (an S2D2 verifier forward)
 //   dllm bench --shape configs/sdar-8b.json --attention-kernel --block 32 --context 32768
 //                                                       (one layer's attention kernel alone)
+//   dllm bench --shape configs/sdar-8b.json --attention-kernel --attention-batch 1,8,32,128
+//              --block 4,32 --context 1024,4096       (one batched paged call over many sequences)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -40,6 +42,9 @@ struct BenchArgs {
   int prompt_length = 512, max_tokens = 256;
   // The attention kernel alone (one layer's shapes, no model), as the peer times SDPA alone.
   bool attention_kernel = false;
+  // With attention_kernel: the batched paged call for each of these sequence counts instead.
+  std::string attention_batch;
+  int page_size = 16;
 };
 
 double now_s() {
@@ -135,6 +140,47 @@ void attention_kernel_bench(const BenchArgs& a, const std::string& device,
   if (!a.json_out.empty()) write_json(a, "cuda", rows);
 }
 
+// One batched paged attention call (every sequence of a step) for each sequence count, block and
+// context: K/V bytes of all sequences against the measured copy bandwidth.
+void attention_batch_bench(const BenchArgs& a, const std::string& device,
+                           const std::vector<int32_t>& blocks,
+                           const std::vector<int32_t>& contexts) {
+  if (device != "cuda") fail("--attention-batch times the CUDA kernels (--device cuda, a GPU)");
+  const auto counts = parse_int_list(a.attention_batch, "--attention-batch");
+  const nlohmann::json j = read_json_file(a.shape);
+  const ModelConfig c = find_family(j, a.shape).parse_config(j, a.shape);
+  const double bw = measure_copy_bandwidth("cuda");
+  std::printf(
+      "\n%s batched paged attention (%lld/%lld heads, head_dim %lld, pages of %d): copy "
+      "bandwidth %.0f GB/s\n\n",
+      a.shape.c_str(), static_cast<long long>(c.num_heads), static_cast<long long>(c.num_kv_heads),
+      static_cast<long long>(c.head_dim), a.page_size, bw / 1e9);
+  std::printf(
+      "| sequences | context | block | us/call | K/V MB | GB/s | %% of copy |\n"
+      "|---|---|---|---|---|---|---|\n");
+  nlohmann::json rows = nlohmann::json::array();
+  for (int32_t n : counts)
+    for (int32_t block : blocks)
+      for (int32_t ctx : contexts) {
+        const double us = time_cuda_attention_batch(
+            n, block, ctx, static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads),
+            static_cast<int>(c.head_dim), a.page_size, a.reps);
+        const double bytes = 2.0 * n * (ctx + block) * c.num_kv_heads * c.head_dim * 2.0;
+        const double gbs = bytes / (us * 1e-6) / 1e9;
+        std::printf("| %d | %d | %d | %.1f | %.1f | %.0f | %.0f%% |\n", n, ctx, block, us,
+                    bytes / 1e6, gbs, 100.0 * gbs * 1e9 / bw);
+        std::fflush(stdout);
+        rows.push_back({{"sequences", n},
+                        {"context", ctx},
+                        {"block", block},
+                        {"us_per_call", us},
+                        {"kv_bytes", bytes},
+                        {"gbs", gbs},
+                        {"copy_gbs", bw / 1e9}});
+      }
+  if (!a.json_out.empty()) write_json(a, "cuda", rows);
+}
+
 void run_bench(const BenchArgs& a) {
   if (a.shape.empty()) fail("--shape FILE is required (e.g. configs/sdar-8b.json)");
   const auto blocks = parse_int_list(a.blocks, "--block");
@@ -152,7 +198,10 @@ void run_bench(const BenchArgs& a) {
     if (c < 0) fail("--context values must be >= 0");
   const std::string device = a.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : a.device;
   if (a.attention_kernel) {
-    attention_kernel_bench(a, device, blocks, contexts);
+    if (a.attention_batch.empty())
+      attention_kernel_bench(a, device, blocks, contexts);
+    else
+      attention_batch_bench(a, device, blocks, contexts);
     return;
   }
 
@@ -326,6 +375,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_flag("--attention-kernel", a->attention_kernel,
                 "Time the CUDA attention kernel alone on one layer's shapes (no model; as the "
                 "peer times SDPA alone)");
+  cmd->add_option("--attention-batch", a->attention_batch,
+                  "With --attention-kernel: time one batched paged attention call over this many "
+                  "sequences (comma-separated counts), each a --block block after --context keys");
+  cmd->add_option("--page-size", a->page_size,
+                  "--attention-batch: KV pool page size in slots (default 16)");
   cmd->add_option("--decode", a->decode,
                   "Time whole generations instead of steps: comma-separated strategies (e.g. "
                   "full,fastdllm,dllmcache,d2cache on a LLaDA/Dream shape)");

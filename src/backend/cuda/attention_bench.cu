@@ -1,7 +1,10 @@
 // `dllm bench --attention-kernel`: the attention kernel alone (key splits + combine, whichever
-// kernel the dispatch picks) on one layer's shapes, as the peer times PyTorch SDPA alone.
+// kernel the dispatch picks) on one layer's shapes, as the peer times PyTorch SDPA alone; with
+// --attention-batch, the batched paged call over many sequences.
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "backend/backend.h"
@@ -78,6 +81,99 @@ double time_cuda_attention_kernel(int n_q, int context, int heads, int kv_heads,
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return ms * 1e3 / reps;
+}
+
+namespace {
+// Microseconds per call of `call(i)` over `reps` calls after `warm` warm-up calls.
+template <class Call>
+double time_calls(Call&& call, int warm, int reps) {
+  for (int i = 0; i < warm; ++i) call(i);
+  cudaEvent_t start, stop;
+  DLLM_CUDA_CHECK(cudaEventCreate(&start));
+  DLLM_CUDA_CHECK(cudaEventCreate(&stop));
+  DLLM_CUDA_CHECK(cudaEventRecord(start));
+  for (int i = 0; i < reps; ++i) call(i);
+  DLLM_CUDA_CHECK(cudaEventRecord(stop));
+  DLLM_CUDA_CHECK(cudaEventSynchronize(stop));
+  float ms = 0;
+  DLLM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms * 1e3 / reps;
+}
+}  // namespace
+
+double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int kv_heads,
+                                 int head_dim, int page_size, int reps) {
+  if (seqs <= 0 || n_q <= 0 || context < 0 || heads <= 0 || kv_heads <= 0 ||
+      heads % kv_heads != 0 || reps <= 0)
+    fail("time_cuda_attention_batch: bad shape (", seqs, " sequences of ", n_q,
+         " queries, context ", context, ", ", heads, "/", kv_heads, " heads, ", reps, " reps)");
+  const int n_keys = context + n_q;
+  const int pages_per_seq = (n_keys + page_size - 1) / page_size;
+  const int64_t pages = int64_t{seqs} * pages_per_seq;
+  const int64_t slots = pages * page_size;
+  const int64_t kv_elems = slots * kv_heads * head_dim;
+  // As time_cuda_attention_kernel: enough pool copies that no call finds its K/V in L2.
+  const int copies =
+      static_cast<int>(std::clamp<int64_t>((256ll << 20) / (4 * kv_elems) + 1, 2, 64));
+  std::vector<cuda::DeviceBuffer<cuda::bf16>> k(copies), v(copies);
+  for (int i = 0; i < copies; ++i) {
+    k[i].resize(static_cast<size_t>(kv_elems), "benchmark keys");
+    v[i].resize(static_cast<size_t>(kv_elems), "benchmark values");
+    cuda::fill_random_bf16(k[i].get(), kv_elems, 11 + i, nullptr);
+    cuda::fill_random_bf16(v[i].get(), kv_elems, 71 + i, nullptr);
+  }
+  // Pages shuffled over the pool; logical position = logical slot.
+  std::vector<int32_t> page_of(pages);
+  std::iota(page_of.begin(), page_of.end(), 0);
+  std::shuffle(page_of.begin(), page_of.end(), std::mt19937(7));
+  std::vector<int32_t> slot_pos(slots), q_pos;
+  std::vector<cuda::AttentionBatchSeq> descs(seqs);
+  for (int s = 0; s < seqs; ++s) {
+    std::span<const int32_t> table(&page_of[int64_t{s} * pages_per_seq], pages_per_seq);
+    for (int j = 0; j < n_keys; ++j)
+      slot_pos[int64_t{table[j / page_size]} * page_size + j % page_size] = j;
+    for (int i = 0; i < n_q; ++i) q_pos.push_back(context + i);
+    descs[s].n_q = n_q;
+    descs[s].n_keys = n_keys;
+    descs[s].page_table = table;
+    descs[s].kind = cuda::MaskKind::kBlockCausal;
+    descs[s].block_size = n_q;
+  }
+  cuda::AttentionBatchShape shape{
+      heads, kv_heads, head_dim, page_size, slots, 1.0f / std::sqrt(static_cast<float>(head_dim))};
+  std::vector<int32_t> staging;
+  const auto plan = cuda::attention_batch_plan(descs, shape, staging);
+  cuda::DeviceBuffer<int32_t> dplan(staging.size(), "plan"), dslot_pos(slots, "slot positions"),
+      dq_pos(q_pos.size(), "query positions");
+  DLLM_CUDA_CHECK(
+      cudaMemcpy(dplan.get(), staging.data(), staging.size() * 4, cudaMemcpyHostToDevice));
+  DLLM_CUDA_CHECK(cudaMemcpy(dslot_pos.get(), slot_pos.data(), slots * 4, cudaMemcpyHostToDevice));
+  DLLM_CUDA_CHECK(cudaMemcpy(dq_pos.get(), q_pos.data(), q_pos.size() * 4, cudaMemcpyHostToDevice));
+  const int64_t q_elems = int64_t{seqs} * n_q * heads * head_dim;
+  cuda::DeviceBuffer<cuda::bf16> q(static_cast<size_t>(q_elems), "queries"),
+      out(static_cast<size_t>(q_elems), "attention output");
+  cuda::fill_random_bf16(q.get(), q_elems, 5, nullptr);
+  cuda::DeviceBuffer<float> ws;
+  cuda::attention_batch_workspace_ensure(
+      ws, cuda::attention_batch_workspace_floats(plan.need.partial_rows, head_dim), nullptr);
+  cuda::AttentionBatchParams p;
+  p.q = q.get();
+  p.slot_positions = dslot_pos.get();
+  p.q_positions = dq_pos.get();
+  p.plan = dplan.get();
+  p.workspace = ws.get();
+  p.out = out.get();
+  p.shape = shape;
+  p.capacity = plan.need;
+  return time_calls(
+      [&](int i) {
+        p.k_pool = k[i % copies].get();
+        p.v_pool = v[i % copies].get();
+        cuda::attention_batch(p, nullptr);
+      },
+      copies, reps);
 }
 
 }  // namespace dllm

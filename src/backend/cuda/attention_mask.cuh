@@ -1,11 +1,13 @@
 // The forward contract's attention rules evaluated per (query row, key) inside the flash-attention
 // kernels (attention.cu for sm_80+, attention_sm90.cu for Hopper), so that both kernels apply
 // exactly the same mask. Keys are [visible cache entries | the queries' own keys]: key index j <
-// n_cache is a cache entry, j - n_cache a query.
+// n_cache is a cache entry, j - n_cache a query. P: AttentionParams or AttentionSeqView
+// (attention_seq.cuh).
 #pragma once
 
 #include <climits>
 
+#include "backend/cuda/attention_seq.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace dllm::cuda {
@@ -17,8 +19,8 @@ struct MaskRow {
   bool valid = false;  // rows past the block's real rows compute garbage that is never written
 };
 
-__device__ __forceinline__ MaskRow mask_row(const AttentionParams& p, int row, int rows,
-                                            int group) {
+template <class P>
+__device__ __forceinline__ MaskRow mask_row(const P& p, int row, int rows, int group) {
   MaskRow r;
   r.valid = row < rows;
   r.q = row / group;
@@ -29,17 +31,20 @@ __device__ __forceinline__ MaskRow mask_row(const AttentionParams& p, int row, i
 
 // The value the mask compares per key: its logical position, or its block index under
 // block-causal.
-__device__ __forceinline__ int key_mask_value_of(const AttentionParams& p, int position) {
+template <class P>
+__device__ __forceinline__ int key_mask_value_of(const P& p, int position) {
   return p.kind == MaskKind::kBlockCausal ? position / p.block_size : position;
 }
 // The same for key j of the list (0 past the end of the split).
-__device__ __forceinline__ int key_mask_value(const AttentionParams& p, int j, int k_end) {
-  return key_mask_value_of(p, j < k_end ? p.slot_positions[p.key_slots ? p.key_slots[j] : j] : 0);
+template <class P>
+__device__ __forceinline__ int key_mask_value(const P& p, int j, int k_end) {
+  return key_mask_value_of(p, j < k_end ? p.slot_positions[key_slot(p, j)] : 0);
 }
 
 // Whether key j (key_value from key_mask_value) is visible to row r.
-__device__ __forceinline__ bool key_visible(const AttentionParams& p, const MaskRow& r, int j,
-                                            int key_value, int k_end, int n_cache, int n_keys) {
+template <class P>
+__device__ __forceinline__ bool key_visible(const P& p, const MaskRow& r, int j, int key_value,
+                                            int k_end, int n_cache, int n_keys) {
   if (!r.valid || j >= k_end) return false;
   switch (p.kind) {
     case MaskKind::kCausal:
@@ -60,9 +65,9 @@ __device__ __forceinline__ bool key_visible(const AttentionParams& p, const Mask
 // Whether every key of the tile [t0, t0 + tile_keys) is visible to every row whose block index
 // is at least qblk_min (tile_max_value: the largest key_mask_value of the tile's keys). Such tiles
 // skip the per-key mask — every tile of the cache in a denoising step.
-__device__ __forceinline__ bool tile_all_visible(const AttentionParams& p, int t0, int tile_keys,
-                                                 int k_end, int n_cache, int tile_max_value,
-                                                 int qblk_min) {
+template <class P>
+__device__ __forceinline__ bool tile_all_visible(const P& p, int t0, int tile_keys, int k_end,
+                                                 int n_cache, int tile_max_value, int qblk_min) {
   if (t0 + tile_keys > k_end) return false;
   switch (p.kind) {
     case MaskKind::kCausal:

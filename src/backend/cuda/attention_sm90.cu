@@ -23,7 +23,9 @@
 #include <string>
 
 #include "backend/cuda/attention_mask.cuh"
+#include "backend/cuda/attention_seq.cuh"
 #include "backend/cuda/attention_sm90.h"
+#include "backend/cuda/attention_sm90_merge.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_query.h"
 #include "backend/cuda/flash_tile.cuh"
@@ -37,7 +39,7 @@ namespace {
 
 using namespace ptx;
 
-constexpr int kD = 128;  // head_dim
+using sm90::kD;
 
 // A tile of `rows` rows x 128 dims is stored as two 128-byte-swizzled 64-dim halves of rows x
 // 128 bytes: half_bytes(rows) apart.
@@ -64,140 +66,11 @@ __device__ __forceinline__ uint32_t swizzled(int r, int c) {
   return (c >> 3) * half_bytes(ROWS) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
 }
 
-// Splits merged in the kernel (no combine pass) at most.
-constexpr int kMaxMergedSplits = 64;
-
-struct MergeArgs {  // what merging needs of AttentionParams
-  const float* partial_ml;
-  const bf16* partial_o;
-  bf16* out;
-  int32_t* counters;                  // attention_split_counters()
-  int splits, heads, kv_heads, rows;  // rows: per KV head (n_q x group)
-};
-
-// What the combine pass of attention.cu does, for one row r of KV head g, by one warp: out =
-// sum_s w_s (O_s / l_s) / sum_s w_s with w_s = l_s e^(m_s - max m), over the splits' partials in
-// L2 (written by other blocks: read with .cg, past L1). `weight` is the warp's scratch for
-// kMaxMergedSplits floats. Lanes 16h + c take dims 8c..8c+7 of the splits s = h mod 2, with
-// 16-byte loads issued eight splits at a time (one L2 round trip per eight, not per split; the
-// first eight go out with the (m, l) loads).
-__device__ __forceinline__ void merge_row(const MergeArgs& p, int g, int r, int lane,
-                                          float* weight) {
-  const int rows = p.rows;
-  const int64_t split_rows = static_cast<int64_t>(p.kv_heads) * rows;
-  const int64_t row = static_cast<int64_t>(g) * rows + r;
-  const int half = lane >> 4, c = lane & 15;
-  const bf16* po = p.partial_o + row * kD + 8 * c;
-  auto load = [&](int s) {
-    return __ldcg(reinterpret_cast<const uint4*>(po + s * split_rows * kD));
-  };
-  // The first splits' partials are requested with the (m, l) they are weighted by.
-  constexpr int kPrefetch = 8;
-  uint4 pre[kPrefetch];
-#pragma unroll
-  for (int i = 0; i < kPrefetch; ++i)
-    pre[i] = half + 2 * i < p.splits ? load(half + 2 * i) : make_uint4(0, 0, 0, 0);
-  float ms[2], ls[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int s = lane + 32 * h;
-    const float2 ml =
-        s < p.splits ? __ldcg(reinterpret_cast<const float2*>(p.partial_ml) + s * split_rows + row)
-                     : make_float2(-INFINITY, 0.0f);
-    ms[h] = ml.x;
-    ls[h] = ml.y;
-  }
-  float mx = fmaxf(ms[0], ms[1]);
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-  float denom = 0.0f;
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const float w = ls[h] > 0.0f ? ls[h] * __expf(ms[h] - mx) : 0.0f;
-    weight[lane + 32 * h] = w;
-    denom += w;
-  }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) denom += __shfl_xor_sync(0xffffffffu, denom, o);
-  __syncwarp();
-  float acc[8] = {};
-  auto accumulate = [&](const uint4& bits, float w) {
-    const uint32_t u[4] = {bits.x, bits.y, bits.z, bits.w};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const float2 f = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u[i]));
-      acc[2 * i] += w * f.x;
-      acc[2 * i + 1] += w * f.y;
-    }
-  };
-#pragma unroll
-  for (int i = 0; i < kPrefetch; ++i)
-    if (half + 2 * i < p.splits) accumulate(pre[i], weight[half + 2 * i]);
-#pragma unroll 8
-  for (int s = half + 2 * kPrefetch; s < p.splits; s += 2) accumulate(load(s), weight[s]);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) acc[i] += __shfl_xor_sync(0xffffffffu, acc[i], 16);
-  if (half == 0) {
-    const float inv = denom > 0.0f ? 1.0f / denom : 0.0f;  // a row that sees nothing: zeros
-    const int group = p.heads / p.kv_heads;
-    const int qi = r / group, h = g * group + r % group;
-    uint4 out;
-    uint32_t* o = reinterpret_cast<uint32_t*>(&out);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      const __nv_bfloat162 b = __floats2bfloat162_rn(acc[2 * i] * inv, acc[2 * i + 1] * inv);
-      o[i] = *reinterpret_cast<const uint32_t*>(&b);
-    }
-    *reinterpret_cast<uint4*>(p.out + (static_cast<int64_t>(qi) * p.heads + h) * kD + 8 * c) = out;
-  }
-  __syncwarp();  // weight[] is rewritten for the warp's next row
-}
-
-// The end of a merging block (attention_sm90_kernel<..., MERGE = true>, after its partials are
-// written): the splits of its row block and KV head merge their partials themselves once all are
-// written, each split a share of the rows. No combine pass: its wait for the whole grid to
-// drain, its launch and its own latency cost more than the merge (at 32K context on the H100,
-// 65.5 -> 62.4 µs per call). Waiting on other blocks is safe because the host merges only when
-// the whole grid is resident at once (sm90_attention_merges()). Not inlined: the merge's
-// registers stay out of the main loop's budget. `scratch_offset`: where in dynamic shared memory
-// (free after the main loop) kMaxMergedSplits floats per warp may go.
-__device__ __noinline__ void merge_splits(const MergeArgs* args, int rows_per_block,
-                                          uint32_t scratch_offset) {
-  // The arguments and the scratch come from shared memory: values kept in registers from before
-  // the main loop would hold registers through it (and spill there).
-  const MergeArgs p = *args;
-  int32_t* counters = p.counters;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
-  float* scratch =
-      reinterpret_cast<float*>(smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u) + scratch_offset);
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int g = blockIdx.y, split = blockIdx.z, row0 = blockIdx.x * rows_per_block;
-  counters += 2 * (g * gridDim.x + blockIdx.x);  // (arrived, merged) of this row block and head
-  __syncthreads();
-  if (tid == 0) {
-    // Release: the block's partials (every thread's, ordered before this by the barrier) are
-    // visible before it counts as arrived.
-    __threadfence();
-    atomicAdd(counters, 1);
-    while (load_acquire(counters) < p.splits) __nanosleep(32);
-  }
-  __syncthreads();
-  const int rows_here = min(p.rows - row0, rows_per_block);
-  const int warps = blockDim.x >> 5;
-  for (int r = split + warp * p.splits; r < rows_here; r += warps * p.splits)
-    merge_row(p, g, row0 + r, lane, scratch + warp * kMaxMergedSplits);
-  __syncthreads();
-  // The last block out resets both counters for the next call (every block has seen all
-  // arrivals by now).
-  if (tid == 0 && atomicAdd(counters + 1, 1) == p.splits - 1) {
-    counters[0] = 0;
-    counters[1] = 0;
-  }
-}
-
-template <int NWG, int KT, int STAGES, int MIN_BLOCKS, bool MERGE>
-__global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(AttentionParams p) {
+// One block's work: rows [row_block * 64 NWG, +64 NWG) of KV head blockIdx.y over split `split`
+// of the keys. P: AttentionParams or AttentionSeqView (attention_seq.cuh).
+template <int NWG, int KT, int STAGES, bool MERGE, class P>
+__device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, int split,
+                                                     const sm90::MergeArgs* merge_args) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   static_assert(KT == 32 || KT == 64, "wgmma n32 or n64 score tiles");
   using L = SmemLayout<NWG, KT, STAGES>;
@@ -210,25 +83,18 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
   const uint32_t sbase = raw_addr + pad;
   int* kpos = reinterpret_cast<int*>(smem + L::kpos);
 
-  __shared__ MergeArgs merge_args;  // for merge_splits() (MERGE only)
-  if (MERGE && threadIdx.x == 0)
-    merge_args = {p.partial_ml, p.partial_o, p.out,      attention_split_counters(p),
-                  p.splits,     p.heads,     p.kv_heads, p.n_q * (p.heads / p.kv_heads)};
-  // Launched as a programmatic dependent (pdl_launch.h): the kernel before it wrote Q and K/V.
-  wait_for_primary_grid();
   const int group = p.heads / p.kv_heads;
   const int R = p.n_q * group;
-  const int g = blockIdx.y, split = blockIdx.z;
+  const int g = blockIdx.y;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
-  const int n_keys = *p.n_keys;
+  const int n_keys = seq_n_keys(p);
   const int n_cache = n_keys - p.n_q;
   // As in attention.cu: the keys present (read on the device) are shared out among the splits.
-  const int chunk = ((n_keys + p.splits - 1) / p.splits + kKeys - 1) / kKeys * kKeys;
-  const int k_begin = split * chunk;
-  const int k_end = min(n_keys, k_begin + chunk);
+  const KeyRange range = split_keys(n_keys, p.splits, split, kKeys);
+  const int k_begin = range.begin, k_end = range.end;
   const int n_tiles = k_begin < k_end ? (k_end - k_begin + kKeys - 1) / kKeys : 0;
 
-  const int row0 = blockIdx.x * 64 * NWG;
+  const int row0 = row_block * 64 * NWG;
   const int ra = row0 + warp * 16 + lane / 4, rb = ra + 8;  // rows of this lane's fragments
   const MaskRow row_a = mask_row(p, ra, R, group), row_b = mask_row(p, rb, R, group);
   const int64_t qrow_stride = static_cast<int64_t>(p.heads) * kD;
@@ -240,7 +106,7 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
     for (int c = tid; c < kKeys * 16; c += kThreads) {
       const int kr = c >> 4, kc = c & 15, j = t0 + kr;
       const bool ok = j < k_end;
-      const int64_t src = (ok ? (p.key_slots ? p.key_slots[j] : j) : 0) * kv_row + g * kD + kc * 8;
+      const int64_t src = static_cast<int64_t>(ok ? key_slot(p, j) : 0) * kv_row + g * kD + kc * 8;
       cp_async16(kd + swizzled<KT>(kr, kc), p.k_cache + src, ok);
       cp_async16(vd + swizzled<KT>(kr, kc), p.v_cache + src, ok);
     }
@@ -248,8 +114,7 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
     if (tid < kKeys) {
       const int j = t0 + tid;
       const bool ok = j < k_end;
-      cp_async4(kpos + stage * kKeys + tid,
-                p.slot_positions + (ok ? (p.key_slots ? p.key_slots[j] : j) : 0), ok);
+      cp_async4(kpos + stage * kKeys + tid, p.slot_positions + (ok ? key_slot(p, j) : 0), ok);
     }
   };
 
@@ -354,8 +219,59 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
   trigger_dependent_launch();  // the next kernel (or the combine pass) may be scheduled now
 
   write_split_partials(p, split, g, R, ra, m, l, o, lane);
-  if constexpr (MERGE) merge_splits(&merge_args, 64 * NWG, L::kv);
+  if constexpr (MERGE) sm90::merge_splits(merge_args, 64 * NWG, L::kv);
 #endif
+}
+
+// One sequence: grid (row blocks, KV heads, splits); MERGE: the splits merge themselves.
+template <int NWG, int KT, int STAGES, int MIN_BLOCKS, bool MERGE>
+__global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(AttentionParams p) {
+  __shared__ sm90::MergeArgs merge_args;  // for merge_splits() (MERGE only)
+  if (MERGE && threadIdx.x == 0)
+    merge_args = {p.partial_ml,
+                  p.partial_o,
+                  p.out,
+                  attention_split_counters(p),
+                  p.splits,
+                  p.heads,
+                  p.kv_heads,
+                  p.n_q * (p.heads / p.kv_heads),
+                  static_cast<int>(blockIdx.x),
+                  static_cast<int>(blockIdx.z),
+                  static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x)};
+  // Launched as a programmatic dependent (pdl_launch.h): the kernel before it wrote Q and K/V.
+  wait_for_primary_grid();
+  attention_sm90_block<NWG, KT, STAGES, MERGE>(p, blockIdx.x, blockIdx.z, &merge_args);
+}
+
+// Key-list entries a batched block may keep in shared memory (4 KB: two blocks still fit an SM).
+constexpr int kSm90KeyStage = 1024;
+
+// A batch: grid (work-item capacity, KV heads); items past the plan's count exit at once. The
+// combine pass merges the splits, or (MERGE: the whole grid is one wave, sm90_attention_batch_
+// merges()) the blocks do, as in the single-sequence kernel, with one counter pair per (sequence
+// row block, KV head) — the plan numbers the row blocks.
+template <int NWG, int KT, int STAGES, int MIN_BLOCKS, bool MERGE>
+__global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS)
+    attention_sm90_batch_kernel(AttentionBatchKernelArgs a) {
+  __shared__ AttentionSeqView view;
+  __shared__ int32_t key_stage[kSm90KeyStage];
+  __shared__ sm90::MergeArgs merge_args;  // MERGE only
+  if (!load_seq_view<KT, kSm90KeyStage>(a, batch_layout::kSm90, view, key_stage)) return;
+  if (MERGE && threadIdx.x == 0)
+    merge_args = {view.partial_ml,
+                  view.partial_o,
+                  view.out,
+                  a.counters,
+                  view.splits,
+                  a.heads,
+                  a.kv_heads,
+                  view.n_q * (a.heads / a.kv_heads),
+                  view.row_block,
+                  view.split,
+                  view.merge_pair * a.kv_heads + static_cast<int>(blockIdx.y)};
+  wait_for_primary_grid();
+  attention_sm90_block<NWG, KT, STAGES, MERGE>(view, view.row_block, view.split, &merge_args);
 }
 
 // Configurations: warpgroups per block (64 rows each), keys per tile, pipeline stages, blocks per
@@ -418,7 +334,57 @@ int run(int c, const AttentionParams* p, bool merge, cudaStream_t stream) {
   }
 }
 
+// Batched calls: configuration 0 (two warpgroups, 64-key tiles) for every sequence.
+constexpr Config kBatch = kConfigs[0];
+static_assert(64 * kBatch.warpgroups == batch_layout::kSm90Rows &&
+              kBatch.tile_keys == batch_layout::kSm90TileKeys);
+constexpr size_t kBatchSmem = SmemLayout<kBatch.warpgroups, kBatch.tile_keys, kBatch.stages>::bytes;
+template <bool MERGE>
+auto* batch_kernel() {
+  return attention_sm90_batch_kernel<kBatch.warpgroups, kBatch.tile_keys, kBatch.stages,
+                                     kBatch.min_blocks, MERGE>;
+}
+
 }  // namespace
+
+int sm90_attention_batch_resident_blocks() {
+  static const int resident = [] {
+    int n = INT_MAX;
+    for (auto* k : {batch_kernel<false>(), batch_kernel<true>()}) {
+      DLLM_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(kBatchSmem)));
+      int blocks = 0;
+      DLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &blocks, k, kBatch.warpgroups * 128, kBatchSmem));
+      n = std::min(n, blocks);
+    }
+    return std::max(n, 1);
+  }();
+  return resident;
+}
+
+bool sm90_attention_batch_merges(const AttentionBatchCapacity& c, int kv_heads) {
+  static const bool enabled = env_switch_on("DLLM_ATTN_MERGE");
+  const int64_t wave =
+      static_cast<int64_t>(sm90_attention_batch_resident_blocks()) * device_sm_count();
+  const int64_t blocks = static_cast<int64_t>(c.sm90_items) * kv_heads;
+  // As sm90_attention_merges(), on the capacity (so that a captured graph keeps its choice):
+  // the whole grid one wave (a sequence's splits x KV heads are at most the grid, so wave /
+  // kv_heads bounds its splits), at least 3/4 of one, and no mma.sync launch before it.
+  return enabled && c.mma_items == 0 && c.sm90_items > 0 && blocks <= wave &&
+         4 * blocks >= 3 * wave && wave / kv_heads <= sm90::kMaxMergedSplits &&
+         2 * blocks <= batch_layout::kMergeCounters;
+}
+
+void sm90_attention_batch(const AttentionBatchKernelArgs& a, int items, bool merge,
+                          cudaStream_t stream) {
+  if (items <= 0) return;
+  sm90_attention_batch_resident_blocks();  // sets the shared-memory limits once
+  launch_pdl(merge ? batch_kernel<true>() : batch_kernel<false>(),
+             dim3(static_cast<unsigned>(items), static_cast<unsigned>(a.kv_heads)),
+             dim3(kBatch.warpgroups * 128), kBatchSmem, stream, a);
+  DLLM_CUDA_LAUNCH_CHECK();
+}
 
 bool sm90_attention_serves(int head_dim, int rows) {
   static const bool enabled = env_switch_on("DLLM_ATTN_SM90");
@@ -449,7 +415,7 @@ bool sm90_attention_merges(const AttentionParams& p) {
   // (attention_splits() sizes one wave). Below ~3/4 of a wave (short contexts: 4K at SDAR-8B's
   // shape) the combine pass was faster on the H100: 20.5 vs 22.2 µs; from 16K up merging wins
   // (32K 65.5 -> 62.4 µs, 128K 194.2 -> 191.4 µs; docs/benchmarks.md).
-  return enabled && p.splits <= kMaxMergedSplits &&
+  return enabled && p.splits <= sm90::kMaxMergedSplits &&
          2 * row_blocks * p.kv_heads <= kAttentionSplitCounters && blocks <= wave &&
          4 * blocks >= 3 * wave;
 }

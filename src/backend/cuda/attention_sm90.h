@@ -5,6 +5,7 @@
 
 #include <cuda_runtime.h>
 
+#include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/kernels.h"
 
 namespace dllm::cuda {
@@ -28,5 +29,17 @@ bool sm90_attention(const AttentionParams& p, cudaStream_t stream);
 // assumes no other process's kernels hold SMs meanwhile (time-slicing is fine; MPS is not):
 // DLLM_ATTN_MERGE=0 turns merging off (comparisons, or a GPU shared through MPS).
 bool sm90_attention_merges(const AttentionParams& p);
+
+// Batched calls (attention_batch.cu): the Hopper kernel over the plan's kSm90 work list, one block
+// per (item, KV head) for `items` items (the capacity; padding items exit at once). Writes split
+// partials for the combine pass, or with `merge` (sm90_attention_batch_merges()) merges them
+// itself; a.counters must then be zero (the last block of each row block resets its pair).
+void sm90_attention_batch(const AttentionBatchKernelArgs& a, int items, bool merge,
+                          cudaStream_t stream);
+// Whether a batched call of this capacity merges its splits in the kernel: no mma.sync work, the
+// Hopper grid one wave (at least 3/4 of one), as for single sequences. DLLM_ATTN_MERGE=0: never.
+bool sm90_attention_batch_merges(const AttentionBatchCapacity& c, int kv_heads);
+// Blocks of the batched kernel that fit on one SM.
+int sm90_attention_batch_resident_blocks();
 
 }  // namespace dllm::cuda

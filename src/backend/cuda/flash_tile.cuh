@@ -62,11 +62,10 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&o
 
 // This split's partial result for the lane's rows ra and ra + 8 of KV head g (rows past `rows`
 // are padding): (m in natural-log units, l) and O / l in bf16, the layout combine_kernel reads.
-template <int DN>
-__device__ __forceinline__ void write_split_partials(const AttentionParams& p, int split, int g,
-                                                     int rows, int ra, const float (&m)[2],
-                                                     const float (&l)[2], const float (&o)[DN][4],
-                                                     int lane) {
+template <int DN, class P>
+__device__ __forceinline__ void write_split_partials(const P& p, int split, int g, int rows, int ra,
+                                                     const float (&m)[2], const float (&l)[2],
+                                                     const float (&o)[DN][4], int lane) {
   constexpr int D = DN * 8;
 #pragma unroll
   for (int h2 = 0; h2 < 2; ++h2) {

@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
+#include <vector>
 
 #include "backend/cuda/device_buffer.h"
 
@@ -95,14 +97,111 @@ __host__ __device__ inline int32_t* attention_split_counters(const AttentionPara
 // A split count that fills the GPU for this shape.
 int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_keys, int num_sms);
 
+// Batched paged attention: one call per layer for every sequence of a step. K and V of the layer
+// live in one paged pool, bf16 [pool_slots, kv_heads * head_dim]; a sequence's logical slot s is
+// physical slot page_table[s / page_size] * page_size + s % page_size. Query rows of the batch are
+// flat: sequence i owns the next n_q rows of q / out / q_positions.
+//
+// Host side: attention_batch_plan() packs everything the kernels need — per-sequence descriptors,
+// key lists (resolved to physical slots), page tables, custom masks (bytes), the work lists of
+// (sequence, row block, split) of the two kernels, the query rows' sequences — into one int32
+// region it appends to the caller's staging vector (layout: attention_batch_layout.h), which the
+// caller copies to the device with its other small inputs. attention_batch() then launches the
+// mma.sync kernel (sequences with < 64 rows per KV head, rows = n_q x heads / kv_heads, or any
+// head_dim other than 128 / no Hopper), the Hopper kernel (head_dim 128, >= 64 rows) and one
+// combine pass that merges every row's splits, each at most once — or, when the capacity is one
+// wave of Hopper blocks and nothing else (a single long sequence), the Hopper kernel alone, its
+// blocks merging their splits themselves (attention_batch_merges()).
+//
+// CUDA graphs: grid sizes come from AttentionBatchCapacity only; counts, n_keys, key lists, page
+// tables, masks and splits are read from the region on the device, and blocks of padding work
+// exit at once. A captured call replays with any plan whose need the capacity covers, staged at
+// the same device address. The kernels read the region before their programmatic-launch wait:
+// copy it before the kernel preceding the call starts (e.g. at the start of the step).
+//
+// Batch invariance: a sequence's splits and key chunks depend on its own shape only
+// (attention_batch_splits()), every sequence of a kernel kind uses one tile size, and every row's
+// splits are merged with the same arithmetic in the same order (attention_merge.cuh), by the
+// combine pass or in the kernel — its output is the same, bit for bit, alone or in any batch, at
+// any capacity.
+struct AttentionBatchSeq {
+  int n_q = 0;     // query rows: the next n_q rows of q / out / q_positions
+  int n_keys = 0;  // keys = [n_keys - n_q visible cache entries | its n_q queries' own keys]
+  std::span<const int32_t> key_slots;   // logical slot of each key; empty: key j is slot j
+  std::span<const int32_t> page_table;  // physical page of each logical page; empty: slot s is
+                                        // physical slot s (a contiguous cache)
+  MaskKind kind = MaskKind::kCausal;
+  int block_size = 0;
+  std::span<const uint8_t> custom_mask;   // kCustom: [n_q, n_keys], or [n_q, n_q] when
+  bool custom_mask_queries_only = false;  // every cache key is visible (as AttentionParams)
+};
+struct AttentionBatchShape {
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  int page_size = 16;      // a power of two, 8..256
+  int64_t pool_slots = 0;  // physical slots of the pool: page tables are checked against it
+  float scale = 1.0f;
+};
+// What a call needs (the plan's real counts) or may hold (the caller's capacities, e.g. the
+// counts rounded up to a graph bucket).
+struct AttentionBatchCapacity {
+  int q_rows = 0;            // query rows (the combine grid)
+  int mma_items = 0;         // work items of the mma.sync kernel (its grid x KV heads)
+  int sm90_items = 0;        // work items of the Hopper kernel
+  int64_t partial_rows = 0;  // split partial rows (the workspace)
+  bool covers(const AttentionBatchCapacity& need) const {
+    return q_rows >= need.q_rows && mma_items >= need.mma_items && sm90_items >= need.sm90_items &&
+           partial_rows >= need.partial_rows;
+  }
+};
+struct AttentionBatchPlan {
+  size_t offset = 0;  // where the region starts in the staging vector (int32 index)
+  size_t ints = 0;    // its length
+  AttentionBatchCapacity need;
+  std::vector<int> splits;  // per sequence
+};
+AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
+                                        const AttentionBatchShape& shape,
+                                        std::vector<int32_t>& staging);
+// A sequence's key splits: enough to fill the GPU with it alone, each split at least four key
+// tiles and at least DLLM_ATTN_BATCH_KEYS_PER_ROW (default 4) keys per row per KV head, so that
+// its partials (written and read back: ~rows / keys of its K/V traffic) stay small in big batches.
+// The floor trades a lone short sequence's latency for a big batch's throughput (H100, SDAR-8B,
+// 32-query blocks: 2 -> 4 keys per row took 1 x 4K from 26.9 to 29.0 µs and 128 x 4K from 1842
+// to 1450 µs; docs/benchmarks.md); long contexts are split by the wave bound alone.
+int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& shape);
+// Workspace floats for `partial_rows` split rows (capacity.partial_rows): the in-kernel merge's
+// counters, then the split partials.
+size_t attention_batch_workspace_floats(int64_t partial_rows, int head_dim);
+// Grows `workspace` to at least `floats`; when it is (re)allocated, zeroes the counters it
+// starts with (the kernels keep them zero between calls). True when the buffer moved.
+bool attention_batch_workspace_ensure(DeviceBuffer<float>& workspace, size_t floats,
+                                      cudaStream_t stream);
+struct AttentionBatchParams {
+  const bf16* q = nullptr;       // [q_rows, heads * head_dim]
+  const bf16* k_pool = nullptr;  // one layer, [pool_slots, kv_heads * head_dim]
+  const bf16* v_pool = nullptr;
+  const int32_t* slot_positions = nullptr;  // [pool_slots] logical position per PHYSICAL slot
+  const int32_t* q_positions = nullptr;     // [q_rows]
+  const int32_t* plan = nullptr;  // device address of the staged region (not of the staging start)
+  float* workspace = nullptr;     // attention_batch_workspace_floats(capacity.partial_rows, ...)
+  bf16* out = nullptr;            // [q_rows, heads * head_dim]
+  AttentionBatchShape shape;
+  AttentionBatchCapacity capacity;  // grid sizes: >= the need of every plan it runs
+};
+void attention_batch(const AttentionBatchParams& p, cudaStream_t stream);
+// Whether attention_batch(p) merges the splits inside the Hopper kernel instead of a combine pass:
+// decided from the capacity alone (no mma.sync work items, the Hopper grid one wave of blocks
+// that can wait for each other), as the single-sequence call does; same bits either way.
+bool attention_batch_merges(const AttentionBatchParams& p);
+
 // Head-averaged post-softmax attention rows of a bidirectional forward (d2Cache rollout):
 // out[i * width + slot(j)] = (1 / heads) sum_h softmax_j(q_ih . k_j * scale), every key visible;
 // out must be zeroed first (columns that are not key slots stay 0). Deterministic (no atomics).
 // head_dim a multiple of 64 up to 256; n_keys <= attention_rows_max_keys().
 struct AttentionRowsParams {
-  const bf16* q = nullptr;            // [n_q, heads * head_dim] (after RoPE)
-  const bf16* k_cache = nullptr;      // one layer, [capacity, kv_heads * head_dim]
-  const int32_t* key_slots = nullptr; // [n_keys] or null (key j is slot j)
+  const bf16* q = nullptr;             // [n_q, heads * head_dim] (after RoPE)
+  const bf16* k_cache = nullptr;       // one layer, [capacity, kv_heads * head_dim]
+  const int32_t* key_slots = nullptr;  // [n_keys] or null (key j is slot j)
   // Output column of each key ([n_keys]; null: its slot) — the sequence's logical slot when
   // key_slots are physical pool slots.
   const int32_t* column_slots = nullptr;
@@ -117,8 +216,8 @@ size_t attention_rows_workspace_floats(int n_q, int n_keys, int heads, int kv_he
 // d2Cache's attention rollout (method-specs §4.5) from rows [layers, n, width] (attention_rows'
 // output) with query r at column query_slots[r]: workspace[0, width) receives the importance of
 // every column, the reverse-vector product v <- v (A_l + E)/rowsum from the last layer down.
-void attention_rollout(const float* rows, const int32_t* query_slots, int layers, int n,
-                       int width, float* workspace, cudaStream_t stream);
+void attention_rollout(const float* rows, const int32_t* query_slots, int layers, int n, int width,
+                       float* workspace, cudaStream_t stream);
 size_t attention_rollout_workspace_floats(int n, int width);
 
 // Forwards that recompute a subset of rows (dLLM-Cache, method-specs §6.3):
@@ -160,8 +259,8 @@ struct DeviceVerifyRow {
   int32_t residual_token;
 };
 struct SpanVerifyParams {
-  const float* q_logits = nullptr;     // [rows, vocab]: the verifier's rows
-  const float* kept_logits = nullptr;  // [kept, vocab]: the draft forward's rows
+  const float* q_logits = nullptr;      // [rows, vocab]: the verifier's rows
+  const float* kept_logits = nullptr;   // [kept, vocab]: the draft forward's rows
   const int32_t* draft_rows = nullptr;  // [rows]
   const int32_t* tokens = nullptr;      // [rows]
   const float* u = nullptr;             // [rows]

@@ -1,0 +1,84 @@
+// The int32 region attention_batch_plan() stages for one batched attention call (kernels.h) and
+// the arguments its kernels receive: shared by the host planner and the device code. Every offset
+// is counted in int32 from the start of the region (masks: in bytes), so the region can sit
+// anywhere in the caller's staging buffer; the kernels read counts and offsets from it, never from
+// launch parameters, so that a captured graph replays with new plans of the same capacities.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace dllm::cuda {
+
+namespace batch_layout {
+// Header: counts and where the tables start.
+constexpr int kSeqCount = 0;
+constexpr int kQRows = 1;      // query rows of the batch (the combine pass's work)
+constexpr int kItemCount = 2;  // + kind: work items of kernel kind (kMma, kSm90)
+constexpr int kItemsAt = 4;    // + kind: their list
+constexpr int kSeqsAt = 6;     // sequence descriptors, kSeqInts each
+constexpr int kRowSeqAt = 7;   // the sequence of each query row
+constexpr int kHeaderInts = 8;
+// Kernel kinds (work lists).
+constexpr int kMma = 0;   // mma.sync kernel (attention_mma.cuh)
+constexpr int kSm90 = 1;  // Hopper wgmma kernel (attention_sm90.cu)
+
+// A sequence descriptor.
+constexpr int kQRow = 0;     // its first row of q / out / q_positions
+constexpr int kNQ = 1;       // query rows
+constexpr int kNKeys = 2;    // keys: [cache entries | its queries' own keys]
+constexpr int kKeysAt = 3;   // physical slot of every key (the key list resolved through the
+                             // page table on the host), or -1
+constexpr int kPagesAt = 4;  // page table (key j = logical slot j), or -1: key j is slot j
+constexpr int kKind = 5;     // MaskKind
+constexpr int kBlockSize = 6;
+constexpr int kMaskAt = 7;  // byte offset of the custom mask, or -1
+constexpr int kMaskQueriesOnly = 8;
+constexpr int kSplits = 9;
+constexpr int kPartialRow = 10;  // its first row of the split partials
+constexpr int kSeqInts = 12;
+
+// A work item: one block per KV head of (sequence, row block, split). It carries a copy of its
+// sequence's descriptor, so that a block finds everything one load after the header.
+constexpr int kItemSeq = 0;
+constexpr int kItemRowBlock = 1;
+constexpr int kItemSplit = 2;
+constexpr int kItemPair = 3;  // Hopper items: the number of its (sequence, row block) pair
+constexpr int kItemDesc = 4;  // kSeqInts: the sequence descriptor
+constexpr int kItemInts = kItemDesc + kSeqInts;
+
+// The batch workspace starts with the in-kernel merge's counters, two per (pair, KV head).
+constexpr int kMergeCounters = 2048;
+
+// Splits one batched sequence may have (the combine pass's weights sit in static shared memory).
+constexpr int kMaxSplits = 256;
+// Rows per block and keys per tile of the two kernels in batched calls. One configuration per
+// kernel for every sequence: a row's arithmetic depends on the tile size only (not on how many
+// rows share a block), so a sequence's result cannot depend on the batch it is in. One-warp
+// blocks for the mma.sync kernel: its main case is a 4-query block at GQA 4 (16 rows), and
+// more, smaller blocks keep more loads in flight; wider sequences take several row blocks, which
+// read the same keys side by side (through L2).
+constexpr int kMmaWarps = 1;
+constexpr int kMmaTileKeys = 32;
+constexpr int kSm90Rows = 128;
+constexpr int kSm90TileKeys = 64;
+}  // namespace batch_layout
+
+// What the batched kernels receive (by value).
+struct AttentionBatchKernelArgs {
+  const __nv_bfloat16* q = nullptr;
+  const __nv_bfloat16* k_pool = nullptr;
+  const __nv_bfloat16* v_pool = nullptr;
+  const int32_t* slot_positions = nullptr;
+  const int32_t* q_positions = nullptr;
+  const int32_t* plan = nullptr;  // the device copy of the planner's region
+  __nv_bfloat16* partial_o = nullptr;
+  float* partial_ml = nullptr;
+  __nv_bfloat16* out = nullptr;
+  int32_t* counters = nullptr;  // kMergeCounters, zero between calls
+  int heads = 0, kv_heads = 0, head_dim = 0, page_shift = 0;
+  float scale = 1.0f;
+};
+
+}  // namespace dllm::cuda

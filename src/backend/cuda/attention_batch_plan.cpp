@@ -1,0 +1,206 @@
+// The host half of batched paged attention (kernels.h): a sequence's split count, and the plan
+// region (attention_batch_layout.h) the kernels read.
+#include <algorithm>
+#include <cstdlib>
+
+#include "backend/cuda/attention_batch_layout.h"
+#include "backend/cuda/attention_dispatch.h"
+#include "backend/cuda/attention_sm90.h"
+#include "backend/cuda/device_query.h"
+#include "backend/cuda/kernels.h"
+#include "core/error.h"
+
+namespace dllm::cuda {
+
+namespace {
+
+namespace L = batch_layout;
+
+int rows_per_kv_head(int n_q, const AttentionBatchShape& s) {
+  return n_q * (s.heads / s.kv_heads);
+}
+
+bool takes_sm90(int n_q, const AttentionBatchShape& s) {
+  return attention_use_sm90(s.head_dim, rows_per_kv_head(n_q, s));
+}
+
+int keys_per_row() {
+  static const int v = [] {
+    const char* e = std::getenv("DLLM_ATTN_BATCH_KEYS_PER_ROW");
+    return e && std::atoi(e) > 0 ? std::atoi(e) : 4;
+  }();
+  return v;
+}
+
+void check_shape(const AttentionBatchShape& s) {
+  if (s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0)
+    fail("attention_batch: heads ", s.heads, " not a positive multiple of kv heads ", s.kv_heads);
+  if (s.head_dim != 16 && s.head_dim != 32 && s.head_dim != 64 && s.head_dim != 128)
+    fail("attention_batch: head_dim must be 16, 32, 64 or 128 (got ", s.head_dim, ")");
+  if (s.page_size < 8 || s.page_size > 256 || (s.page_size & (s.page_size - 1)) != 0)
+    fail("attention_batch: page_size must be a power of two from 8 to 256 (got ", s.page_size, ")");
+  if (s.pool_slots <= 0 || s.pool_slots > INT32_MAX)
+    fail("attention_batch: pool_slots must be in [1, 2^31) (got ", s.pool_slots, ")");
+}
+
+// The physical slot of logical slot `slot` of sequence `i` (checked against the pool).
+int32_t physical_slot(const AttentionBatchSeq& q, const AttentionBatchShape& s, int64_t slot,
+                      size_t i) {
+  if (slot < 0) fail("attention_batch: sequence ", i, " has a negative key slot ", slot);
+  int64_t phys = slot;
+  if (!q.page_table.empty()) {
+    const int64_t page = slot / s.page_size;
+    if (page >= static_cast<int64_t>(q.page_table.size()))
+      fail("attention_batch: sequence ", i, ": slot ", slot, " is past its page table (",
+           q.page_table.size(), " pages)");
+    phys = static_cast<int64_t>(q.page_table[page]) * s.page_size + slot % s.page_size;
+  }
+  if (phys < 0 || phys >= s.pool_slots)
+    fail("attention_batch: sequence ", i, ": slot ", slot, " maps to physical slot ", phys,
+         ", outside the pool of ", s.pool_slots);
+  return static_cast<int32_t>(phys);
+}
+
+void check_sequence(const AttentionBatchSeq& q, size_t i) {
+  if (q.n_q < 0 || q.n_keys < q.n_q)
+    fail("attention_batch: sequence ", i, " has ", q.n_q, " queries and ", q.n_keys,
+         " keys (keys include the queries)");
+  if (!q.key_slots.empty() && q.key_slots.size() != static_cast<size_t>(q.n_keys))
+    fail("attention_batch: sequence ", i, " has ", q.key_slots.size(), " key slots for ", q.n_keys,
+         " keys");
+  if (q.kind == MaskKind::kBlockCausal && q.block_size <= 0)
+    fail("attention_batch: sequence ", i, " is block-causal without a block size");
+  if (q.kind == MaskKind::kCustom) {
+    const size_t want = static_cast<size_t>(q.n_q) *
+                        (q.custom_mask_queries_only ? q.n_q : static_cast<size_t>(q.n_keys));
+    if (q.custom_mask.size() != want)
+      fail("attention_batch: sequence ", i, " has a custom mask of ", q.custom_mask.size(),
+           " entries (want ", want, ")");
+  }
+}
+
+// Appends the sequence's key addressing to the region and sets its descriptor's offsets: a key
+// list is resolved to physical slots here (one load per key on the device); a plain range keeps
+// its page table (one load per key row, mostly from L1).
+void stage_keys(const AttentionBatchSeq& q, const AttentionBatchShape& s, size_t i,
+                std::vector<int32_t>& st, size_t base, size_t desc) {
+  st[desc + L::kKeysAt] = -1;
+  st[desc + L::kPagesAt] = -1;
+  if (!q.key_slots.empty()) {
+    st[desc + L::kKeysAt] = static_cast<int32_t>(st.size() - base);
+    for (int32_t slot : q.key_slots) st.push_back(physical_slot(q, s, slot, i));
+  } else if (!q.page_table.empty()) {
+    if (q.n_keys > 0) physical_slot(q, s, q.n_keys - 1, i);  // checks the table's length
+    const size_t pages = (static_cast<size_t>(q.n_keys) + s.page_size - 1) / s.page_size;
+    st[desc + L::kPagesAt] = static_cast<int32_t>(st.size() - base);
+    for (size_t pg = 0; pg < pages; ++pg) {
+      if (q.page_table[pg] < 0 || (q.page_table[pg] + 1) * int64_t{s.page_size} > s.pool_slots)
+        fail("attention_batch: sequence ", i, ": page ", pg, " maps to physical page ",
+             q.page_table[pg], ", outside the pool");
+      st.push_back(q.page_table[pg]);
+    }
+  } else if (q.n_keys > 0) {
+    physical_slot(q, s, q.n_keys - 1, i);
+  }
+}
+
+// Appends the custom mask's bytes (padded to whole int32s); its byte offset goes to the
+// descriptor.
+void stage_mask(const AttentionBatchSeq& q, std::vector<int32_t>& st, size_t base, size_t desc) {
+  st[desc + L::kMaskAt] = -1;
+  st[desc + L::kMaskQueriesOnly] = q.custom_mask_queries_only ? 1 : 0;
+  if (q.kind != MaskKind::kCustom || q.custom_mask.empty()) return;
+  const size_t at = st.size();
+  st.resize(at + (q.custom_mask.size() + 3) / 4, 0);
+  std::copy(q.custom_mask.begin(), q.custom_mask.end(), reinterpret_cast<uint8_t*>(&st[at]));
+  st[desc + L::kMaskAt] = static_cast<int32_t>((at - base) * 4);
+}
+
+}  // namespace
+
+int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& s) {
+  const int R = rows_per_kv_head(n_q, s);
+  const bool sm90 = takes_sm90(n_q, s);
+  const int rows_per_block = sm90 ? L::kSm90Rows : L::kMmaWarps * 16;
+  const int tile_keys = sm90 ? L::kSm90TileKeys : L::kMmaTileKeys;
+#ifdef DLLM_HAVE_SM90A
+  const int resident = sm90 ? sm90_attention_batch_resident_blocks()
+                            : attention_batch_mma_resident_blocks(s.head_dim);
+#else
+  const int resident = attention_batch_mma_resident_blocks(s.head_dim);
+#endif
+  const int64_t blocks =
+      static_cast<int64_t>((R + rows_per_block - 1) / rows_per_block) * s.kv_heads;
+  // As attention_splits(): splits of >= 4 tiles, no more blocks than one wave holds — now also
+  // >= keys_per_row() keys per row, since a big batch pays every split's partials.
+  const int64_t split_keys = std::max<int64_t>(4 * tile_keys, int64_t{keys_per_row()} * R);
+  const int64_t by_keys = (n_keys + split_keys - 1) / split_keys;
+  const int64_t by_wave =
+      static_cast<int64_t>(resident) * device_sm_count() / std::max<int64_t>(blocks, 1);
+  return static_cast<int>(std::clamp<int64_t>(std::min(by_keys, by_wave), 1, L::kMaxSplits));
+}
+
+AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
+                                        const AttentionBatchShape& shape,
+                                        std::vector<int32_t>& st) {
+  check_shape(shape);
+  AttentionBatchPlan plan;
+  plan.offset = st.size();
+  const size_t base = plan.offset;
+  const size_t n = seqs.size();
+  st.resize(base + L::kHeaderInts + n * L::kSeqInts, 0);
+  st[base + L::kSeqCount] = static_cast<int32_t>(n);
+  st[base + L::kSeqsAt] = L::kHeaderInts;
+  std::vector<int32_t> items[2], row_seq;
+  int64_t q_row = 0, partial_row = 0;
+  int32_t pairs = 0;  // (sequence, row block) pairs of the Hopper kernel
+  for (size_t i = 0; i < n; ++i) {
+    const AttentionBatchSeq& q = seqs[i];
+    check_sequence(q, i);
+    const size_t desc = base + L::kHeaderInts + i * L::kSeqInts;
+    const int splits = q.n_q > 0 ? attention_batch_splits(q.n_q, q.n_keys, shape) : 1;
+    plan.splits.push_back(splits);
+    st[desc + L::kQRow] = static_cast<int32_t>(q_row);
+    st[desc + L::kNQ] = q.n_q;
+    st[desc + L::kNKeys] = q.n_keys;
+    st[desc + L::kKind] = static_cast<int32_t>(q.kind);
+    st[desc + L::kBlockSize] = q.block_size;
+    st[desc + L::kSplits] = splits;
+    st[desc + L::kPartialRow] = static_cast<int32_t>(partial_row);
+    stage_keys(q, shape, i, st, base, desc);
+    stage_mask(q, st, base, desc);
+    // Work items: splits outside, row blocks inside, so that the blocks sharing a key range run
+    // side by side and share its K/V through L2.
+    const int kind = takes_sm90(q.n_q, shape) ? L::kSm90 : L::kMma;
+    const int rows_per_block = kind == L::kSm90 ? L::kSm90Rows : L::kMmaWarps * 16;
+    const int row_blocks = (rows_per_kv_head(q.n_q, shape) + rows_per_block - 1) / rows_per_block;
+    for (int sp = 0; sp < splits && q.n_q > 0; ++sp)
+      for (int rb = 0; rb < row_blocks; ++rb) {
+        items[kind].insert(items[kind].end(), {static_cast<int32_t>(i), rb, sp, pairs + rb});
+        items[kind].insert(items[kind].end(), st.begin() + desc, st.begin() + desc + L::kSeqInts);
+      }
+    if (kind == L::kSm90 && q.n_q > 0) pairs += row_blocks;
+    row_seq.insert(row_seq.end(), q.n_q, static_cast<int32_t>(i));
+    q_row += q.n_q;
+    partial_row += int64_t{splits} * q.n_q * shape.heads;
+    if (q_row > INT32_MAX || partial_row > INT32_MAX || st.size() - base > INT32_MAX / 4)
+      fail("attention_batch: batch too large (", q_row, " query rows, ", partial_row,
+           " partial rows)");
+  }
+  for (int kind : {L::kMma, L::kSm90}) {
+    st[base + L::kItemCount + kind] = static_cast<int32_t>(items[kind].size() / L::kItemInts);
+    st[base + L::kItemsAt + kind] = static_cast<int32_t>(st.size() - base);
+    st.insert(st.end(), items[kind].begin(), items[kind].end());
+  }
+  st[base + L::kQRows] = static_cast<int32_t>(q_row);
+  st[base + L::kRowSeqAt] = static_cast<int32_t>(st.size() - base);
+  st.insert(st.end(), row_seq.begin(), row_seq.end());
+  plan.ints = st.size() - base;
+  plan.need.q_rows = static_cast<int>(q_row);
+  plan.need.mma_items = static_cast<int>(items[L::kMma].size() / L::kItemInts);
+  plan.need.sm90_items = static_cast<int>(items[L::kSm90].size() / L::kItemInts);
+  plan.need.partial_rows = partial_row;
+  return plan;
+}
+
+}  // namespace dllm::cuda

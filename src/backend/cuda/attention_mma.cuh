@@ -1,0 +1,209 @@
+// The mma.sync flash-attention kernel (bf16 tensor cores, m16n8k16, sm_80+; attention.cu says
+// what it does and how it is launched): one body, templated over its parameter source
+// (attention_seq.cuh), behind two kernels — one sequence (AttentionParams, the grid's x / z are
+// the row block and split) and a batch (blockIdx.x indexes the plan's work list of this kind).
+#pragma once
+
+#include <climits>
+#include <cmath>
+
+#include "backend/cuda/attention_mask.cuh"
+#include "backend/cuda/attention_seq.cuh"
+#include "backend/cuda/flash_tile.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_ptx.cuh"
+
+namespace dllm::cuda {
+
+template <int D, int KT, int WARPS>
+constexpr size_t smem_bytes() {
+  return 2 /*stages*/ * 2 /*K, V*/ * KT * (D + 8) * sizeof(bf16) + 2 * KT * sizeof(int) +
+         2 * WARPS * sizeof(int);
+}
+
+// WARPS warps, 16 rows each; K/V tiles double-buffered with cp.async so the next tile's loads
+// overlap this tile's math.
+template <int D, int WARPS, int KT, class P>
+__device__ __forceinline__ void flash_attention_block(const P& p, int row_block, int split) {
+  using namespace ptx;
+  static_assert(KT <= WARPS * 32, "one key of a tile per thread");
+  constexpr int kKeysPerTile = KT;
+  constexpr int kStride = D + 8;  // padded shared-memory rows: conflict-free fragment loads
+  constexpr int kTileElems = kKeysPerTile * kStride;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* ks = reinterpret_cast<bf16*>(smem_raw);             // [2][tile]
+  bf16* vs = ks + 2 * kTileElems;                           // [2][tile]
+  int* kpos = reinterpret_cast<int*>(vs + 2 * kTileElems);  // [2][kKeysPerTile]
+  int* kpos_max = kpos + 2 * kKeysPerTile;                  // [2][WARPS]: per warp's keys
+
+  const int group = p.heads / p.kv_heads;
+  const int R = p.n_q * group;
+  const int g = blockIdx.y;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int n_keys = seq_n_keys(p);
+  const int n_cache = n_keys - p.n_q;  // keys [0, n_cache) are cache entries, the rest the queries
+  // The keys there are (read on the device), not the grid's max_keys, are shared out: a graph
+  // captured for a power-of-two bucket of keys keeps every split busy at any length within it.
+  const KeyRange range = split_keys(n_keys, p.splits, split, kKeysPerTile);
+  const int k_begin = range.begin, k_end = range.end;
+
+  const int ra = row_block * WARPS * 16 + warp * 16 + lane / 4;  // rows held by this lane
+  const int rb = ra + 8;
+  const MaskRow row_a = mask_row(p, ra, R, group), row_b = mask_row(p, rb, R, group);
+  const int qa = row_a.q, qb = row_b.q;
+  const int ha = g * group + ra % group, hb = g * group + rb % group;
+  const bool va = row_a.valid, vb = row_b.valid;
+  const int64_t qrow_stride = static_cast<int64_t>(p.heads) * D;
+  const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * D;
+
+  auto load_tile = [&](int stage, int t0) {
+    constexpr int kChunks = D / 8;  // 16-byte chunks per key row
+    bf16* kd = ks + stage * kTileElems;
+    bf16* vd = vs + stage * kTileElems;
+    for (int c = threadIdx.x; c < kKeysPerTile * kChunks; c += WARPS * 32) {
+      const int kr = c / kChunks, kc = c % kChunks, j = t0 + kr;
+      const bool valid = j < k_end;
+      const int64_t slot = valid ? key_slot(p, j) : 0;
+      cp_async16(&kd[kr * kStride + kc * 8], p.k_cache + slot * kv_row + g * D + kc * 8, valid);
+      cp_async16(&vd[kr * kStride + kc * 8], p.v_cache + slot * kv_row + g * D + kc * 8, valid);
+    }
+    // Key positions (block indices for block-causal) and, per warp, their maximum: a tile whose
+    // keys all lie in blocks at or before a row's block needs no per-key mask for that row.
+    const int kr = threadIdx.x;
+    int key = INT_MIN;
+    if (kr < kKeysPerTile) {
+      key = key_mask_value(p, t0 + kr, k_end);
+      kpos[stage * kKeysPerTile + kr] = key;
+    }
+    key = __reduce_max_sync(0xffffffffu, key);
+    if ((threadIdx.x & 31) == 0) kpos_max[stage * WARPS + (threadIdx.x >> 5)] = key;
+  };
+
+  if (k_begin < k_end) load_tile(0, k_begin);
+  cp_async_commit();
+
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk)
+#pragma unroll
+    for (int reg = 0; reg < 4; ++reg) {
+      const bool b = reg & 1;
+      const int col = kk * 16 + (lane % 4) * 2 + (reg >= 2 ? 8 : 0);
+      const bool valid = b ? vb : va;
+      qf[kk][reg] = valid ? *reinterpret_cast<const uint32_t*>(p.q + (b ? qb : qa) * qrow_stride +
+                                                               (b ? hb : ha) * D + col)
+                          : 0u;
+    }
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < D / 8; ++dn) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.0f;
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: base-2, scaled
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+
+  int stage = 0;
+  for (int t0 = k_begin; t0 < k_end; t0 += kKeysPerTile, stage ^= 1) {
+    const bool more = t0 + kKeysPerTile < k_end;
+    if (more) load_tile(stage ^ 1, t0 + kKeysPerTile);
+    cp_async_commit();
+    cp_async_wait<1>();  // this tile's group is complete; the next may still be in flight
+    __syncthreads();
+    const bf16* kt = ks + stage * kTileElems;
+    const bf16* vt = vs + stage * kTileElems;
+    const int* kp = kpos + stage * kKeysPerTile;
+    // Whether every key of this tile is visible to both rows of this lane (rows past R compute
+    // garbage that is never written, so they need no mask).
+    int tile_max = INT_MIN;
+#pragma unroll
+    for (int w = 0; w < WARPS; ++w) tile_max = max(tile_max, kpos_max[stage * WARPS + w]);
+    const bool all_visible = tile_all_visible(p, t0, kKeysPerTile, k_end, n_cache, tile_max,
+                                              min(row_a.qblk, row_b.qblk));
+
+    float s[kKeysPerTile / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < kKeysPerTile / 8; ++nt) {
+      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+      // Lane l addresses key row nt*8 + l%8; lanes 8-15, 16-23, 24-31 the next 8-dim columns.
+      const bf16* krow = &kt[(nt * 8 + (lane & 7)) * kStride + (lane >> 3) * 8];
+      if constexpr (D % 32 == 0) {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk += 2) {
+          uint32_t b[4];  // b0, b1 of dims kk*16.. and of (kk+1)*16..
+          ldmatrix_x4(b, krow + kk * 16);
+          mma_bf16(s[nt], qf[kk], b[0], b[1]);
+          mma_bf16(s[nt], qf[kk + 1], b[2], b[3]);
+        }
+      } else {
+#pragma unroll
+        for (int kk = 0; kk < D / 16; ++kk) {
+          uint32_t b[2];
+          ldmatrix_x2(b, krow + kk * 16);  // lanes 0-15 give the addresses
+          mma_bf16(s[nt], qf[kk], b[0], b[1]);
+        }
+      }
+    }
+
+    // Mask (scores stay unscaled: online_softmax_tile folds the scale into the exponent).
+    if (!all_visible) {
+#pragma unroll
+      for (int nt = 0; nt < kKeysPerTile / 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int col = nt * 8 + (lane % 4) * 2 + (e & 1);
+          if (!key_visible(p, e >= 2 ? row_b : row_a, t0 + col, kp[col], k_end, n_cache, n_keys))
+            s[nt][e] = -INFINITY;
+        }
+    }
+
+    online_softmax_tile(s, o, m, l, scale_log2);
+
+    // O += P V.
+#pragma unroll
+    for (int t = 0; t < kKeysPerTile / 16; ++t) {
+      const uint32_t a[4] = {
+          pack_bf16(s[2 * t][0], s[2 * t][1]), pack_bf16(s[2 * t][2], s[2 * t][3]),
+          pack_bf16(s[2 * t + 1][0], s[2 * t + 1][1]), pack_bf16(s[2 * t + 1][2], s[2 * t + 1][3])};
+      // Matrices: keys t*16+0..7 / +8..15 of dims dn*8.., then the same of (dn+1)*8..; lane l
+      // addresses row l%8 of matrix l/8.
+      const bf16* vrow = &vt[(t * 16 + (lane & 8) + (lane & 7)) * kStride + (lane >> 4) * 8];
+#pragma unroll
+      for (int dn = 0; dn < D / 8; dn += 2) {
+        uint32_t b[4];
+        ldmatrix_x4_trans(b, vrow + dn * 8);
+        mma_bf16(o[dn], a, b[0], b[1]);
+        mma_bf16(o[dn + 1], a, b[2], b[3]);
+      }
+    }
+    __syncthreads();  // this stage is refilled two tiles from now
+  }
+  cp_async_wait<0>();
+  trigger_dependent_launch();
+
+  write_split_partials(p, split, g, R, ra, m, l, o, lane);
+}
+
+// Key-list entries a batched block may keep in shared memory (1 KB: six one-warp blocks with
+// 32-key tiles still fit an SM).
+constexpr int kMmaKeyStage = 256;
+
+// One sequence: grid (row blocks, KV heads, splits).
+template <int D, int WARPS, int KT, int MIN_BLOCKS>
+__global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
+    flash_attention_kernel(AttentionParams p) {
+  // Launched as a programmatic dependent (pdl_launch.h): the kernel before it wrote Q and K/V.
+  ptx::wait_for_primary_grid();
+  flash_attention_block<D, WARPS, KT>(p, blockIdx.x, blockIdx.z);
+}
+
+// A batch: grid (work-item capacity, KV heads); items past the plan's count exit at once.
+template <int D, int WARPS, int KT, int MIN_BLOCKS>
+__global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
+    flash_attention_batch_kernel(AttentionBatchKernelArgs a) {
+  __shared__ AttentionSeqView view;
+  __shared__ int32_t key_stage[kMmaKeyStage];
+  if (!load_seq_view<KT, kMmaKeyStage>(a, batch_layout::kMma, view, key_stage)) return;
+  ptx::wait_for_primary_grid();
+  flash_attention_block<D, WARPS, KT>(view, view.row_block, view.split);
+}
+
+}  // namespace dllm::cuda

@@ -1,0 +1,163 @@
+// One sequence of a batched attention call, as the flash kernels see it. The kernels' bodies are
+// templates over their parameter source: AttentionParams (one sequence, kernel parameters) or an
+// AttentionSeqView — the same fields, for the sequence of the block's work item, filled from the
+// planner's region (attention_batch_layout.h) into shared memory by load_seq_view(). Shared
+// memory, not registers: the Hopper kernel has no registers to spare, and the compiler reloads the
+// fields after each barrier instead of holding them through the main loop.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+#include "backend/cuda/attention_batch_layout.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_ptx.cuh"
+
+namespace dllm::cuda {
+
+struct AttentionSeqView {
+  const bf16* q;  // this sequence's first query row
+  const bf16* k_cache;
+  const bf16* v_cache;
+  // Key addressing: the physical slot of key j is key_slots[j - key_base] (a key list), else
+  // page_table[(j >> page_shift) - page_base] << page_shift | j % page_size (a paged range), else
+  // j. The block's split of the list or table sits in shared memory (stage_split_keys()) when it
+  // fits, else these point at the plan in global memory (bases 0).
+  const int32_t* key_slots;
+  const int32_t* page_table;
+  int key_base, page_base;
+  const int32_t* slot_positions;
+  const int32_t* q_positions;  // this sequence's
+  const uint8_t* custom_mask;
+  bf16* partial_o;  // this sequence's first partial row
+  float* partial_ml;
+  bf16* out;  // this sequence's first output row
+  int n_keys, n_q, heads, kv_heads, splits, block_size, page_shift;
+  int row_block, split, merge_pair;  // the work item
+  float scale;
+  MaskKind kind;
+  bool custom_mask_queries_only;
+  // What load_seq_view() stages: stage_count ints from stage_src[stage_first ..], or with
+  // stage_expand the slots of keys stage_first .. through the page table stage_src.
+  const int32_t* stage_src;
+  int stage_first, stage_count;
+  bool stage_expand;
+};
+
+// Keys of the sequence (AttentionParams: read from device memory at the call).
+__device__ __forceinline__ int seq_n_keys(const AttentionParams& p) {
+  return *p.n_keys;
+}
+__device__ __forceinline__ int seq_n_keys(const AttentionSeqView& v) {
+  return v.n_keys;
+}
+
+// The K/V row (slot of the cache / pool) of key j.
+__device__ __forceinline__ int key_slot(const AttentionParams& p, int j) {
+  return p.key_slots ? p.key_slots[j] : j;
+}
+// Paged: logical slot j lives at page_table[j / page_size] * page_size + j % page_size; pages of
+// a 32/64-key tile need not be adjacent, so every key row is addressed on its own.
+__device__ __forceinline__ int key_slot(const AttentionSeqView& v, int j) {
+  if (v.key_slots) return v.key_slots[j - v.key_base];
+  if (v.page_table)
+    return (v.page_table[(j >> v.page_shift) - v.page_base] << v.page_shift) |
+           (j & ((1 << v.page_shift) - 1));
+  return j;
+}
+
+// The keys [begin, end) of split `split` of n_keys: equal shares in whole tiles. Both kernels
+// and stage_split_keys() share them out this way.
+struct KeyRange {
+  int begin, end;
+};
+__device__ __forceinline__ KeyRange split_keys(int n_keys, int splits, int split, int tile_keys) {
+  const int chunk = ((n_keys + splits - 1) / splits + tile_keys - 1) / tile_keys * tile_keys;
+  const int begin = split * chunk;
+  return {begin, min(n_keys, begin + chunk)};
+}
+
+// Fills `v` (shared memory) with the sequence of this block's work item in the list of kernel
+// `kind` (batch_layout::kMma / kSm90); false (for the whole block) on padding items past the
+// plan's count. Reads only the plan, which the caller copied before the step's first kernel, so
+// it runs before the programmatic-launch wait (the caller waits after it). Padding blocks wait
+// too before they exit: a kernel completes after its predecessor only if all its blocks waited,
+// and the combine pass relies on that order across the call's two attention kernels.
+//
+// The physical slots of the block's keys are staged in `stage` (STAGE ints of shared memory) when
+// they fit, else the pages they lie on: the tile loads then find each key row's slot in shared
+// memory instead of waiting on global loads each tile (that wait delays the next tile's loads:
+// with two pipeline stages, their issue is on the critical path).
+template <int TILE_KEYS, int STAGE>
+__device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a, int kind,
+                                              AttentionSeqView& v, int32_t* stage) {
+  namespace L = batch_layout;
+  const int32_t* plan = a.plan;
+  const int item = blockIdx.x;
+  if (item >= plan[L::kItemCount + kind]) {
+    ptx::wait_for_primary_grid();
+    return false;
+  }
+  if (threadIdx.x == 0) {
+    const int32_t* w = plan + plan[L::kItemsAt + kind] + item * L::kItemInts;
+    const int32_t* d = w + L::kItemDesc;
+    const int64_t q_row = d[L::kQRow];
+    const int64_t row_elems = static_cast<int64_t>(a.heads) * a.head_dim;
+    const int64_t partial_row = d[L::kPartialRow];
+    v.q = a.q + q_row * row_elems;
+    v.k_cache = a.k_pool;
+    v.v_cache = a.v_pool;
+    v.slot_positions = a.slot_positions;
+    v.q_positions = a.q_positions + q_row;
+    v.custom_mask =
+        d[L::kMaskAt] >= 0 ? reinterpret_cast<const uint8_t*>(plan) + d[L::kMaskAt] : nullptr;
+    v.partial_o = a.partial_o + partial_row * a.head_dim;
+    v.partial_ml = a.partial_ml + partial_row * 2;
+    v.out = a.out + q_row * row_elems;
+    v.n_keys = d[L::kNKeys];
+    v.n_q = d[L::kNQ];
+    v.heads = a.heads;
+    v.kv_heads = a.kv_heads;
+    v.splits = d[L::kSplits];
+    v.block_size = d[L::kBlockSize];
+    v.page_shift = a.page_shift;
+    v.row_block = w[L::kItemRowBlock];
+    v.split = w[L::kItemSplit];
+    v.merge_pair = w[L::kItemPair];
+    v.scale = a.scale;
+    v.kind = static_cast<MaskKind>(d[L::kKind]);
+    v.custom_mask_queries_only = d[L::kMaskQueriesOnly] != 0;
+    // Which addressing, and what of it this split stages: its keys' physical slots (a key list's
+    // entries, or a paged range's slots computed here once) when they fit, else its pages.
+    const KeyRange keys = split_keys(v.n_keys, v.splits, v.split, TILE_KEYS);
+    const int32_t* list = d[L::kKeysAt] >= 0 ? plan + d[L::kKeysAt] : nullptr;
+    const int32_t* table = d[L::kPagesAt] >= 0 ? plan + d[L::kPagesAt] : nullptr;
+    const int n = max(keys.end - keys.begin, 0);
+    const int first_page = keys.begin >> a.page_shift;
+    const int pages = n > 0 ? ((keys.end - 1) >> a.page_shift) - first_page + 1 : 0;
+    const bool slots = (list || table) && n <= STAGE;
+    const bool paged = !slots && table && pages <= STAGE;
+    v.key_slots = slots ? stage : list;
+    v.key_base = slots ? keys.begin : 0;
+    v.page_table = paged ? stage : table;
+    v.page_base = paged ? first_page : 0;
+    v.stage_src = list ? list : table;
+    v.stage_first = slots ? keys.begin : first_page;
+    v.stage_count = slots ? n : paged ? pages : 0;
+    v.stage_expand = slots && !list;
+  }
+  __syncthreads();
+  if (v.stage_count > 0) {
+    const int32_t* src = v.stage_src;
+    const int first = v.stage_first, shift = v.page_shift;
+    for (int i = threadIdx.x; i < v.stage_count; i += blockDim.x) {
+      const int j = first + i;
+      stage[i] = v.stage_expand ? (src[j >> shift] << shift) | (j & ((1 << shift) - 1)) : src[j];
+    }
+    __syncthreads();
+  }
+  return true;
+}
+
+}  // namespace dllm::cuda

@@ -1,0 +1,509 @@
+// Batched paged attention (kernels.h: attention_batch_plan / attention_batch) against the CPU
+// reference on fresh random inputs: batches of 1-40 sequences mixing every rule, 1-128 queries
+// (both kernels, mixed in one batch), up to 8K keys, key lists and plain ranges, shuffled
+// non-contiguous pages of 8 / 16 / 64 slots. Each sequence's output must match the reference and
+// be bitwise equal to the same sequence run alone, with padded capacities, and under CUDA-graph
+// replay with new plans; the single-sequence attention() (merging its splits in the kernel where
+// it can) must give the batched call's bits too.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <numeric>
+
+#include "attention/attention_rule.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/cuda/attention_batch_layout.h"
+#include "backend/cuda/attention_sm90.h"
+#include "backend/cuda/device_query.h"
+#include "backend/cuda/kernels.h"
+#include "cuda_test_util.h"
+
+namespace dllm {
+namespace {
+
+using cuda::bf16;
+using test::rel_error;
+
+struct SeqCase {
+  int n_q, n_cache;
+  AttentionKind kind;
+  int block = 0;
+  bool key_list = false;      // an explicit (shuffled) key list instead of slots 0..n_keys-1
+  bool queries_only = false;  // kCustom: the mask covers the query keys only
+};
+
+cuda::MaskKind mask_kind(AttentionKind k) {
+  return k == AttentionKind::kCausal          ? cuda::MaskKind::kCausal
+         : k == AttentionKind::kBidirectional ? cuda::MaskKind::kBidirectional
+         : k == AttentionKind::kBlockCausal   ? cuda::MaskKind::kBlockCausal
+                                              : cuda::MaskKind::kCustom;
+}
+
+// A paged K/V pool of one layer (random bf16) with each physical slot's logical position.
+struct Pool {
+  cuda::AttentionBatchShape shape;
+  std::vector<float> k, v;  // bf16-rounded values
+  std::vector<int32_t> slot_pos;
+  std::vector<int32_t> free_pages;  // shuffled
+  cuda::DeviceBuffer<uint16_t> dk, dv;
+  cuda::DeviceBuffer<int32_t> dpos;
+
+  Pool(int heads, int kv, int d, int page_size, int pages, std::mt19937& rng) {
+    shape = {heads, kv, d, page_size, int64_t{pages} * page_size, 1.0f / std::sqrt(float(d))};
+    const size_t n = static_cast<size_t>(shape.pool_slots) * kv * d;
+    k = test::random_floats(n, rng);
+    v = test::random_floats(n, rng);
+    dk = test::to_device(test::round_bf16(k));
+    dv = test::to_device(test::round_bf16(v));
+    slot_pos.assign(shape.pool_slots, 0);
+    free_pages.resize(pages);
+    std::iota(free_pages.begin(), free_pages.end(), 0);
+    std::shuffle(free_pages.begin(), free_pages.end(), rng);
+  }
+  int take_page() {
+    if (free_pages.empty()) ADD_FAILURE() << "pool too small";
+    const int p = free_pages.back();
+    free_pages.pop_back();
+    return p;
+  }
+  void upload_positions() { dpos = test::to_device(slot_pos); }
+};
+
+// One sequence in the pool: its pages, keys, queries, mask and CPU reference output.
+struct Seq {
+  SeqCase c;
+  int n_keys = 0;
+  std::vector<int32_t> key_slots, page_table;  // logical key slots (key_list only)
+  std::vector<uint8_t> device_mask;
+  std::vector<float> q;
+  std::vector<uint16_t> qb;
+  std::vector<int32_t> q_pos;
+  std::vector<float> ref;
+
+  cuda::AttentionBatchSeq desc() const {
+    cuda::AttentionBatchSeq d;
+    d.n_q = c.n_q;
+    d.n_keys = n_keys;
+    d.key_slots = key_slots;
+    d.page_table = page_table;
+    d.kind = mask_kind(c.kind);
+    d.block_size = c.block;
+    d.custom_mask = device_mask;
+    d.custom_mask_queries_only = c.queries_only;
+    return d;
+  }
+};
+
+// Builds `c` in the pool (new pages; positions: the key index for plain ranges, a permutation for
+// key lists) with its reference output.
+Seq make_seq(const SeqCase& c, Pool& pool, std::mt19937& rng) {
+  const auto& s = pool.shape;
+  Seq q;
+  q.c = c;
+  q.n_keys = c.n_cache + c.n_q;
+  const int logical = q.n_keys + (c.key_list ? 9 : 0);
+  for (int i = 0; i < (logical + s.page_size - 1) / s.page_size; ++i)
+    q.page_table.push_back(pool.take_page());
+  std::vector<int32_t> logical_slot(q.n_keys), pos(q.n_keys);
+  std::iota(logical_slot.begin(), logical_slot.end(), 0);
+  std::iota(pos.begin(), pos.end(), 0);
+  if (c.key_list) {
+    std::vector<int32_t> all(logical);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng);
+    std::copy_n(all.begin(), q.n_keys, logical_slot.begin());  // skips some slots entirely
+    std::shuffle(pos.begin(), pos.end(), rng);
+    q.key_slots = logical_slot;
+  }
+  std::vector<int64_t> phys(q.n_keys);
+  for (int j = 0; j < q.n_keys; ++j) {
+    phys[j] = int64_t{q.page_table[logical_slot[j] / s.page_size]} * s.page_size +
+              logical_slot[j] % s.page_size;
+    pool.slot_pos[phys[j]] = pos[j];
+  }
+  for (int i = 0; i < c.n_q; ++i) q.q_pos.push_back(pos[c.n_cache + i]);
+  q.q = test::random_floats(size_t(c.n_q) * s.heads * s.head_dim, rng);
+  q.qb = test::round_bf16(q.q);
+
+  AttentionRule rule{c.kind, c.block, {}};
+  if (c.kind == AttentionKind::kCustom) {
+    rule.custom_mask.resize(size_t(c.n_q) * q.n_keys);
+    for (auto& b : rule.custom_mask) b = rng() % 4 != 0;
+    if (c.queries_only) {
+      for (int i = 0; i < c.n_q; ++i)
+        for (int j = 0; j < c.n_cache; ++j) rule.custom_mask[size_t(i) * q.n_keys + j] = 1;
+      for (int i = 0; i < c.n_q; ++i)
+        q.device_mask.insert(q.device_mask.end(),
+                             rule.custom_mask.begin() + size_t(i) * q.n_keys + c.n_cache,
+                             rule.custom_mask.begin() + size_t(i + 1) * q.n_keys);
+    } else {
+      for (int j = 0; j < q.n_keys && c.n_q > 0; ++j) rule.custom_mask[j] = 0;  // row 0: nothing
+      q.device_mask = rule.custom_mask;
+    }
+  }
+  const std::vector<int32_t> cache_pos(pos.begin(), pos.begin() + c.n_cache);
+  std::vector<uint8_t> visible;
+  build_visibility(rule, cache_pos, q.q_pos, visible);
+  std::vector<const float*> krows, vrows;
+  const int kvd = s.kv_heads * s.head_dim;
+  for (int j = 0; j < q.n_keys; ++j) {
+    krows.push_back(&pool.k[phys[j] * kvd]);
+    vrows.push_back(&pool.v[phys[j] * kvd]);
+  }
+  q.ref.assign(size_t(c.n_q) * s.heads * s.head_dim, 0.0f);
+  if (c.n_q > 0)
+    cpu::attention(q.q.data(), s.heads * s.head_dim, krows, vrows, visible, q.ref.data(),
+                   s.heads * s.head_dim, c.n_q, s.heads, s.kv_heads, s.head_dim, s.scale);
+  return q;
+}
+
+cuda::AttentionBatchCapacity padded(cuda::AttentionBatchCapacity c, int extra) {
+  c.q_rows += extra;
+  c.mma_items += extra ? 2 * extra : 0;
+  c.sm90_items += extra;
+  c.partial_rows += extra * 1000;
+  return c;
+}
+
+// Device buffers of a batched call sized for a capacity, reused across calls (as a captured
+// graph needs).
+struct BatchRun {
+  cuda::AttentionBatchParams p;
+  cuda::DeviceBuffer<uint16_t> q, out;
+  cuda::DeviceBuffer<int32_t> q_pos, plan;
+  cuda::DeviceBuffer<float> ws;
+
+  BatchRun(const Pool& pool, const cuda::AttentionBatchCapacity& cap, size_t plan_ints) {
+    const auto& s = pool.shape;
+    const size_t row = size_t(s.heads) * s.head_dim;
+    q.resize(std::max<size_t>(cap.q_rows * row, 1), "q");
+    out.resize(std::max<size_t>(cap.q_rows * row, 1), "out");
+    q_pos.resize(std::max(cap.q_rows, 1), "q positions");
+    plan.resize(plan_ints, "plan");
+    cuda::attention_batch_workspace_ensure(
+        ws, cuda::attention_batch_workspace_floats(cap.partial_rows, s.head_dim), nullptr);
+    p.q = reinterpret_cast<const bf16*>(q.get());
+    p.k_pool = reinterpret_cast<const bf16*>(pool.dk.get());
+    p.v_pool = reinterpret_cast<const bf16*>(pool.dv.get());
+    p.slot_positions = pool.dpos.get();
+    p.q_positions = q_pos.get();
+    p.plan = plan.get();
+    p.workspace = ws.get();
+    p.out = reinterpret_cast<bf16*>(out.get());
+    p.shape = s;
+    p.capacity = cap;
+  }
+
+  // Stages the plan of `seqs` and their queries (the plan at the start of staging, so its device
+  // address stays put) and NaN-poisons the output.
+  cuda::AttentionBatchPlan stage(const std::vector<const Seq*>& seqs) {
+    std::vector<cuda::AttentionBatchSeq> descs;
+    for (const Seq* s : seqs) descs.push_back(s->desc());
+    std::vector<int32_t> staging;
+    const auto bp = cuda::attention_batch_plan(descs, p.shape, staging);
+    EXPECT_TRUE(p.capacity.covers(bp.need));
+    EXPECT_LE(staging.size(), plan.size());
+    std::vector<uint16_t> qs;
+    std::vector<int32_t> qp;
+    for (const Seq* s : seqs) {
+      qs.insert(qs.end(), s->qb.begin(), s->qb.end());
+      qp.insert(qp.end(), s->q_pos.begin(), s->q_pos.end());
+    }
+    DLLM_CUDA_CHECK(
+        cudaMemcpy(plan.get(), staging.data(), staging.size() * 4, cudaMemcpyHostToDevice));
+    DLLM_CUDA_CHECK(cudaMemcpy(q.get(), qs.data(), qs.size() * 2, cudaMemcpyHostToDevice));
+    DLLM_CUDA_CHECK(cudaMemcpy(q_pos.get(), qp.data(), qp.size() * 4, cudaMemcpyHostToDevice));
+    DLLM_CUDA_CHECK(cudaMemset(out.get(), 0xff, out.size() * 2));  // NaN
+    return bp;
+  }
+
+  // Each sequence's output rows (bf16 bits).
+  std::vector<std::vector<uint16_t>> outputs(const std::vector<const Seq*>& seqs) {
+    const auto all = test::to_host(out);
+    std::vector<std::vector<uint16_t>> r;
+    size_t at = 0;
+    const size_t row = size_t(p.shape.heads) * p.shape.head_dim;
+    for (const Seq* s : seqs) {
+      r.emplace_back(all.begin() + at, all.begin() + at + s->c.n_q * row);
+      at += s->c.n_q * row;
+    }
+    return r;
+  }
+};
+
+std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
+  std::vector<float> f(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) f[i] = bf16_to_f32(bits[i]);
+  return f;
+}
+
+// Runs `seqs` as one batch (capacity = need + pad); returns each sequence's output.
+std::vector<std::vector<uint16_t>> run_batch(const Pool& pool, const std::vector<const Seq*>& seqs,
+                                             int pad,
+                                             cuda::AttentionBatchPlan* plan_out = nullptr) {
+  std::vector<cuda::AttentionBatchSeq> descs;
+  for (const Seq* s : seqs) descs.push_back(s->desc());
+  std::vector<int32_t> staging;
+  const auto bp = cuda::attention_batch_plan(descs, pool.shape, staging);
+  if (plan_out) *plan_out = bp;
+  BatchRun run(pool, padded(bp.need, pad), staging.size());
+  run.stage(seqs);
+  // Twice on one workspace, as layers do: the in-kernel merge's counters must be back at zero.
+  for (int call = 0; call < 2; ++call) {
+    cuda::attention_batch(run.p, nullptr);
+    std::vector<int32_t> counters(cuda::batch_layout::kMergeCounters);
+    DLLM_CUDA_CHECK(
+        cudaMemcpy(counters.data(), run.ws.get(), counters.size() * 4, cudaMemcpyDeviceToHost));
+    for (size_t i = 0; i < counters.size(); ++i) EXPECT_EQ(counters[i], 0) << "counter " << i;
+  }
+  return run.outputs(seqs);
+}
+
+// Reference within bf16 tolerance, zeros for a row that sees nothing.
+void expect_matches_reference(const Seq& s, const std::vector<uint16_t>& got, const char* what) {
+  const auto f = to_floats(got);
+  EXPECT_LT(rel_error(f, s.ref), 1e-2)
+      << what << ": n_q " << s.c.n_q << " keys " << s.n_keys << " kind " << int(s.c.kind)
+      << " block " << s.c.block << " key list " << s.c.key_list;
+  if (s.c.kind == AttentionKind::kCustom && !s.c.queries_only && s.c.n_q > 0) {
+    const size_t row = s.ref.size() / s.c.n_q;
+    for (size_t t = 0; t < row; ++t) ASSERT_EQ(f[t], 0.0f) << what << ": row 0 sees nothing";
+  }
+}
+
+// A random mix of every rule, both kernels' row counts, key lists and plain ranges.
+std::vector<SeqCase> random_cases(int n, int max_cache, std::mt19937& rng) {
+  const int n_qs[] = {1, 2, 3, 4, 5, 7, 8, 12, 15, 16, 17, 24, 32, 33, 64, 100, 128};
+  std::vector<SeqCase> cases;
+  for (int i = 0; i < n; ++i) {
+    SeqCase c;
+    c.n_q = n_qs[rng() % std::size(n_qs)];
+    c.n_cache = rng() % 3 == 0 ? static_cast<int>(rng() % 40) : static_cast<int>(rng() % max_cache);
+    switch (i % 6) {
+      case 0:
+        c.kind = AttentionKind::kCausal;
+        break;
+      case 1:
+        c.kind = AttentionKind::kBidirectional;
+        break;
+      case 2:
+        c.kind = AttentionKind::kBlockCausal;
+        c.block = 4;
+        break;
+      case 3:
+        c.kind = AttentionKind::kBlockCausal;
+        c.block = 32;
+        break;
+      case 4:
+        c.kind = AttentionKind::kCustom;
+        break;
+      default:
+        c.kind = AttentionKind::kCustom;
+        c.queries_only = true;
+        break;
+    }
+    c.key_list = rng() % 3 == 0;
+    cases.push_back(c);
+  }
+  return cases;
+}
+
+// Every sequence of the batch: the reference, and the bits of the same sequence alone (also
+// with a padded capacity).
+void check_batch(Pool& pool, std::vector<Seq>& seqs) {
+  std::vector<const Seq*> all;
+  for (const Seq& s : seqs) all.push_back(&s);
+  cuda::AttentionBatchPlan plan;
+  const auto batched = run_batch(pool, all, 0, &plan);
+  EXPECT_GT(plan.need.q_rows, 0);
+  const auto batched_padded = run_batch(pool, all, 7);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    SCOPED_TRACE(testing::Message()
+                 << "sequence " << i << " of " << seqs.size() << ", splits " << plan.splits[i]);
+    expect_matches_reference(seqs[i], batched[i], "batched");
+    const auto alone = run_batch(pool, {&seqs[i]}, 0);
+    EXPECT_TRUE(alone[0] == batched[i]) << "batched != alone";
+    EXPECT_TRUE(batched_padded[i] == batched[i]) << "padded capacity changed the bits";
+  }
+}
+
+TEST(CudaAttentionBatch, MatchesCpuAndIsBatchInvariant) {
+  std::mt19937 rng(101);
+  struct Round {
+    int page_size, seqs, max_cache, heads, kv, d;
+  };
+  for (const Round r : {Round{16, 40, 1500, 8, 2, 128}, Round{8, 12, 3000, 8, 2, 128},
+                        Round{64, 6, 2000, 32, 8, 128}, Round{16, 9, 900, 6, 2, 64},
+                        Round{16, 5, 600, 4, 4, 128}}) {
+    SCOPED_TRACE(testing::Message()
+                 << "page size " << r.page_size << ", " << r.seqs << " sequences, heads " << r.heads
+                 << "/" << r.kv << " d " << r.d);
+    Pool pool(r.heads, r.kv, r.d, r.page_size, (r.seqs * (r.max_cache + 200)) / r.page_size + 64,
+              rng);
+    std::vector<Seq> seqs;
+    for (const SeqCase& c : random_cases(r.seqs, r.max_cache, rng))
+      seqs.push_back(make_seq(c, pool, rng));
+    pool.upload_positions();
+    check_batch(pool, seqs);
+  }
+}
+
+// Long keys (8K) with few and many queries, a sequence with no query rows, 1-key sequences.
+TEST(CudaAttentionBatch, LongAndDegenerateSequences) {
+  std::mt19937 rng(102);
+  Pool pool(8, 2, 128, 64, 8 * 8300 / 64 + 64, rng);
+  const std::vector<SeqCase> cases = {
+      {4, 8100, AttentionKind::kBlockCausal, 32, false},
+      {0, 5, AttentionKind::kCausal},
+      {1, 0, AttentionKind::kCausal},
+      {32, 8000, AttentionKind::kCausal, 0, true},
+      {2, 3, AttentionKind::kCustom, 0, false},
+      {128, 6000, AttentionKind::kBidirectional},
+      {16, 7000, AttentionKind::kCustom, 0, false, true},
+  };
+  std::vector<Seq> seqs;
+  for (const SeqCase& c : cases) seqs.push_back(make_seq(c, pool, rng));
+  pool.upload_positions();
+  check_batch(pool, seqs);
+}
+
+// One captured call replayed with new plans of the same capacities: other sequences, key counts
+// and page tables, fewer sequences.
+TEST(CudaAttentionBatch, GraphReplayWithNewPlans) {
+  std::mt19937 rng(103);
+  Pool pool(8, 2, 128, 16, 40 * 2200 / 16 + 64, rng);
+  std::vector<std::vector<Seq>> steps;
+  for (int n : {6, 9, 1, 4}) {
+    std::vector<Seq> seqs;
+    for (const SeqCase& c : random_cases(n, 2000, rng)) seqs.push_back(make_seq(c, pool, rng));
+    steps.push_back(std::move(seqs));
+  }
+  pool.upload_positions();
+  cuda::AttentionBatchCapacity cap{1024, 2048, 1024, 1 << 20};
+  BatchRun run(pool, cap, 1 << 18);
+  cudaStream_t stream;
+  DLLM_CUDA_CHECK(cudaStreamCreate(&stream));
+  std::vector<const Seq*> first;
+  for (const Seq& s : steps[0]) first.push_back(&s);
+  run.stage(first);
+  cuda::attention_batch(run.p, stream);  // warm-up: kernel attributes are set outside the capture
+  DLLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  DLLM_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  cuda::attention_batch(run.p, stream);
+  DLLM_CUDA_CHECK(cudaStreamEndCapture(stream, &graph));
+  DLLM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  for (size_t st = 0; st < steps.size(); ++st) {
+    SCOPED_TRACE(testing::Message() << "replay " << st);
+    std::vector<const Seq*> seqs;
+    for (const Seq& s : steps[st]) seqs.push_back(&s);
+    run.stage(seqs);
+    DLLM_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+    DLLM_CUDA_CHECK(cudaStreamSynchronize(stream));
+    const auto got = run.outputs(seqs);
+    const auto direct = run_batch(pool, seqs, 0);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      expect_matches_reference(*seqs[i], got[i], "replayed");
+      EXPECT_TRUE(got[i] == direct[i]) << "replay != direct call, sequence " << i;
+    }
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  cudaStreamDestroy(stream);
+}
+
+// The single-sequence attention() on a contiguous cache, with the batched rule's split count,
+// gives the batched call's bits: its combine pass and the Hopper kernel's in-kernel merge (the
+// one-wave case) do the same arithmetic (attention_merge.cuh).
+TEST(CudaAttentionBatch, SingleSequenceCallGivesTheBatchedBits) {
+  std::mt19937 rng(104);
+  struct Case {
+    int n_q, n_cache, heads, kv;
+    bool expect_merge;  // on an H100 SXM: the Hopper kernel merges in the kernel
+  };
+  for (const Case c :
+       {Case{32, 16000, 32, 8, true}, Case{32, 30000, 32, 8, true}, Case{16, 3000, 32, 8, false},
+        Case{4, 5000, 32, 8, false}, Case{8, 700, 32, 8, false}}) {
+    SCOPED_TRACE(testing::Message() << c.n_q << " queries, " << c.n_cache << " cached");
+    const int d = 128, n_keys = c.n_cache + c.n_q;
+    // Contiguous: one page table of pages 0, 1, 2, ... is the legacy cache layout.
+    Pool pool(c.heads, c.kv, d, 16, (n_keys + 15) / 16, rng);
+    std::iota(pool.free_pages.rbegin(), pool.free_pages.rend(), 0);
+    Seq s = make_seq({c.n_q, c.n_cache, AttentionKind::kBlockCausal, 32}, pool, rng);
+    pool.upload_positions();
+    cuda::AttentionBatchPlan plan;
+    const auto batched = run_batch(pool, {&s}, 0, &plan);
+    expect_matches_reference(s, batched[0], "batched");
+    // A capacity of more Hopper blocks than one wave: the combine pass instead of the in-kernel
+    // merge, same bits.
+    cuda::AttentionBatchParams probe;
+    probe.shape = pool.shape;
+    probe.capacity = plan.need;
+    const bool merged = cuda::attention_batch_merges(probe);
+    probe.capacity.sm90_items += 300;
+    EXPECT_FALSE(cuda::attention_batch_merges(probe));
+    EXPECT_TRUE(run_batch(pool, {&s}, 300)[0] == batched[0]) << "in-kernel merge != combine";
+#ifdef DLLM_HAVE_SM90A
+    if (c.expect_merge && cuda::device_compute_capability() == 90 &&
+        cuda::device_sm_count() == 132 && !std::getenv("DLLM_ATTN_MERGE"))
+      EXPECT_TRUE(merged) << "splits " << plan.splits[0];
+#else
+    (void)merged;
+#endif
+
+    auto dq = test::to_device(s.qb);
+    auto dqpos = test::to_device(s.q_pos);
+    auto dn = test::to_device(std::vector<int32_t>{n_keys});
+    cuda::AttentionParams p;
+    p.q = reinterpret_cast<const bf16*>(dq.get());
+    p.k_cache = reinterpret_cast<const bf16*>(pool.dk.get());
+    p.v_cache = reinterpret_cast<const bf16*>(pool.dv.get());
+    p.n_keys = dn.get();
+    p.slot_positions = pool.dpos.get();
+    p.q_positions = dqpos.get();
+    p.kind = cuda::MaskKind::kBlockCausal;
+    p.block_size = 32;
+    p.n_q = c.n_q;
+    p.max_keys = n_keys;
+    p.heads = c.heads;
+    p.kv_heads = c.kv;
+    p.head_dim = d;
+    p.scale = pool.shape.scale;
+    p.splits = plan.splits[0];
+    cuda::DeviceBuffer<float> ws;
+    cuda::attention_workspace_ensure(
+        ws, cuda::attention_workspace_floats(c.n_q, c.heads, d, p.splits), nullptr);
+    cuda::attention_use_workspace(p, ws.get());
+    cuda::DeviceBuffer<uint16_t> out(s.qb.size(), "out");
+    p.out = reinterpret_cast<bf16*>(out.get());
+    cuda::attention(p, nullptr);
+    EXPECT_TRUE(test::to_host(out) == batched[0]) << "attention() != attention_batch()";
+#ifdef DLLM_HAVE_SM90A
+    if (c.expect_merge && cuda::device_compute_capability() == 90 &&
+        cuda::device_sm_count() == 132 && !std::getenv("DLLM_ATTN_MERGE"))
+      EXPECT_TRUE(cuda::sm90_attention_merges(p)) << "splits " << p.splits;
+#endif
+  }
+}
+
+// Bad plans are refused with the field at fault.
+TEST(CudaAttentionBatch, PlannerRejectsBadInput) {
+  cuda::AttentionBatchShape s{8, 2, 128, 16, 1024, 0.1f};
+  std::vector<int32_t> staging;
+  const std::vector<int32_t> pages = {3, 70};  // page 70 is past the pool (64 pages)
+  cuda::AttentionBatchSeq q;
+  q.n_q = 4;
+  q.n_keys = 20;
+  q.page_table = pages;
+  EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);
+  q.n_keys = 3;  // fewer keys than queries
+  EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);
+  s.page_size = 12;
+  q.n_keys = 8;
+  EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);
+}
+
+}  // namespace
+}  // namespace dllm
