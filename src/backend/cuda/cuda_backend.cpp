@@ -209,7 +209,7 @@ void CudaBackend::collect_profile() {
 }
 
 void CudaBackend::drop_graphs() {
-  for (auto& [key, exec] : graphs_) cudaGraphExecDestroy(exec);
+  for (auto& [key, g] : graphs_) cudaGraphExecDestroy(g.exec);
   graphs_.clear();
 }
 

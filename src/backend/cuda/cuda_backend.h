@@ -74,8 +74,10 @@ class CudaBackend final : public Backend {
   bf16* k_pool(int64_t layer) { return k_pool_.get() + layer * pool_slots_ * config_.kv_dim(); }
   bf16* v_pool(int64_t layer) { return v_pool_.get() + layer * pool_slots_ * config_.kv_dim(); }
 
-  // prepare (cuda_forward_plan.cpp) and buffers sized for it.
+  // prepare (cuda_forward_plan.cpp): the batch's layout, then its staging; buffers sized for it.
   ForwardPlan prepare(std::span<const SequenceForward> batch);
+  void stage(ForwardPlan& plan);
+  cuda::AttentionBatchShape attention_shape();
   void ensure_buffers(const ForwardPlan& plan);
   // run: everything the GPU does for a forward, in stream order (captured as a graph or run
   // directly). `ints` is where the staged integers are copied from; device statistics go to
@@ -125,7 +127,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> x_, qkv_, block_out_, attn_ws_, attn_rows_ws_, attn_rows_out_, logits_;
   DeviceBuffer<bf16> xn_, q_, attn_, gu_, act_, hn_;
   DeviceBuffer<int32_t> ints_, layer_ints_;
-  DeviceBuffer<uint8_t> masks_;
+  DeviceBuffer<int32_t> layer_plan_;  // dLLM-Cache batches: each layer's attention plan
   DeviceBuffer<cuda::DeviceTokenStats> stats_;
   DeviceBuffer<float> dlc_sim_;     // dLLM-Cache: V similarities
   DeviceBuffer<float> rollout_ws_;  // d2Cache rollout: importance first, then scratch
@@ -135,8 +137,15 @@ class CudaBackend final : public Backend {
   cuda::PinnedBuffer<cuda::DeviceTokenStats> pinned_stats_;
 
   bool graphs_enabled_ = true;  // DLLM_CUDA_GRAPHS=0 turns capture off (debugging, comparisons)
-  std::map<std::string, cudaGraphExec_t> graphs_;
+  // Captured graphs by shape, at most kMaxGraphs (the least recently used one goes first).
+  static constexpr size_t kMaxGraphs = 64;
+  struct Graph {
+    cudaGraphExec_t exec = nullptr;
+    uint64_t last_use = 0;
+  };
+  std::map<std::string, Graph> graphs_;
   std::set<std::string> seen_shapes_;
+  uint64_t graph_uses_ = 0;
 
   bool profiling_ = false;
   std::vector<OpEvents> events_;

@@ -37,26 +37,23 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
     moved |= layer_ints_.ensure(4 * T, "per-layer rows");
     moved |= dlc_sim_.ensure(T, "dLLM-Cache similarities");
   }
-  if (!plan.masks.empty()) moved |= masks_.ensure(plan.masks.size(), "attention masks");
   if (M > 0) {
     moved |= hn_.ensure(M * h, "output rows");
     moved |= logits_.ensure(M * static_cast<size_t>(c.vocab_size), "logits");
     moved |= stats_.ensure(M, "token statistics");
   }
-  size_t ws = 0, rows_ws = 0;
-  for (const PlannedSequence& p : plan.seqs) {
-    const int n = static_cast<int>(p.rows), heads = static_cast<int>(c.num_heads);
-    const int splits = cuda::attention_splits(n, heads, static_cast<int>(c.num_kv_heads),
-                                              static_cast<int>(c.head_dim),
-                                              static_cast<int>(p.max_keys), num_sms_);
-    ws = std::max(ws, cuda::attention_workspace_floats(n, heads, static_cast<int>(c.head_dim),
-                                                       splits));
+  size_t rows_ws = 0;
+  for (const PlannedSequence& p : plan.seqs)
     if (p.attention_width > 0)
       rows_ws = std::max(rows_ws, cuda::attention_rows_workspace_floats(
-                                      n, static_cast<int>(p.key_slots.size()), heads,
+                                      static_cast<int>(p.rows), static_cast<int>(p.n_keys),
+                                      static_cast<int>(c.num_heads),
                                       static_cast<int>(c.num_kv_heads)));
-  }
-  moved |= cuda::attention_workspace_ensure(attn_ws_, ws, stream_);
+  moved |= cuda::attention_batch_workspace_ensure(
+      attn_ws_,
+      cuda::attention_batch_workspace_floats(plan.capacity.partial_rows,
+                                             static_cast<int>(c.head_dim)),
+      stream_);
   moved |= attn_rows_ws_.ensure(rows_ws, "attention-rows workspace");
   moved |= attn_rows_out_.ensure(plan.attn_rows_total, "attention rows");
   moved |= pinned_ints_.ensure(plan.ints.size());
@@ -68,9 +65,6 @@ void CudaBackend::enqueue(ForwardPlan& plan, const int32_t* ints,
                           cuda::DeviceTokenStats* stats_dst) {
   DLLM_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), ints, plan.ints.size() * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, stream_));
-  if (!plan.masks.empty())
-    DLLM_CUDA_CHECK(cudaMemcpyAsync(masks_.get(), plan.masks.data(), plan.masks.size(),
-                                    cudaMemcpyHostToDevice, stream_));
   if (plan.attn_rows_total > 0)
     DLLM_CUDA_CHECK(cudaMemsetAsync(attn_rows_out_.get(), 0,
                                     plan.attn_rows_total * sizeof(float), stream_));
@@ -91,15 +85,25 @@ void CudaBackend::run_graph_or_direct(ForwardPlan& plan,
   }
   std::copy(plan.ints.begin(), plan.ints.end(), pinned_ints_.get());
   // Everything a captured graph bakes in besides the fixed buffers: the shape.
-  const SequenceForward& s0 = *plan.seqs[0].seq;
+  const cuda::AttentionBatchCapacity& cap = plan.capacity;
   std::string key = std::to_string(plan.total_rows) + "/" + std::to_string(M) + "/" +
-                    std::to_string(static_cast<int>(s0.rule.kind)) + "/" +
-                    std::to_string(s0.rule.block_size) + "/" +
-                    std::to_string(plan.seqs[0].max_keys);
-  for (int32_t id : s0.sampler.banned_tokens) key += "/" + std::to_string(id);
+                    std::to_string(plan.ints.size()) + "/" + std::to_string(cap.mma_items) + "/" +
+                    std::to_string(cap.sm90_items) + "/" + std::to_string(cap.partial_rows);
+  for (const PlannedSequence& p : plan.seqs) {  // which sequences get device statistics
+    key += p.host_rows || !p.seq->want_stats ? "/h" : "/d";
+    for (int32_t id : p.seq->sampler.banned_tokens) key += "," + std::to_string(id);
+  }
   auto it = graphs_.find(key);
+  if (seen_shapes_.size() > 4096) seen_shapes_.clear();  // a bound: shapes seen once each
   if (it == graphs_.end() && !seen_shapes_.insert(key).second) {
     // Second time this shape comes: capture it (the first ran directly and warmed everything up).
+    if (graphs_.size() >= kMaxGraphs) {
+      auto lru = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_use < b.second.last_use;
+      });
+      cudaGraphExecDestroy(lru->second.exec);
+      graphs_.erase(lru);
+    }
     cudaGraph_t graph = nullptr;
     DLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
     enqueue(plan, pinned_ints_.get(), pinned_stats_.get());
@@ -107,13 +111,14 @@ void CudaBackend::run_graph_or_direct(ForwardPlan& plan,
     cudaGraphExec_t exec = nullptr;
     DLLM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     cudaGraphDestroy(graph);
-    it = graphs_.emplace(key, exec).first;
+    it = graphs_.emplace(key, Graph{exec, 0}).first;
   }
   if (it == graphs_.end()) {
     enqueue(plan, pinned_ints_.get(), stats.data());
     return;
   }
-  DLLM_CUDA_CHECK(cudaGraphLaunch(it->second, stream_));
+  it->second.last_use = ++graph_uses_;
+  DLLM_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
   DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   std::copy(pinned_stats_.get(), pinned_stats_.get() + M, stats.begin());
 }

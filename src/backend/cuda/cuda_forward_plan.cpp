@@ -1,6 +1,7 @@
 // prepare: a CUDA forward laid out on the host (cuda_forward_plan.h). Every check that can fail
 // runs here, before anything is written to the pool.
 #include <algorithm>
+#include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/sequence_slots.h"
@@ -23,14 +24,11 @@ bool wants_rows(const SequenceForward& s) {
 
 // Custom masks: when every query sees the whole cache (S2D2's verifier), only the query columns
 // are sent — the kernel then treats cache tiles as fully visible, and far fewer bytes move.
-void plan_mask(const SequenceForward& seq, PlannedSequence& p, std::vector<uint8_t>& masks,
-               size_t index) {
-  const int64_t n = p.rows, n_keys = static_cast<int64_t>(p.key_slots.size());
+void plan_mask(const SequenceForward& seq, PlannedSequence& p, size_t index) {
+  const int64_t n = p.rows, n_keys = p.n_keys;
   if (seq.rule.custom_mask.size() != static_cast<size_t>(n * n_keys))
     fail("forward request ", index, ": custom attention mask has ", seq.rule.custom_mask.size(),
          " entries, expected ", n, " x ", n_keys, " (queries x [visible cache | queries])");
-  p.has_mask = true;
-  p.mask_at = masks.size();
   const int64_t nc = n_keys - n;
   bool cache_visible = true;
   for (int64_t r = 0; r < n && cache_visible; ++r) {
@@ -39,13 +37,34 @@ void plan_mask(const SequenceForward& seq, PlannedSequence& p, std::vector<uint8
   }
   p.mask_queries_only = cache_visible;
   if (!cache_visible) {
-    masks.insert(masks.end(), seq.rule.custom_mask.begin(), seq.rule.custom_mask.end());
+    p.mask = seq.rule.custom_mask;
     return;
   }
   for (int64_t r = 0; r < n; ++r) {
     const auto row = seq.rule.custom_mask.begin() + r * n_keys + nc;
-    masks.insert(masks.end(), row, row + n);
+    p.mask.insert(p.mask.end(), row, row + n);
   }
+}
+
+cuda::MaskKind mask_kind(AttentionKind k) {
+  switch (k) {
+    case AttentionKind::kCausal:
+      return cuda::MaskKind::kCausal;
+    case AttentionKind::kBidirectional:
+      return cuda::MaskKind::kBidirectional;
+    case AttentionKind::kBlockCausal:
+      return cuda::MaskKind::kBlockCausal;
+    case AttentionKind::kCustom:
+      return cuda::MaskKind::kCustom;
+  }
+  return cuda::MaskKind::kCausal;
+}
+
+// The next power of two >= n (at least 64): capacities of captured graphs.
+int64_t bucket(int64_t n) {
+  int64_t b = 64;
+  while (b < n) b *= 2;
+  return b;
 }
 
 }  // namespace
@@ -97,21 +116,22 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
       p.query_slots.resize(static_cast<size_t>(p.rows));
       for (int32_t i = 0; i < p.rows; ++i) p.query_slots[static_cast<size_t>(i)] = i;
       prepare_cache_writes(*p.cache, p.query_slots, p.rows);
-      for (int32_t s : p.query_slots)
-        p.key_slots.push_back(static_cast<int32_t>(p.cache->physical_slot(s)));
+      p.n_keys = p.rows;  // the whole canvas, slots [0, rows)
     } else {
       const SequenceSlots slots = plan_sequence_slots(seq, seq.cache ? p.cache : nullptr, si);
       prepare_cache_writes(*p.cache, slots.query_slots, slots.needed_capacity);
       p.query_slots = slots.query_slots;
-      for (const auto* list : {&slots.visible_slots, &slots.query_slots})
-        for (int32_t s : *list)
-          p.key_slots.push_back(static_cast<int32_t>(p.cache->physical_slot(s)));
-      if (seq.rule.kind == AttentionKind::kCustom) plan_mask(seq, p, plan.masks, si);
+      p.n_keys = static_cast<int64_t>(slots.visible_slots.size() + slots.query_slots.size());
+      if (!slots.contiguous) {
+        p.key_slots = slots.visible_slots;
+        p.key_slots.insert(p.key_slots.end(), slots.query_slots.begin(), slots.query_slots.end());
+      }
+      if (seq.rule.kind == AttentionKind::kCustom) plan_mask(seq, p, si);
       if (wants_rows(seq)) {
         for (const auto* list : {&slots.visible_slots, &slots.query_slots})
           for (int32_t s : *list) p.attention_width = std::max<int64_t>(p.attention_width, s + 1);
-        if (p.key_slots.size() > cuda::attention_rows_max_keys())
-          fail("forward request ", si, ": attention rows over ", p.key_slots.size(),
+        if (static_cast<size_t>(p.n_keys) > cuda::attention_rows_max_keys())
+          fail("forward request ", si, ": attention rows over ", p.n_keys,
                " keys exceed the CUDA kernel's ", cuda::attention_rows_max_keys());
         p.attn_rows_at = plan.attn_rows_total;
         p.attn_rows_count = static_cast<size_t>(c.num_layers * p.rows * p.attention_width);
@@ -123,26 +143,13 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
     p.out_offset = plan.total_out;
     plan.total_rows += p.rows;
     plan.total_out += static_cast<int64_t>(seq.output_rows.size());
-    p.max_keys = static_cast<int64_t>(p.key_slots.size());
   }
+  stage(plan);
+  return plan;
+}
 
-  // A single-sequence step of a shape seen before (a denoising step, a WeDLM window, an AR
-  // token) replays a captured CUDA graph: its inputs travel through pinned staging at offsets
-  // fixed by the shape, the key count is read on the device, and the attention grid covers a
-  // power-of-two bucket of keys so one graph serves a growing context.
-  const SequenceForward& s0 = batch[0];
-  const PlannedSequence& p0 = plan.seqs[0];
-  plan.graphable = graphs_enabled_ && !profiling_ && batch.size() == 1 && s0.cache && !p0.reuse &&
-                   !wants_rows(s0) && s0.write != CacheWrite::kAtSlots &&
-                   s0.rule.kind != AttentionKind::kCustom && !s0.want_logits &&
-                   !s0.retain_logits && !s0.verify && plan.total_out > 0 && s0.want_stats &&
-                   !p0.host_rows;
-  if (plan.graphable) {
-    int64_t bucket = 256;
-    while (bucket < p0.max_keys) bucket *= 2;
-    plan.seqs[0].max_keys = bucket;
-  }
-
+void CudaBackend::stage(ForwardPlan& plan) {
+  const ModelConfig& c = config_;
   std::vector<int32_t>& ints = plan.ints;
   const int64_t T = plan.total_rows;
   ints.resize(static_cast<size_t>(3 * T));
@@ -159,19 +166,59 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
   plan.out_rows_at = ints.size();
   for (const PlannedSequence& p : plan.seqs)
     for (int32_t r : p.seq->output_rows) ints.push_back(static_cast<int32_t>(p.row_offset + r));
-  for (PlannedSequence& p : plan.seqs) {
-    p.keys_at = ints.size();
-    ints.push_back(static_cast<int32_t>(p.key_slots.size()));
-    ints.insert(ints.end(), p.key_slots.begin(), p.key_slots.end());
-    ints.resize(ints.size() + static_cast<size_t>(p.max_keys) - p.key_slots.size(), 0);
-    if (p.attention_width > 0) {  // columns of attention rows: logical slots
-      p.logical_keys_at = ints.size();
-      const SequenceSlots slots = plan_sequence_slots(*p.seq, p.cache, 0);
-      ints.insert(ints.end(), slots.visible_slots.begin(), slots.visible_slots.end());
-      ints.insert(ints.end(), slots.query_slots.begin(), slots.query_slots.end());
-    }
+
+  // Batched paged attention over every sequence's rows (a dLLM-Cache layer re-plans its rows).
+  for (const PlannedSequence& p : plan.seqs) {
+    cuda::AttentionBatchSeq a;
+    a.n_q = static_cast<int>(p.rows);
+    a.n_keys = static_cast<int>(p.n_keys);
+    a.key_slots = p.key_slots;
+    a.page_table = p.cache->pages();
+    a.kind = p.reuse ? cuda::MaskKind::kBidirectional : mask_kind(p.seq->rule.kind);
+    a.block_size = static_cast<int>(p.seq->rule.block_size);
+    a.custom_mask = p.mask;
+    a.custom_mask_queries_only = p.mask_queries_only;
+    plan.attention_seqs.push_back(a);
   }
-  return plan;
+  plan.attention = cuda::attention_batch_plan(plan.attention_seqs, attention_shape(), ints);
+  plan.capacity = plan.attention.need;
+
+  // d2Cache's attention rows (a per-sequence kernel): the keys' physical slots, then their
+  // logical slots, the output columns.
+  for (PlannedSequence& p : plan.seqs) {
+    if (p.attention_width == 0) continue;
+    const SequenceSlots slots = plan_sequence_slots(*p.seq, p.cache, 0);
+    std::vector<int32_t> logical = slots.visible_slots;
+    logical.insert(logical.end(), slots.query_slots.begin(), slots.query_slots.end());
+    p.keys_at = ints.size();
+    for (int32_t s : logical) ints.push_back(static_cast<int32_t>(p.cache->physical_slot(s)));
+    p.logical_keys_at = ints.size();
+    ints.insert(ints.end(), logical.begin(), logical.end());
+  }
+
+  // Any batch without dLLM-Cache's per-layer rows or d2Cache's attention rows replays a captured
+  // CUDA graph for its shape: rows, output rows and the attention grid's capacity (rounded up to
+  // powers of two so that one graph serves a growing context); everything else is data in the
+  // staging, copied at the start of the step.
+  plan.graphable = graphs_enabled_ && !profiling_ && !plan.any_reuse && plan.attn_rows_total == 0;
+  if (plan.graphable) {
+    plan.capacity.mma_items = static_cast<int>(bucket(plan.capacity.mma_items));
+    plan.capacity.sm90_items = static_cast<int>(bucket(plan.capacity.sm90_items));
+    plan.capacity.partial_rows = bucket(plan.capacity.partial_rows);
+    ints.resize(static_cast<size_t>(bucket(static_cast<int64_t>(ints.size()))), 0);
+  }
+  (void)c;
+}
+
+cuda::AttentionBatchShape CudaBackend::attention_shape() {
+  cuda::AttentionBatchShape s;
+  s.heads = static_cast<int>(config_.num_heads);
+  s.kv_heads = static_cast<int>(config_.num_kv_heads);
+  s.head_dim = static_cast<int>(config_.head_dim);
+  s.page_size = kv_pool().page_size();
+  s.pool_slots = pool_slots_;
+  s.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+  return s;
 }
 
 }  // namespace dllm::cuda_backend

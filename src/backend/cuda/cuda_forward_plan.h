@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/cuda/kernels.h"
 #include "backend/forward_batch.h"
 
 namespace dllm::cuda_backend {
@@ -19,15 +20,16 @@ struct PlannedSequence {
   int64_t row_offset = 0, rows = 0;  // its rows in the batch
   int64_t out_offset = 0;            // its first output row among the batch's output rows
   std::vector<int32_t> query_slots;  // logical slot of each query's fresh K/V
-  // Keys, as physical pool slots: [visible cache entries | the queries' own], or under
-  // dLLM-Cache every canvas slot.
+  // Keys as logical slots, [visible cache entries | the queries' own]; empty when they are the
+  // range [0, n_keys) (the common case: attention reads them through the page table alone).
   std::vector<int32_t> key_slots;
-  int64_t max_keys = 0;       // the attention grid covers this many keys (a graph's bucket)
-  size_t keys_at = 0;         // staging offset of [key count, key slots...]
-  size_t logical_keys_at = 0;  // want_attention_rows / rollout: the keys' logical slots
-  bool has_mask = false;      // custom mask at masks[mask_at]
-  bool mask_queries_only = false;  // the mask covers [queries x queries]; the cache is visible
-  size_t mask_at = 0;
+  int64_t n_keys = 0;
+  // Custom masks: the query columns only when every query sees the whole cache.
+  std::vector<uint8_t> mask;
+  bool mask_queries_only = false;
+  // want_attention_rows / rollout (per-sequence kernel): staging offsets of the keys' physical
+  // slots and of their logical slots (the output columns).
+  size_t keys_at = 0, logical_keys_at = 0;
   bool reuse = false;        // dLLM-Cache: per-layer reuse of kept outputs
   bool reuse_first = false;  // ... and this forward fills the empty cache
   bool host_rows = false;    // its logits rows go to the host (filters, want_logits, verify)
@@ -42,8 +44,12 @@ struct ForwardPlan {
   // per sequence its key count and key slots.
   std::vector<int32_t> ints;
   size_t positions_at = 0, slots_at = 0, out_rows_at = 0;
-  std::vector<uint8_t> masks;
   bool any_reuse = false;
+  // Batched paged attention: its plan region in the staging (all rows of every sequence), the
+  // grid capacity it runs with, and the per-sequence template a dLLM-Cache layer re-plans from.
+  std::vector<cuda::AttentionBatchSeq> attention_seqs;
+  cuda::AttentionBatchPlan attention;
+  cuda::AttentionBatchCapacity capacity;
   size_t attn_rows_total = 0;
   bool graphable = false;  // one captured CUDA graph can replay it (see cuda_forward.cpp)
 };

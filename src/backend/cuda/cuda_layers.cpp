@@ -12,23 +12,6 @@
 
 namespace dllm::cuda_backend {
 
-namespace {
-
-cuda::MaskKind mask_kind(AttentionKind k) {
-  switch (k) {
-    case AttentionKind::kCausal:
-      return cuda::MaskKind::kCausal;
-    case AttentionKind::kBidirectional:
-      return cuda::MaskKind::kBidirectional;
-    case AttentionKind::kBlockCausal:
-      return cuda::MaskKind::kBlockCausal;
-    case AttentionKind::kCustom:
-      return cuda::MaskKind::kCustom;
-  }
-  return cuda::MaskKind::kCausal;
-}
-
-}  // namespace
 
 LayerRows CudaBackend::layer_rows(ForwardPlan& plan, int64_t layer) {
   LayerRows r;
@@ -125,49 +108,55 @@ LayerRows CudaBackend::layer_rows(ForwardPlan& plan, int64_t layer) {
 
 void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const LayerRows& rows) {
   const ModelConfig& c = config_;
-  const int64_t qd = c.q_dim();
+  cuda::AttentionBatchParams ap;
+  ap.q = q_.get();
+  ap.k_pool = k_pool(layer);
+  ap.v_pool = v_pool(layer);
+  ap.slot_positions = pool_positions_.get();
+  ap.q_positions = rows.positions;
+  ap.workspace = attn_ws_.get();
+  ap.out = attn_.get();
+  ap.shape = attention_shape();
+  if (rows.all) {  // the plan staged with the step
+    ap.plan = ints_.get() + plan.attention.offset;
+    ap.capacity = plan.capacity;
+  } else {  // dLLM-Cache in the batch: this layer's rows, planned and staged now
+    std::vector<cuda::AttentionBatchSeq> seqs = plan.attention_seqs;
+    for (size_t si = 0; si < seqs.size(); ++si) seqs[si].n_q = static_cast<int>(rows.size[si]);
+    std::vector<int32_t> staged;
+    const cuda::AttentionBatchPlan lp = cuda::attention_batch_plan(seqs, ap.shape, staged);
+    layer_plan_.ensure(staged.size(), "per-layer attention plans");
+    DLLM_CUDA_CHECK(cudaMemcpyAsync(layer_plan_.get(), staged.data(),
+                                    staged.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
+                                    stream_));
+    cuda::attention_batch_workspace_ensure(
+        attn_ws_, cuda::attention_batch_workspace_floats(lp.need.partial_rows, ap.shape.head_dim),
+        stream_);
+    ap.workspace = attn_ws_.get();
+    ap.plan = layer_plan_.get() + lp.offset;
+    ap.capacity = lp.need;
+  }
+  op_begin("attention");
+  cuda::attention_batch(ap, stream_);
+  op_end();
+  // d2Cache's head-averaged attention rows, per sequence that wants them.
   for (size_t si = 0; si < plan.seqs.size(); ++si) {
     PlannedSequence& p = plan.seqs[si];
-    const int n = static_cast<int>(rows.size[si]);
-    if (n == 0) continue;
-    cuda::AttentionParams ap;
-    ap.q = q_.get() + rows.first[si] * qd;
-    ap.k_cache = k_pool(layer);
-    ap.v_cache = v_pool(layer);
-    ap.key_slots = ints_.get() + p.keys_at + 1;
-    ap.n_keys = ints_.get() + p.keys_at;
-    ap.slot_positions = pool_positions_.get();
-    ap.q_positions = rows.positions + rows.first[si];
-    ap.custom_mask = p.has_mask ? masks_.get() + p.mask_at : nullptr;
-    ap.custom_mask_queries_only = p.mask_queries_only;
-    ap.kind = p.reuse ? cuda::MaskKind::kBidirectional : mask_kind(p.seq->rule.kind);
-    ap.block_size = static_cast<int>(p.seq->rule.block_size);
-    ap.n_q = n;
-    ap.max_keys = static_cast<int>(p.max_keys);
-    ap.heads = static_cast<int>(c.num_heads);
-    ap.kv_heads = static_cast<int>(c.num_kv_heads);
-    ap.head_dim = static_cast<int>(c.head_dim);
-    ap.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    ap.splits = cuda::attention_splits(n, ap.heads, ap.kv_heads, ap.head_dim, ap.max_keys, num_sms_);
-    cuda::attention_use_workspace(ap, attn_ws_.get());
-    ap.out = attn_.get() + rows.first[si] * qd;
-    op_begin("attention");
-    cuda::attention(ap, stream_);
-    op_end();
-    if (p.attention_width == 0) continue;
+    if (p.attention_width == 0 || rows.size[si] == 0) continue;
     cuda::AttentionRowsParams rp;
-    rp.q = ap.q;
-    rp.k_cache = ap.k_cache;
-    rp.key_slots = ap.key_slots;
+    rp.q = q_.get() + rows.first[si] * c.q_dim();
+    rp.k_cache = k_pool(layer);
+    rp.key_slots = ints_.get() + p.keys_at;
     rp.column_slots = ints_.get() + p.logical_keys_at;
-    rp.n_q = n;
-    rp.n_keys = static_cast<int>(p.key_slots.size());
-    rp.heads = ap.heads;
-    rp.kv_heads = ap.kv_heads;
-    rp.head_dim = ap.head_dim;
+    rp.n_q = static_cast<int>(rows.size[si]);
+    rp.n_keys = static_cast<int>(p.n_keys);
+    rp.heads = ap.shape.heads;
+    rp.kv_heads = ap.shape.kv_heads;
+    rp.head_dim = ap.shape.head_dim;
     rp.width = static_cast<int>(p.attention_width);
-    rp.scale = ap.scale;
-    rp.out = attn_rows_out_.get() + p.attn_rows_at + static_cast<size_t>(layer) * n * rp.width;
+    rp.scale = ap.shape.scale;
+    rp.out = attn_rows_out_.get() + p.attn_rows_at +
+             static_cast<size_t>(layer) * rp.n_q * rp.width;
     rp.workspace = attn_rows_ws_.get();
     op_begin("attention rows");
     cuda::attention_rows(rp, stream_);
