@@ -26,13 +26,9 @@ void run_chat_template(const ChatTemplateOptions& options) {
     fail("chat-template needs --tokenizer PATH or --builtin FAMILY");
 
   // The file is a list of messages, or {"messages": [...], other template variables}.
-  nlohmann::ordered_json input;
-  const std::string text = read_text_file(options.messages_file);
-  try {
-    input = nlohmann::ordered_json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
-    fail("messages file ", options.messages_file, ": invalid JSON: ", e.what());
-  }
+  // Parsed with the request-body nesting limit: the file is as untrusted as a request.
+  nlohmann::ordered_json input = parse_json_text<nlohmann::ordered_json>(
+      read_text_file(options.messages_file), "messages file " + options.messages_file);
   nlohmann::ordered_json messages;
   nlohmann::ordered_json extra_vars = nlohmann::ordered_json::object();
   if (input.is_array()) {

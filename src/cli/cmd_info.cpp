@@ -47,6 +47,7 @@ void run_info(const std::string& dir) {
               static_cast<long long>(c.num_heads), static_cast<long long>(c.num_kv_heads),
               static_cast<long long>(c.head_dim));
   std::printf("vocab            %lld\n", static_cast<long long>(c.vocab_size));
+  std::printf("context          %s\n", c.context_limit_description().c_str());
   std::printf("rope             theta %g, rotary dims %lld of %lld\n", c.rope_theta,
               static_cast<long long>(c.rotary_dim), static_cast<long long>(c.head_dim));
   std::printf("norm             RMSNorm eps %g%s\n", c.norm_eps,

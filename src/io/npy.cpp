@@ -35,7 +35,8 @@ void write_npy_f32(const std::filesystem::path& path, std::span<const float> dat
 }
 
 NpyArray read_npy(const std::filesystem::path& path) {
-  const std::string bytes = read_text_file(path);
+  // Logits dumps may be large; only the regular-file check applies.
+  const std::string bytes = read_text_file(path, std::numeric_limits<size_t>::max());
   const std::string name = path.string();
   if (bytes.size() < 10 || std::memcmp(bytes.data(), "\x93NUMPY", 6) != 0)
     fail(name, ": not a .npy file");

@@ -37,27 +37,24 @@ uint64_t read_u64_le(const unsigned char* p) {
 
 }  // namespace
 
-SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path) {
-  const std::string& fname = file_.path();
-  if (file_.size() < 8)
-    fail(fname, ": not a safetensors file (", file_.size(), " bytes, need at least 8)");
-  const uint64_t header_len = read_u64_le(file_.data());
+SafetensorsIndex parse_safetensors(const unsigned char* bytes, size_t size,
+                                   const std::string& fname) {
+  SafetensorsIndex index;
+  auto& tensors = index.tensors;
+  auto& metadata = index.metadata;
+  if (size < 8) fail(fname, ": not a safetensors file (", size, " bytes, need at least 8)");
+  const uint64_t header_len = read_u64_le(bytes);
   if (header_len > kMaxHeaderBytes)
     fail(fname, ": safetensors header length ", header_len, " is too large");
-  if (header_len > file_.size() - 8)
+  if (header_len > size - 8)
     fail(fname, ": truncated: header claims ", header_len, " bytes but the file has only ",
-         file_.size() - 8, " after the length field");
-  const char* hbegin = reinterpret_cast<const char*>(file_.data() + 8);
-  json header;
-  try {
-    header = json::parse(hbegin, hbegin + header_len);
-  } catch (const json::parse_error& e) {
-    fail(fname, ": safetensors header is not valid JSON: ", e.what());
-  }
+         size - 8, " after the length field");
+  const std::string_view header_text(reinterpret_cast<const char*>(bytes + 8), header_len);
+  const json header = parse_json_text(header_text, fname + " (safetensors header)");
   if (!header.is_object()) fail(fname, ": safetensors header is not a JSON object");
 
-  const unsigned char* data_begin = file_.data() + 8 + header_len;
-  const uint64_t data_size = file_.size() - 8 - header_len;
+  const unsigned char* data_begin = bytes + 8 + header_len;
+  const uint64_t data_size = size - 8 - header_len;
 
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
@@ -67,7 +64,7 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
       for (auto m = v.begin(); m != v.end(); ++m) {
         if (!m.value().is_string())
           fail(fname, ": __metadata__ value '", m.key(), "' is not a string");
-        metadata_[m.key()] = m.value().get<std::string>();
+        metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
@@ -114,12 +111,12 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
               " does not match its byte range of ", end - begin, " bytes"));
     t.data = data_begin + begin;
     t.nbytes = end - begin;
-    tensors_.push_back(std::move(t));
+    tensors.push_back(std::move(t));
   }
 
   // Overlapping byte ranges would alias two tensors; refuse them.
   std::vector<const TensorEntry*> by_offset;
-  for (const auto& t : tensors_) by_offset.push_back(&t);
+  for (const auto& t : tensors) by_offset.push_back(&t);
   std::sort(by_offset.begin(), by_offset.end(),
             [](const TensorEntry* a, const TensorEntry* b) { return a->data < b->data; });
   for (size_t i = 1; i < by_offset.size(); ++i) {
@@ -129,8 +126,15 @@ SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path
       fail(fname, ": tensors '", prev->name, "' and '", by_offset[i]->name,
            "' have overlapping byte ranges");
   }
-  std::sort(tensors_.begin(), tensors_.end(),
+  std::sort(tensors.begin(), tensors.end(),
             [](const TensorEntry& a, const TensorEntry& b) { return a.name < b.name; });
+  return index;
+}
+
+SafetensorsFile::SafetensorsFile(const std::filesystem::path& path) : file_(path) {
+  SafetensorsIndex index = parse_safetensors(file_.data(), file_.size(), file_.path());
+  tensors_ = std::move(index.tensors);
+  metadata_ = std::move(index.metadata);
 }
 
 const TensorEntry* SafetensorsFile::find(std::string_view name) const {

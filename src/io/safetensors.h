@@ -34,6 +34,16 @@ struct TensorEntry {
   int64_t numel() const { return HostTensor::count(shape); }
 };
 
+// The tensors and metadata a safetensors image (length, JSON header, data) describes; entries
+// point into `bytes`. Validates everything (see above); errors name `name`. SafetensorsFile uses
+// it on a mapped file; the fuzzer (fuzz/) on raw bytes.
+struct SafetensorsIndex {
+  std::vector<TensorEntry> tensors;  // sorted by name
+  std::map<std::string, std::string> metadata;
+};
+SafetensorsIndex parse_safetensors(const unsigned char* bytes, size_t size,
+                                   const std::string& name);
+
 class SafetensorsFile {
  public:
   explicit SafetensorsFile(const std::filesystem::path& path);  // maps and validates

@@ -17,7 +17,9 @@ void add_stop_ids(ModelConfig& c, const std::optional<nlohmann::json>& gen,
   if (gen && gen->contains("eos_token_id")) {
     const auto& e = (*gen)["eos_token_id"];
     auto add = [&](const nlohmann::json& v) {
-      if (!v.is_number_integer()) fail(gen_source, ": eos_token_id must hold integer token ids");
+      if (!v.is_number_integer() || (v.is_number_unsigned() && v.get<uint64_t>() > INT32_MAX))
+        fail(gen_source, ": eos_token_id must hold integer token ids in 0..", INT32_MAX, " (got ",
+             v.dump(), ")");
       ids.push_back(v.get<int64_t>());
     };
     if (e.is_array()) {

@@ -23,7 +23,10 @@ struct ModelConfig {
   int64_t num_heads = 0;
   int64_t num_kv_heads = 0;
   int64_t head_dim = 0;
+  // Context length in positions. config.json's max_position_embeddings (max_sequence_length for
+  // LLaDA); when the checkpoint gives none, kDefaultContextCap (32768) and the flag below is set.
   int64_t max_position_embeddings = 0;
+  bool context_limit_is_default = false;
 
   double rope_theta = 10000.0;
   double partial_rotary_factor = 1.0;
@@ -47,9 +50,19 @@ struct ModelConfig {
 
   int64_t q_dim() const { return num_heads * head_dim; }
   int64_t kv_dim() const { return num_kv_heads * head_dim; }
-  // Checks the numbers are usable (positive, divisible, in range); errors name `source` and the
-  // field.
+  // Elements of all weights the forward uses (embedding, lm head unless tied, every layer), for
+  // memory checks before allocating (random-weight models, benchmarks). validate() has checked
+  // it fits in int64 and below kMaxWeightElements.
+  int64_t weight_elements() const;
+  // "32768 positions" or "32768 positions (default cap: config.json gives no
+  // max_position_embeddings)", for messages about the context length.
+  std::string context_limit_description() const;
+  // Checks the numbers are usable (positive, divisible, in range, products without overflow);
+  // errors name `source`, the field, its value and the accepted range.
   void validate(const std::string& source) const;
+
+  // Upper bound on weight_elements(): 2^40 (2 TiB of bf16) is beyond any published checkpoint.
+  static constexpr int64_t kMaxWeightElements = int64_t{1} << 40;
 };
 
 }  // namespace dllm

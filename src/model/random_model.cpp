@@ -3,7 +3,10 @@
 #include <cmath>
 #include <cstring>
 
+#include <unistd.h>
+
 #include "core/dtype.h"
+#include "core/error.h"
 
 namespace dllm {
 
@@ -31,12 +34,24 @@ std::vector<unsigned char> random_bf16(int64_t n, uint64_t key, float center, fl
   return bytes;
 }
 
+// Random weights live in memory (bf16): refuse up front a shape that cannot fit, instead of
+// failing with bad_alloc (or being killed) half way through.
+void check_fits_in_memory(const ModelConfig& c) {
+  const double bytes = static_cast<double>(c.weight_elements()) * 2.0;
+  const double physical =
+      static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  if (physical > 0 && bytes > physical)
+    fail("<random model config>: random bf16 weights need ", bytes / (1 << 30),
+         " GiB but this machine has ", physical / (1 << 30), " GiB of memory");
+}
+
 }  // namespace
 
 std::unique_ptr<Model> make_random_model(const nlohmann::json& config, uint64_t seed) {
   const Family& family = find_family(config, "<random model config>");
   const ModelConfig c = family.parse_config(config, "<random model config>");
   c.validate("<random model config>");
+  check_fits_in_memory(c);
   TensorStore store;
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float center, float scale) {
     if (name.empty()) return;

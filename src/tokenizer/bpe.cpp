@@ -47,7 +47,7 @@ void MergeTable::insert(int32_t left, int32_t right, Merge merge) {
 
 // ---- BpeModel ----
 
-BpeModel::BpeModel(BpeSource source, const std::string& file)
+BpeModel::BpeModel(BpeSource source, const std::string& file, size_t added_token_count)
     : token_text_(std::move(source.strings.text)),
       fuse_unk_(source.fuse_unk),
       ignore_merges_(source.ignore_merges) {
@@ -56,10 +56,15 @@ BpeModel::BpeModel(BpeSource source, const std::string& file)
     return std::string_view(token_text_).substr(r.offset, r.length);
   };
 
+  const int64_t limit = std::min<int64_t>(token_id_limit(source.vocab.size() + added_token_count),
+                                          std::numeric_limits<int32_t>::max());
   int64_t max_id = -1;
   for (const auto& e : source.vocab) {
-    if (e.id < 0 || e.id >= std::numeric_limits<int32_t>::max())
-      fail(file, ": model.vocab id ", e.id, " of token '", view(e.token), "' is out of range");
+    if (e.id < 0 || e.id >= limit)
+      fail(file, ": model.vocab id ", e.id, " of token '", view(e.token),
+           "' is outside the accepted range 0..", limit - 1, " (the file defines ",
+           source.vocab.size() + added_token_count, " tokens; ids may leave at most ",
+           kTokenIdGapAllowance, " unused)");
     max_id = std::max(max_id, e.id);
   }
   token_to_id_.reserve(source.vocab.size());
@@ -68,7 +73,12 @@ BpeModel::BpeModel(BpeSource source, const std::string& file)
   for (const auto& e : source.vocab) {
     const std::string_view token = view(e.token);
     const auto id = static_cast<int32_t>(e.id);
-    token_to_id_.insert_or_assign(token, id);  // a repeated key: the last one wins, like serde
+    // Two tokens with one id would make decoding ambiguous. (A repeated key is harmless: the
+    // last one wins, like serde.)
+    if (has_id_[id] && id_to_token_[id] != token)
+      fail(file, ": model.vocab tokens '", id_to_token_[id], "' and '", token, "' both have id ",
+           id, "; ids must be unique");
+    token_to_id_.insert_or_assign(token, id);
     id_to_token_[id] = token;
     has_id_[id] = true;
   }

@@ -80,10 +80,21 @@ class MergeTable {
   size_t size_ = 0;
 };
 
+// Token ids may leave holes (padded vocabularies), but not arbitrary ones: every id must be below
+// the number of tokens the file defines plus this allowance. The id-indexed tables are sized by
+// the largest id, so a hostile id (2^31 - 2) would otherwise allocate tens of gigabytes.
+inline constexpr int64_t kTokenIdGapAllowance = 65536;
+// One past the largest token id a tokenizer.json with `token_count` tokens may use.
+inline int64_t token_id_limit(size_t token_count) {
+  return static_cast<int64_t>(token_count) + kTokenIdGapAllowance;
+}
+
 class BpeModel {
  public:
-  // Errors (tokens missing from the vocabulary, bad ids) name `file`.
-  BpeModel(BpeSource source, const std::string& file);
+  // Errors (tokens missing from the vocabulary, bad, huge or repeated ids) name `file`.
+  // `added_token_count`: tokens the file defines outside model.vocab (added_tokens), which count
+  // towards the id limit.
+  BpeModel(BpeSource source, const std::string& file, size_t added_token_count = 0);
 
   // Appends the ids of one pre-tokenized piece (raw bytes).
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;

@@ -122,12 +122,33 @@ jinja::Value alias_reasoning(const jinja::Value& message) {
 
 }  // namespace
 
+struct ChatTemplate::Parsed {
+  std::shared_ptr<const jinja::Template> tmpl;
+  std::string error;  // the syntax error, when tmpl is null
+
+  const jinja::Template& get() const {
+    if (!tmpl) throw Error(error);
+    return *tmpl;
+  }
+};
+
+std::shared_ptr<const ChatTemplate::Parsed> ChatTemplate::parse(std::string_view source,
+                                                                const std::string& origin) {
+  auto parsed = std::make_shared<Parsed>();
+  try {
+    parsed->tmpl = std::make_shared<const jinja::Template>(source, origin);
+  } catch (const Error& e) {
+    parsed->error = e.what();  // names the template and the line already
+  }
+  return parsed;
+}
+
 ChatTemplate ChatTemplate::from_source(std::string_view source, std::string origin,
                                        SpecialTokens special_tokens) {
   ChatTemplate tmpl;
   tmpl.origin_ = std::move(origin);
   tmpl.default_source_ = std::string(source);
-  tmpl.default_template_ = std::make_shared<const jinja::Template>(source, tmpl.origin_);
+  tmpl.default_template_ = parse(source, tmpl.origin_);
   tmpl.special_tokens_ = std::move(special_tokens);
   return tmpl;
 }
@@ -207,12 +228,10 @@ std::optional<ChatTemplate> ChatTemplate::load_if_present(const fs::path& path) 
   if (auto it = templates.find("default"); it != templates.end()) {
     tmpl.origin_ = it->second.origin;
     tmpl.default_source_ = it->second.source;
-    tmpl.default_template_ =
-        std::make_shared<const jinja::Template>(it->second.source, it->second.origin);
+    tmpl.default_template_ = parse(it->second.source, it->second.origin);
   }
   if (auto it = templates.find("tool_use"); it != templates.end()) {
-    tmpl.tool_use_template_ =
-        std::make_shared<const jinja::Template>(it->second.source, it->second.origin);
+    tmpl.tool_use_template_ = parse(it->second.source, it->second.origin);
     if (!tmpl.default_template_) tmpl.origin_ = it->second.origin;
   }
   if (!tmpl.default_template_ && !tmpl.tool_use_template_) {
@@ -284,14 +303,31 @@ std::string ChatTemplate::render_checked(const nlohmann::ordered_json& messages,
   vars.set(jinja::Value("messages"), jinja::make_list(std::move(chat)));
   vars.set(jinja::Value("add_generation_prompt"), jinja::Value(add_generation_prompt));
 
-  const jinja::Template* tmpl =
+  const Parsed* tmpl =
       has_tools && tool_use_template_ ? tool_use_template_.get() : default_template_.get();
   if (!tmpl) fail(origin_, ": no 'default' chat template (only 'tool_use', which needs tools)");
-  return tmpl->render(variables);  // reports its own errors as dllm::Error, not TemplateError
+  // Raises a stored syntax error; renders report their own errors as dllm::Error.
+  return tmpl->get().render(variables);
 }
+
+namespace {
+// True when `value` nests deeper than `limit`; recursion stops at the limit, so the check itself
+// cannot overflow the stack the way dump() below would.
+bool nests_deeper_than(const nlohmann::json& value, int limit) {
+  if (!value.is_structured()) return false;
+  if (limit <= 0) return true;
+  for (const auto& child : value)
+    if (nests_deeper_than(child, limit - 1)) return true;
+  return false;
+}
+}  // namespace
 
 std::string ChatTemplate::render(const nlohmann::json& messages, bool add_generation_prompt,
                                  const nlohmann::json& extra_vars) const {
+  constexpr int kMaxNesting = 256;  // far above kJsonDepthLimit, far below the stack's limit
+  if (nests_deeper_than(messages, kMaxNesting) || nests_deeper_than(extra_vars, kMaxNesting))
+    fail(origin_, ": messages or template variables nested too deeply (more than ", kMaxNesting,
+         " levels)");
   return render(nlohmann::ordered_json::parse(messages.dump()), add_generation_prompt,
                 nlohmann::ordered_json::parse(extra_vars.dump()));
 }

@@ -44,7 +44,8 @@ class ChatTemplate {
   static ChatTemplate builtin(std::string_view family);
   static std::vector<std::string> builtin_families();
 
-  // A template from Jinja source; `origin` names it in error messages.
+  // A template from Jinja source; `origin` names it in error messages. A syntax error is
+  // reported by render(), with the template's name and line.
   static ChatTemplate from_source(std::string_view source, std::string origin,
                                   SpecialTokens special_tokens = {});
 
@@ -78,10 +79,16 @@ class ChatTemplate {
   std::string render_checked(const nlohmann::ordered_json& messages, bool add_generation_prompt,
                              const nlohmann::ordered_json& extra_vars) const;
 
+  // A parsed template, or the syntax error that parsing it raised. The error is raised when the
+  // template is rendered, not when it is loaded: requests that never render it (generate
+  // --prompt-ids, tokenize) work with a checkpoint whose template is broken.
+  struct Parsed;
+  static std::shared_ptr<const Parsed> parse(std::string_view source, const std::string& origin);
+
   std::string origin_;
   std::string default_source_;
-  std::shared_ptr<const jinja::Template> default_template_;   // may be null (only named ones)
-  std::shared_ptr<const jinja::Template> tool_use_template_;  // used when tools are given
+  std::shared_ptr<const Parsed> default_template_;   // may be null (only named ones)
+  std::shared_ptr<const Parsed> tool_use_template_;  // used when tools are given
   SpecialTokens special_tokens_;
 };
 

@@ -119,9 +119,15 @@ std::vector<AddedToken> read_added_tokens(const json& config, const std::string&
     const json& t = (*it)[i];
     const std::string where = cat("added_tokens[", i, "]");
     if (!t.is_object()) fail(file, ": ", where, " must be an object");
-    if (!t.contains("id") || !t["id"].is_number_integer() || t["id"].get<int64_t>() < 0 ||
-        t["id"].get<int64_t>() >= INT32_MAX)
+    if (!t.contains("id") || !t["id"].is_number_integer())
       fail(file, ": ", where, " needs a non-negative integer \"id\"");
+    // Unsigned ids above INT64_MAX would wrap in get<int64_t>(); the upper bound is checked
+    // against the file's token count once the vocabulary is known.
+    if (t["id"].is_number_unsigned()
+            ? t["id"].get<uint64_t>() >= INT32_MAX
+            : (t["id"].get<int64_t>() < 0 || t["id"].get<int64_t>() >= INT32_MAX))
+      fail(file, ": ", where, " id ", t["id"].dump(), " is outside the accepted range 0..",
+           INT32_MAX - 1);
     if (!t.contains("content") || !t["content"].is_string())
       fail(file, ": ", where, " needs a string \"content\"");
     AddedToken token;
@@ -143,11 +149,15 @@ std::vector<AddedToken> read_added_tokens(const json& config, const std::string&
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path_or_dir) {
   const std::filesystem::path path = resolve_tokenizer_file(path_or_dir);
+  return from_json_text(read_text_file(path), path.string());
+}
+
+Tokenizer Tokenizer::from_json_text(std::string_view text, std::string name) {
   auto data = std::make_shared<TokenizerData>();
-  data->file = path.string();
+  data->file = std::move(name);
   const std::string& file = data->file;
 
-  TokenizerJson parsed = parse_tokenizer_json(read_text_file(path), file);
+  TokenizerJson parsed = parse_tokenizer_json(text, file);
   const json& config = parsed.config;
   if (!config.is_object()) fail(file, ": not a tokenizer.json (top level is not an object)");
   if (config.contains("truncation") && !config["truncation"].is_null())
@@ -172,11 +182,23 @@ Tokenizer Tokenizer::load(const std::filesystem::path& path_or_dir) {
   check_decoder(field("decoder"), file);
   data->added_tokens = read_added_tokens(config, file);
 
-  data->model = std::make_unique<BpeModel>(std::move(parsed.bpe), file);
+  const int64_t token_count =
+      static_cast<int64_t>(parsed.bpe.vocab.size() + data->added_tokens.size());
+  const int64_t id_bound =
+      std::min<int64_t>(token_id_limit(static_cast<size_t>(token_count)), INT32_MAX);
+  data->model = std::make_unique<BpeModel>(std::move(parsed.bpe), file, data->added_tokens.size());
   data->added = AddedVocabulary(data->added_tokens, data->normalizer);
 
   int32_t limit = data->model->id_limit();
-  for (const AddedToken& t : data->added_tokens) limit = std::max(limit, t.id + 1);
+  for (size_t i = 0; i < data->added_tokens.size(); ++i) {
+    const AddedToken& t = data->added_tokens[i];
+    // The id-indexed tables below are sized by the largest id.
+    if (t.id >= id_bound)
+      fail(file, ": added_tokens[", i, "] id ", t.id, " is outside the accepted range 0..",
+           id_bound - 1, " (the file defines ", token_count, " tokens; ids may leave at most ",
+           kTokenIdGapAllowance, " unused)");
+    limit = std::max(limit, t.id + 1);
+  }
   data->spelling.assign(limit, std::string_view{});
   data->flags.assign(limit, 0);
   for (int32_t id = 0; id < data->model->id_limit(); ++id) {

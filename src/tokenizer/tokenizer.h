@@ -30,6 +30,8 @@ class Tokenizer {
  public:
   // `path_or_dir`: a tokenizer.json file, or a checkpoint directory containing one.
   static Tokenizer load(const std::filesystem::path& path_or_dir);
+  // The contents of a tokenizer.json; `name` stands for the file in error messages.
+  static Tokenizer from_json_text(std::string_view text, std::string name);
 
   // Throws dllm::Error if `text` is not valid UTF-8.
   std::vector<int32_t> encode(std::string_view text) const;

@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/json_file.h"
 
 namespace dllm {
 
@@ -184,6 +185,9 @@ class TokenizerJsonHandler : public nlohmann::json_sax<json> {
 TokenizerJson parse_tokenizer_json(std::string_view text, const std::string& file) {
   TokenizerJson out;
   out.bpe.strings.text.reserve(text.size() / 2);
+  // The SAX pass builds no deep tree itself, but the rest of the document is walked recursively
+  // later (normalizer / pre-tokenizer / post-processor Sequences).
+  check_json_depth(text, file, kTokenizerJsonDepthLimit);
   TokenizerJsonHandler handler(out, file);
   json::sax_parse(text.begin(), text.end(), &handler, json::input_format_t::json, true);
   return out;

@@ -103,7 +103,10 @@ TEST(ChatTemplateLoad, ErrorsNameTheFile) {
 
   write_file(dir.path() / "tokenizer_config.json",
              R"({"chat_template": "ok\n{% for m in messages %}{{ m }"})");
-  const std::string syntax = error_of([&] { ChatTemplate::load(dir.path()); });
+  // A syntax error is raised by render, not by load (issue 19: a broken template must not block
+  // requests that never render it).
+  EXPECT_EQ(error_of([&] { ChatTemplate::load(dir.path()); }), "(no error)");
+  const std::string syntax = error_of([&] { ChatTemplate::load(dir.path()).render(kHello, true); });
   EXPECT_NE(syntax.find("tokenizer_config.json line 2: "), std::string::npos) << syntax;
 
   write_file(dir.path() / "tokenizer_config.json",

@@ -166,8 +166,11 @@ TEST(WedlmDecoder, RefillReorderCommitRunAndFallback) {
 
 // The first decode step's fill for entropies h over a window of 4 masks.
 std::vector<int32_t> first_fill(const std::vector<float>& h, float tau, float lambda) {
+  // Later steps forward positions past the 4-slot window (found by ASan: h was read past its
+  // end); they get an entropy no rule fills, so only the first step's window matters.
   FakeBackend fake([&](const SequenceForward&, int32_t pos) {
-    return with_entropy(pos, h[static_cast<size_t>(pos - 1)]);
+    const auto i = static_cast<size_t>(pos - 1);
+    return with_entropy(pos, i < h.size() ? h[i] : 100.0f);
   });
   return run(wedlm_params(4, tau, lambda, 1), {1}, fake).canvases[1];
 }

@@ -101,7 +101,7 @@ struct BadHeader {
 TEST(Safetensors, HostileHeadersAreRejected) {
   const std::string d8(8, '\0');
   const std::vector<BadHeader> cases = {
-      {"not json", "{\"a\": ", d8, "not valid JSON"},
+      {"not json", "{\"a\": ", d8, "invalid JSON"},
       {"array", "[1,2]", d8, "not a JSON object"},
       {"entry not object", R"({"a": 5})", d8, "'a': entry is not an object"},
       {"no dtype", R"({"a": {"shape": [2], "data_offsets": [0, 8]}})", d8, "'dtype'"},

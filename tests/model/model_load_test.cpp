@@ -128,7 +128,7 @@ TEST(ModelLoad, BadConfigFieldsAreNamed) {
       {[](auto& j) { j["mask_token_id"] = 100000; },
        "mask_token_id 100000 is outside the vocabulary"},
       {[](auto& j) { j["hidden_act"] = "gelu"; }, "activation 'gelu'"},
-      {[](auto& j) { j["block_size"] = 0; }, "positive block size"},
+      {[](auto& j) { j["block_size"] = 0; }, "field 'block_size' is 0, outside the accepted range"},
   };
   for (const auto& [edit, needle] : edits) {
     SCOPED_TRACE(needle);

@@ -124,7 +124,7 @@ TEST(TokenizerLoad, BrokenFilesAreErrors) {
   expect_error(spec, "model.vocab id of 'a' is not an integer");
   spec = minimal_tokenizer();
   spec["model"]["vocab"]["a"] = -3;
-  expect_error(spec, "out of range");
+  expect_error(spec, "outside the accepted range");
   spec = minimal_tokenizer();
   spec["model"]["merges"] = nlohmann::json::array({"ab"});
   expect_error(spec, "model.merges[0] must be");

@@ -1,17 +1,67 @@
 #include "model/families/config_reader.h"
 
 #include <cmath>
+#include <map>
 
 #include "core/error.h"
 
 namespace dllm {
 
+std::optional<IntRange> config_key_range(const std::string& key) {
+  // Wide enough for every published checkpoint (and 10x more), narrow enough that products of
+  // two sizes stay far from int64 overflow and a typo cannot ask for petabytes.
+  static const std::map<std::string, IntRange, std::less<>> ranges = {
+      {"vocab_size", {1, INT32_MAX}},  // token ids are int32
+      {"embedding_size", {1, INT32_MAX}},
+      {"hidden_size", {1, 65536}},
+      {"d_model", {1, 65536}},
+      {"intermediate_size", {1, 1 << 20}},
+      {"mlp_hidden_size", {1, 1 << 20}},
+      {"num_hidden_layers", {1, 1024}},
+      {"n_layers", {1, 1024}},
+      {"num_attention_heads", {1, 1024}},
+      {"n_heads", {1, 1024}},
+      {"num_key_value_heads", {1, 1024}},
+      {"n_kv_heads", {1, 1024}},
+      {"head_dim", {1, 1024}},
+      {"max_position_embeddings", {1, 1 << 24}},
+      {"max_sequence_length", {1, 1 << 24}},
+      {"block_size", {1, 65536}},
+      {"bd_size", {1, 65536}},
+  };
+  const auto it = ranges.find(key);
+  if (it == ranges.end()) return std::nullopt;
+  return it->second;
+}
+
+std::optional<RealRange> config_key_real_range(const std::string& key) {
+  static const std::map<std::string, RealRange, std::less<>> ranges = {
+      {"rope_theta", {0.0, 1e12, false}},
+      {"partial_rotary_factor", {0.0, 1.0, false}},
+      {"rms_norm_eps", {0.0, 1.0, false}},
+      {"mlp_ratio", {0.0, 1024.0, false}},
+  };
+  const auto it = ranges.find(key);
+  if (it == ranges.end()) return std::nullopt;
+  return it->second;
+}
+
 int64_t ConfigReader::get_int(const std::string& key) const {
   if (!has(key)) fail(source_, ": missing field '", key, "'");
   const auto& v = j_[key];
+  const std::optional<IntRange> range = config_key_range(key);
+  auto out_of_range = [&] {
+    fail(source_, ": field '", key, "' is ", v.dump(), ", outside the accepted range ",
+         range ? range->min : INT64_MIN, "..", range ? range->max : INT64_MAX);
+  };
+  // An unsigned value above INT64_MAX would wrap to a negative number in get<int64_t>().
+  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+    out_of_range();
   if (!v.is_number_integer())
     fail(source_, ": field '", key, "' must be an integer (got ", v.dump(), ")");
-  return v.get<int64_t>();
+  const int64_t value = v.get<int64_t>();
+  if (range && (value < range->min || value > range->max)) out_of_range();
+  return value;
 }
 
 int64_t ConfigReader::get_int(const std::string& key, int64_t fallback) const {
@@ -22,7 +72,14 @@ double ConfigReader::get_double(const std::string& key, double fallback) const {
   if (!has(key)) return fallback;
   const auto& v = j_[key];
   if (!v.is_number()) fail(source_, ": field '", key, "' must be a number (got ", v.dump(), ")");
-  return v.get<double>();
+  const double value = v.get<double>();
+  if (const auto range = config_key_real_range(key)) {
+    const bool low_ok = range->min_inclusive ? value >= range->min : value > range->min;
+    if (!std::isfinite(value) || !low_ok || value > range->max)
+      fail(source_, ": field '", key, "' is ", v.dump(), ", outside the accepted range ",
+           range->min_inclusive ? "[" : "(", range->min, ", ", range->max, "]");
+  }
+  return value;
 }
 
 bool ConfigReader::get_bool(const std::string& key, bool fallback) const {
@@ -43,14 +100,20 @@ std::string ConfigReader::get_string(const std::string& key, const std::string& 
 int64_t ConfigReader::get_token_id(const std::string& key, int64_t fallback) const {
   if (!has(key)) return fallback;
   const auto& v = j_[key];
+  // Range against the vocabulary is checked by ModelConfig::validate; here only that it is an
+  // integer that fits (no silent wrap of huge unsigned values).
+  auto as_id = [&](const nlohmann::json& id) {
+    if (!id.is_number_integer() ||
+        (id.is_number_unsigned() && id.get<uint64_t>() > static_cast<uint64_t>(INT32_MAX)))
+      fail(source_, ": field '", key, "' must hold integer token ids in 0..", INT32_MAX, " (got ",
+           id.dump(), ")");
+    return id.get<int64_t>();
+  };
   if (v.is_array()) {
     if (v.empty()) return fallback;
-    if (!v[0].is_number_integer()) fail(source_, ": field '", key, "' must hold integer token ids");
-    return v[0].get<int64_t>();
+    return as_id(v[0]);
   }
-  if (!v.is_number_integer())
-    fail(source_, ": field '", key, "' must be a token id (got ", v.dump(), ")");
-  return v.get<int64_t>();
+  return as_id(v);
 }
 
 void ConfigReader::unsupported(const std::string& key, const std::string& why) const {
@@ -68,6 +131,11 @@ void read_common_fields(const ConfigReader& r, ModelConfig& c) {
   c.torch_dtype = r.get_string("torch_dtype", r.get_string("dtype", ""));
 }
 
+void read_context_limit(const ConfigReader& r, const std::string& key, ModelConfig& c) {
+  c.context_limit_is_default = !r.has(key);
+  c.max_position_embeddings = r.has(key) ? r.get_int(key) : kDefaultContextCap;
+}
+
 void read_qwen_style_config(const ConfigReader& r, ModelConfig& c) {
   read_common_fields(r, c);
   c.vocab_size = r.get_int("vocab_size");
@@ -76,9 +144,8 @@ void read_qwen_style_config(const ConfigReader& r, ModelConfig& c) {
   c.num_layers = r.get_int("num_hidden_layers");
   c.num_heads = r.get_int("num_attention_heads");
   c.num_kv_heads = r.get_int("num_key_value_heads", c.num_heads);
-  if (c.num_heads <= 0) fail(r.source(), ": num_attention_heads must be positive");
   c.head_dim = r.get_int("head_dim", c.hidden_size / c.num_heads);
-  c.max_position_embeddings = r.get_int("max_position_embeddings", 0);
+  read_context_limit(r, "max_position_embeddings", c);
   c.norm_eps = r.get_double("rms_norm_eps", 1e-6);
   c.tied_embeddings = r.get_bool("tie_word_embeddings", false);
 
@@ -90,12 +157,11 @@ void read_qwen_style_config(const ConfigReader& r, ModelConfig& c) {
     if (!r.has(key)) continue;
     const auto& rp = r.json()[key];
     if (!rp.is_object()) fail(r.source(), ": field '", key, "' must be an object or null");
-    const std::string type = rp.value("rope_type", rp.value("type", std::string("default")));
+    const ConfigReader nested(rp, cat(r.source(), " (", key, ")"));
+    const std::string type = nested.get_string("rope_type", nested.get_string("type", "default"));
     if (type != "default") r.unsupported(key, "RoPE scaling type '" + type + "'");
-    if (rp.contains("rope_theta") && rp["rope_theta"].is_number())
-      c.rope_theta = rp["rope_theta"].get<double>();
-    if (rp.contains("partial_rotary_factor") && rp["partial_rotary_factor"].is_number())
-      c.partial_rotary_factor = rp["partial_rotary_factor"].get<double>();
+    c.rope_theta = nested.get_double("rope_theta", c.rope_theta);
+    c.partial_rotary_factor = nested.get_double("partial_rotary_factor", c.partial_rotary_factor);
   }
   c.rotary_dim = static_cast<int64_t>(std::llround(c.head_dim * c.partial_rotary_factor));
 

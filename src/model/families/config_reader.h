@@ -1,4 +1,7 @@
-// Typed access to config.json fields with errors that name the file and the field.
+// Typed access to config.json fields with errors that name the file and the field. Every size
+// key a family reads has an accepted range (config_key_range, listed in docs/hostile-input.md);
+// values outside it, integers that do not fit in 64 bits and non-integers are refused with
+// "<file>: field '<key>' is <value>, outside the accepted range <min>..<max>", never wrapped.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +12,23 @@
 #include "model/families/family.h"
 
 namespace dllm {
+
+// Accepted range of a config.json key (inclusive).
+struct IntRange {
+  int64_t min, max;
+};
+struct RealRange {
+  double min, max;
+  bool min_inclusive;  // false: (min, max]
+};
+// Known size keys (hidden_size, d_model, n_layers, ...); nullopt for keys without a range.
+std::optional<IntRange> config_key_range(const std::string& key);
+std::optional<RealRange> config_key_real_range(const std::string& key);
+
+// A model whose config.json gives no context length (max_position_embeddings /
+// max_sequence_length) is capped here, so that a request cannot size its KV cache and canvas
+// without bound; the cap is printed by `dllm info` and documented in the README.
+inline constexpr int64_t kDefaultContextCap = 32768;
 
 class ConfigReader {
  public:
@@ -34,6 +54,8 @@ class ConfigReader {
 
 // Fills the fields every family reads the same way: model_type, architectures[0], torch_dtype.
 void read_common_fields(const ConfigReader& r, ModelConfig& c);
+// The context length from `key`, or kDefaultContextCap (marked as such) when the key is absent.
+void read_context_limit(const ConfigReader& r, const std::string& key, ModelConfig& c);
 // Qwen2/Qwen3 style config (SDAR, WeDLM, Fast-dLLM v2, Dream): sizes, RoPE, norm, ids.
 void read_qwen_style_config(const ConfigReader& r, ModelConfig& c);
 // Hugging Face Qwen tensor names (model.layers.{i}.self_attn.q_proj.weight, ...).

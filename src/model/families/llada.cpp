@@ -18,7 +18,6 @@ ModelConfig parse_llada(const nlohmann::json& j, const std::string& source) {
   c.num_layers = r.get_int("n_layers");
   c.num_heads = r.get_int("n_heads");
   c.num_kv_heads = r.get_int("n_kv_heads", c.num_heads);
-  if (c.num_heads <= 0) fail(source, ": n_heads must be positive");
   c.head_dim = c.hidden_size / c.num_heads;
   if (r.has("mlp_hidden_size")) {
     c.intermediate_size = r.get_int("mlp_hidden_size");
@@ -28,7 +27,7 @@ ModelConfig parse_llada(const nlohmann::json& j, const std::string& source) {
   }
   // The embedding (and the LM head) may be padded beyond vocab_size to embedding_size.
   c.vocab_size = r.get_int("embedding_size", r.get_int("vocab_size"));
-  c.max_position_embeddings = r.get_int("max_sequence_length", 0);
+  read_context_limit(r, "max_sequence_length", c);
   c.rope_theta = r.get_double("rope_theta", 10000.0);
   c.partial_rotary_factor = 1.0;
   c.rotary_dim = c.head_dim;

@@ -6,6 +6,7 @@
 
 #include "tokenizer/jinja/builtins.h"
 #include "tokenizer/jinja/interpreter.h"
+#include "tokenizer/jinja/limits.h"
 #include "tokenizer/jinja/operators.h"
 #include "tokenizer/jinja/py_string.h"
 #include "tokenizer/jinja/template_error.h"
@@ -19,7 +20,10 @@ Value get_path(const Value& item, const Value& attribute) {
   if (!attribute.is_string()) return get_item(item, attribute);
   Value current = item;
   for (const std::string& part : py::split(attribute.as_string(), std::string("."), -1)) {
-    const bool numeric = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit);
+    // Digits index a list; too many digits to be an index cannot name one (std::stoll would
+    // throw std::out_of_range on them), so they stay a key.
+    const bool numeric =
+        !part.empty() && part.size() <= 18 && std::all_of(part.begin(), part.end(), ::isdigit);
     current =
         get_item(current, numeric ? Value(static_cast<int64_t>(std::stoll(part))) : Value(part));
   }
@@ -182,6 +186,9 @@ Value f_int(Interpreter&, const Value& in, CallArgs& args) {
 Value f_indent(Interpreter&, const Value& in, CallArgs& args) {
   BoundArgs a("indent", args, {"width", "first", "blank"});
   std::string indentation = "    ";
+  if (a.has(0) && !a[0].is_string())
+    check_string_bytes(static_cast<uint64_t>(std::max<int64_t>(0, a.int_or(0, 4))),
+                       "an indent() width");
   if (a.has(0))
     indentation = a[0].is_string()
                       ? a[0].as_string()
@@ -195,6 +202,8 @@ Value f_indent(Interpreter&, const Value& in, CallArgs& args) {
   for (size_t i = 0; i < lines.size(); ++i) {
     if (i) out += "\n";
     const bool indent_line = i > 0 && (a.bool_or(2, false) || !lines[i].empty());
+    check_string_bytes(uint64_t{out.size()} + indentation.size() + lines[i].size(),
+                       "the result of indent()");
     if (indent_line) out += indentation;
     out += lines[i];
   }
@@ -218,9 +227,12 @@ Value f_join(Interpreter&, const Value& in, CallArgs& args) {
   std::string out;
   bool first = true;
   for (const Value& item : iterate(in)) {
+    const std::string text = to_str(a.has(1) && !a[1].is_none() ? get_path(item, a[1]) : item);
+    check_string_bytes(uint64_t{out.size()} + separator.size() + text.size(),
+                       "the result of join()");
     if (!first) out += separator;
     first = false;
-    out += to_str(a.has(1) && !a[1].is_none() ? get_path(item, a[1]) : item);
+    out += text;
   }
   return Value(std::move(out));
 }
@@ -420,6 +432,9 @@ Value f_tojson(Interpreter&, const Value& in, CallArgs& args) {
   JsonDumpOptions options;
   options.ensure_ascii = a.bool_or(0, false);
   if (a.has(1) && !a[1].is_none()) {
+    if (!a[1].is_string())
+      check_string_bytes(static_cast<uint64_t>(std::max<int64_t>(0, a.int_or(1, 0))),
+                         "a tojson() indent");
     options.indent =
         a[1].is_string()
             ? a[1].as_string()
@@ -440,10 +455,11 @@ Value f_trim(Interpreter&, const Value& in, CallArgs& args) {
   return Value(py::strip(to_str(in), a.string_opt(0), true, true));
 }
 
-Value f_unique(Interpreter&, const Value& in, CallArgs& args) {
+Value f_unique(Interpreter& interpreter, const Value& in, CallArgs& args) {
   BoundArgs a("unique", args, {"case_sensitive", "attribute"});
   std::vector<Value> out, seen;
   for (const Value& item : iterate(in)) {
+    interpreter.charge_steps(static_cast<int64_t>(seen.size()) + 1);  // the scan below
     Value key = sort_key(item, a, 0, 1);
     if (std::any_of(seen.begin(), seen.end(), [&](const Value& s) { return equals(s, key); }))
       continue;

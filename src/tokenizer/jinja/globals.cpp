@@ -4,6 +4,7 @@
 
 #include "tokenizer/jinja/builtins.h"
 #include "tokenizer/jinja/interpreter.h"
+#include "tokenizer/jinja/limits.h"
 #include "tokenizer/jinja/template_error.h"
 
 namespace dllm::jinja {
@@ -51,9 +52,6 @@ std::optional<std::string> BoundArgs::string_opt(size_t i) const {
 
 namespace {
 
-// jinja2's sandbox refuses ranges longer than this.
-constexpr int64_t kMaxRange = 100000;
-
 Value range(Interpreter&, CallArgs& args) {
   if (!args.keyword.empty()) throw_error("range() takes no keyword arguments");
   BoundArgs a("range", args, {"start", "stop", "step"}, 1);
@@ -66,11 +64,18 @@ Value range(Interpreter&, CallArgs& args) {
     step = a.int_or(2, 1);
   }
   if (step == 0) throw_error("range() arg 3 must not be zero");
-  const int64_t count = step > 0 ? (stop > start ? (stop - start + step - 1) / step : 0)
-                                 : (start > stop ? (start - stop - step - 1) / -step : 0);
+  // Overflow-checked: range(-2**63, 2**63 - 1) must be refused, not wrap.
+  int64_t span = 0;
+  const bool overflow = step > 0 ? __builtin_sub_overflow(stop, start, &span)
+                                 : __builtin_sub_overflow(start, stop, &span);
+  const uint64_t stride = step > 0 ? static_cast<uint64_t>(step) : 0 - static_cast<uint64_t>(step);
+  const int64_t count = overflow ? kMaxRange + 1
+                        : span <= 0
+                            ? 0
+                            : static_cast<int64_t>((static_cast<uint64_t>(span) - 1) / stride + 1);
   if (count > kMaxRange)
     throw_error("Range too big. The sandbox blocks ranges larger than MAX_RANGE (", kMaxRange,
-                ").");
+                "): template limit max_range exceeded");
   std::vector<Value> items;
   items.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) items.emplace_back(start + i * step);
@@ -78,35 +83,41 @@ Value range(Interpreter&, CallArgs& args) {
 }
 
 // dict(mapping_or_pairs, **kwargs) and namespace(...) share Python's dict() construction.
-void fill_dict(DictData& dict, CallArgs& args, std::string_view function) {
+// Each insertion scans the dict (DictData is a small ordered vector): charge that scan.
+void fill_dict(Interpreter& interpreter, DictData& dict, CallArgs& args,
+               std::string_view function) {
+  auto set = [&](const Value& key, const Value& value) {
+    interpreter.charge_steps(static_cast<int64_t>(dict.entries.size()) + 1);
+    dict.set(key, value);
+  };
   if (args.positional.size() > 1)
     throw_error(function, "() expected at most 1 positional argument, got ",
                 args.positional.size());
   if (!args.positional.empty()) {
     const Value& source = args.positional[0];
     if (source.is_mapping()) {
-      for (const auto& [key, value] : source.as_dict().entries) dict.set(key, value);
+      for (const auto& [key, value] : source.as_dict().entries) set(key, value);
     } else {
       for (const Value& pair : iterate(source)) {
         const std::vector<Value> kv = iterate(pair);
         if (kv.size() != 2) throw_error(function, "(): sequence elements must have length 2");
-        dict.set(kv[0], kv[1]);
+        set(kv[0], kv[1]);
       }
     }
   }
-  for (auto& [key, value] : args.keyword) dict.set(Value(key), value);
+  for (auto& [key, value] : args.keyword) set(Value(key), value);
 }
 
-Value dict(Interpreter&, CallArgs& args) {
+Value dict(Interpreter& interpreter, CallArgs& args) {
   Value result = make_dict();
-  fill_dict(result.as_dict(), args, "dict");
+  fill_dict(interpreter, result.as_dict(), args, "dict");
   return result;
 }
 
-Value make_namespace(Interpreter&, CallArgs& args) {
+Value make_namespace(Interpreter& interpreter, CallArgs& args) {
   Value result = make_dict();
   result.as_dict().is_namespace = true;
-  fill_dict(result.as_dict(), args, "namespace");
+  fill_dict(interpreter, result.as_dict(), args, "namespace");
   for (const auto& [key, value] : result.as_dict().entries)
     if (key.is_string() && !key.as_string().empty() && key.as_string().front() == '_')
       throw_error("chat templates cannot store underscore-prefixed attributes on a namespace ('",

@@ -1,14 +1,13 @@
 #include "tokenizer/jinja/interpreter.h"
 
 #include "tokenizer/jinja/builtins.h"
+#include "tokenizer/jinja/limits.h"
 #include "tokenizer/jinja/operators.h"
 #include "tokenizer/jinja/template_error.h"
 
 namespace dllm::jinja {
 
 namespace {
-
-constexpr int kMaxMacroDepth = 100;
 
 template <class T>
 const T& as(const Expr& expr) {
@@ -58,14 +57,49 @@ Interpreter::Flow Interpreter::exec(const Body& body, std::string& out) {
   return Flow::kNormal;
 }
 
+void Interpreter::charge_steps(int64_t steps) {
+  steps_ += steps;
+  if (steps_ > kMaxSteps)
+    throw_error("template limit max_steps (", kMaxSteps,
+                ") exceeded: the template runs too long (a huge or endless loop?)");
+}
+
+void Interpreter::charge_bytes(uint64_t bytes) {
+  processed_bytes_ += bytes;
+  if (processed_bytes_ > static_cast<uint64_t>(kMaxProcessedBytes))
+    throw_error("template limit max_processed_bytes (", kMaxProcessedBytes,
+                ") exceeded: the template builds or reads too much text");
+}
+
+void Interpreter::account(const Value& value) {
+  charge_steps(1);
+  if (value.is_string()) {
+    check_string_bytes(value.as_string().size(), "a string");
+    charge_bytes(value.as_string().size());
+  } else if (value.is_list()) {
+    check_list_items(value.as_list().items.size(), "a list");
+    charge_bytes(value.as_list().items.size() * sizeof(Value));
+  } else if (value.is_dict()) {
+    check_list_items(value.as_dict().entries.size(), "a dict");
+    charge_bytes(value.as_dict().entries.size() * 2 * sizeof(Value));
+  }
+}
+
+void Interpreter::emit(std::string& out, std::string_view text) {
+  check_string_bytes(uint64_t{out.size()} + text.size(), "the rendered text");
+  charge_bytes(text.size());
+  out += text;
+}
+
 Interpreter::Flow Interpreter::exec(const Stmt& stmt, std::string& out) {
   line_ = stmt.line;
+  charge_steps(1);
   switch (stmt.kind) {
     case Stmt::Kind::kText:
-      out += as<TextStmt>(stmt).text;
+      emit(out, as<TextStmt>(stmt).text);
       return Flow::kNormal;
     case Stmt::Kind::kOutput:
-      out += to_str(eval(*as<OutputStmt>(stmt).expr));
+      emit(out, to_str(eval(*as<OutputStmt>(stmt).expr)));
       return Flow::kNormal;
     case Stmt::Kind::kIf: {
       const auto& node = as<IfStmt>(stmt);
@@ -100,7 +134,7 @@ Interpreter::Flow Interpreter::exec(const Stmt& stmt, std::string& out) {
           flow != Flow::kNormal)
         return flow;
       const Value value(std::move(text));
-      out += to_str(eval_filter_chain(*node.filter, &value));
+      emit(out, to_str(eval_filter_chain(*node.filter, &value)));
       return Flow::kNormal;
     }
     case Stmt::Kind::kWith: {
@@ -139,6 +173,7 @@ Interpreter::Flow Interpreter::exec_for(const ForStmt& stmt, std::string& out) {
   // or one whose iterations all ended in break / continue.
   bool completed_an_iteration = false;
   for (int64_t i = 0; i < n; ++i) {
+    charge_steps(1);
     // Each iteration starts from a fresh scope: jinja2 does not carry `set` across iterations.
     ScopePtr scope = child_scope(stmt.body_undefined);
     Value loop = make_dict();
@@ -199,7 +234,9 @@ void Interpreter::define_macro(const MacroStmt& macro) {
 }
 
 Value Interpreter::call_macro(const MacroStmt& macro, const ScopePtr& closure, CallArgs& args) {
-  if (macro_depth_ >= kMaxMacroDepth) throw_error("macro '", macro.name, "' recursed too deeply");
+  if (macro_depth_ >= kMaxMacroDepth)
+    throw_error("template limit max_macro_depth (", kMaxMacroDepth, ") exceeded: macro '",
+                macro.name, "' recursed too deeply");
   const size_t n = macro.parameters.size();
   if (args.positional.size() > n)
     throw_error("macro '", macro.name, "' takes not more than ", n, " argument(s)");
@@ -307,6 +344,12 @@ Value Interpreter::eval_filter_chain(const Expr& expr, const Value* block_input)
 }
 
 Value Interpreter::eval(const Expr& expr) {
+  Value value = eval_node(expr);
+  account(value);
+  return value;
+}
+
+Value Interpreter::eval_node(const Expr& expr) {
   line_ = expr.line;
   switch (expr.kind) {
     case Expr::Kind::kLiteral:
@@ -418,6 +461,9 @@ Value Interpreter::eval_compare(const CompareExpr& expr) {
   for (const auto& [op, operand] : expr.rest) {
     Value right = eval(*operand);
     line_ = expr.line;
+    // `in` and == on lists compare element by element: charge that work (in a loop it would
+    // otherwise be quadratic without touching the step budget).
+    if (right.is_list()) charge_steps(static_cast<int64_t>(right.as_list().items.size()));
     bool holds = false;
     switch (op) {
       case CompareExpr::Op::kEq:

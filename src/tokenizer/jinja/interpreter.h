@@ -27,11 +27,17 @@ class Interpreter {
   std::string render(const Body& body, const FrameLocals& root_undefined = {});
   int line() const { return line_; }
 
+  // Evaluates `expr`, charging the result to the render's limits (limits.h).
   Value eval(const Expr& expr);
   Value call(const Value& callee, CallArgs& args);
   // Used by filters that take another filter or test by name (map, select, selectattr, ...).
   Value apply_filter(std::string_view name, const Value& input, CallArgs& args);
   bool apply_test(std::string_view name, const Value& input, CallArgs& args);
+  // Adds work to the render's budget; throws TemplateError naming the limit once it is spent.
+  // Builtins whose work grows faster than their input (unique, dict(pairs)) charge their inner
+  // steps here.
+  void charge_steps(int64_t steps);
+  void charge_bytes(uint64_t bytes);
 
  private:
   struct Scope {
@@ -54,6 +60,12 @@ class Interpreter {
   Value call_macro(const MacroStmt& macro, const ScopePtr& closure, CallArgs& args);
   void assign(const AssignTarget& target, const Value& value);
 
+  Value eval_node(const Expr& expr);
+  // Charges a value an expression produced: one step, its bytes, and the size limits.
+  void account(const Value& value);
+  // Appends rendered text, keeping the output under max_string_bytes.
+  void emit(std::string& out, std::string_view text);
+
   Value lookup(const std::string& name) const;
   CallArgs eval_arguments(const Arguments& args);
   Value eval_filter_chain(const Expr& expr, const Value* block_input);
@@ -66,6 +78,8 @@ class Interpreter {
   std::vector<ScopePtr> macro_scopes_;
   int line_ = 0;
   int macro_depth_ = 0;
+  int64_t steps_ = 0;
+  uint64_t processed_bytes_ = 0;
 };
 
 }  // namespace dllm::jinja

@@ -3,6 +3,7 @@
 #include <cctype>
 
 #include "tokenizer/jinja/builtins.h"
+#include "tokenizer/jinja/limits.h"
 #include "tokenizer/jinja/py_string.h"
 #include "tokenizer/jinja/template_error.h"
 
@@ -80,6 +81,8 @@ Value str_join(const Value& self, CallArgs& args) {
   for (const Value& item : iterate(a[0])) {
     if (!item.is_string())
       throw_error("sequence item ", i, ": expected str instance, ", type_name(item), " found");
+    check_string_bytes(uint64_t{out.size()} + self.as_string().size() + item.as_string().size(),
+                       "the result of str.join()");
     if (i++) out += self.as_string();
     out += item.as_string();
   }
@@ -116,9 +119,13 @@ Value str_format(const Value& self, CallArgs& args) {
       throw_error("str.format: format specs, conversions and field access are not supported");
     const Value* value = nullptr;
     if (field.empty() || std::all_of(field.begin(), field.end(), ::isdigit)) {
-      const size_t index = field.empty() ? auto_index++ : std::stoul(field);
+      // More digits than any argument count: out of range (std::stoul would throw instead).
+      const size_t index = field.empty()      ? auto_index++
+                           : field.size() > 9 ? SIZE_MAX
+                                              : std::stoul(field);
       if (index >= args.positional.size())
-        throw_error("str.format: replacement index ", index, " out of range");
+        throw_error("str.format: replacement index ", field.empty() ? std::to_string(index) : field,
+                    " out of range");
       value = &args.positional[index];
     } else {
       for (const auto& [key, v] : args.keyword)

@@ -1,11 +1,13 @@
 #include "tokenizer/jinja/operators.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <string>
 #include <vector>
 
+#include "tokenizer/jinja/limits.h"
 #include "tokenizer/jinja/template_error.h"
 
 namespace dllm::jinja {
@@ -59,23 +61,45 @@ int64_t mul_checked(int64_t a, int64_t b) {
   return result;
 }
 
+uint64_t times_n(uint64_t x, uint64_t n) {
+  uint64_t product = 0;
+  return __builtin_mul_overflow(x, n, &product) ? UINT64_MAX : product;
+}
+
 Value repeat(const Value& sequence, int64_t times) {
   if (times < 0) times = 0;
+  const auto n = static_cast<uint64_t>(times);
   if (sequence.is_string()) {
     const std::string& s = sequence.as_string();
-    if (!s.empty() && static_cast<uint64_t>(times) > (uint64_t{1} << 30) / s.size())
-      throw_error("repeated string too long");
+    // Saturating product: 'x' * 10**18 must be refused, not wrapped.
+    check_string_bytes(times_n(s.size(), n), "a repeated string");
     std::string out;
-    for (int64_t i = 0; i < times; ++i) out += s;
+    out.reserve(s.size() * n);
+    for (uint64_t i = 0; i < n; ++i) out += s;
     return Value(std::move(out));
   }
   const ListData& list = sequence.as_list();
-  if (!list.items.empty() && static_cast<uint64_t>(times) > (uint64_t{1} << 24) / list.items.size())
-    throw_error("repeated list too long");
+  // Strings are values: repeating a list copies its strings `times` times.
+  uint64_t string_bytes = 0;
+  for (const Value& item : list.items)
+    if (item.is_string()) string_bytes += item.as_string().size();
+  check_list_items(times_n(list.items.size(), n), "a repeated list");
+  check_string_bytes(times_n(string_bytes, n), "the strings of a repeated list");
   std::vector<Value> items;
-  for (int64_t i = 0; i < times; ++i)
-    items.insert(items.end(), list.items.begin(), list.items.end());
+  items.reserve(list.items.size() * n);
+  for (uint64_t i = 0; i < n; ++i) items.insert(items.end(), list.items.begin(), list.items.end());
   return make_list(std::move(items), list.is_tuple);
+}
+
+// A printf width or precision as written ("%12s"): digits only, capped by the string limit
+// (std::stoul would throw std::out_of_range on "%99999999999999999999s").
+size_t format_number(const std::string& digits, std::string_view what) {
+  uint64_t value = 0;
+  for (char c : digits) {
+    value = value * 10 + static_cast<uint64_t>(c - '0');
+    if (value > kMaxStringBytes) check_string_bytes(value, what);
+  }
+  return static_cast<size_t>(value);
 }
 
 int64_t floor_div(int64_t a, int64_t b) {
@@ -93,6 +117,17 @@ int64_t int_pow(int64_t base, int64_t exponent) {
     if (exponent) base = mul_checked(base, base);
   }
   return result;
+}
+
+// snprintf into a string of the size it needs (widths were bounded by format_number).
+template <class T>
+std::string c_format(const std::string& spec, T value) {
+  const int size = std::snprintf(nullptr, 0, spec.c_str(), value);
+  if (size < 0) throw_error("invalid format '", spec, "'");
+  std::string out(static_cast<size_t>(size) + 1, '\0');
+  std::snprintf(out.data(), out.size(), spec.c_str(), value);
+  out.resize(static_cast<size_t>(size));
+  return out;
 }
 
 // Python's printf-style `format % args` for the conversions templates use: s r d i f F e E x X o
@@ -141,15 +176,18 @@ std::string printf_format(const std::string& format, const Value& args) {
       value = &positional[next++];
     }
     if (value->is_undefined()) throw_undefined(*value);
+    // Widths and precisions are bounded before any formatting allocates for them.
+    if (!width.empty()) format_number(width, "a format width");
+    if (precision.size() > 1) format_number(precision.substr(1), "a format precision");
     std::string spec = "%" + flags + width + precision;
-    char buffer[512];
     std::string piece;
     switch (conversion) {
       case 's':
       case 'r': {
         piece = conversion == 's' ? to_str(*value) : repr(*value);
-        if (precision.size() > 1) piece = piece.substr(0, std::stoul(precision.substr(1)));
-        const size_t w = width.empty() ? 0 : std::stoul(width);
+        if (precision.size() > 1)
+          piece = piece.substr(0, format_number(precision.substr(1), "a format precision"));
+        const size_t w = width.empty() ? 0 : format_number(width, "a format width");
         const bool left = flags.find('-') != std::string::npos;
         if (piece.size() < w) piece.insert(left ? piece.size() : 0, w - piece.size(), ' ');
         break;
@@ -162,12 +200,15 @@ std::string printf_format(const std::string& format, const Value& args) {
         if (!value->is_number())
           throw_error("%", conversion, " format: a real number is required, not ",
                       type_name(*value));
+        // Converting a float outside long long's range is undefined behaviour in C++.
+        if (value->is_float() && !(std::fabs(value->as_float()) < 9.2e18))
+          throw_error("%", conversion, " format: cannot convert float ",
+                      format_float(value->as_float()), " to an integer");
         const auto n = static_cast<long long>(value->is_float() ? std::trunc(value->as_float())
                                                                 : value->integral());
         spec += "ll";
         spec.push_back(conversion == 'i' ? 'd' : conversion);
-        std::snprintf(buffer, sizeof buffer, spec.c_str(), n);
-        piece = buffer;
+        piece = c_format(spec, n);
         break;
       }
       case 'f':
@@ -176,8 +217,7 @@ std::string printf_format(const std::string& format, const Value& args) {
       case 'E':
         if (!value->is_number()) throw_error("must be real number, not ", type_name(*value));
         spec.push_back(conversion);
-        std::snprintf(buffer, sizeof buffer, spec.c_str(), value->number());
-        piece = buffer;
+        piece = c_format(spec, value->number());
         break;
       default:
         throw_error("unsupported format character '", conversion, "'");

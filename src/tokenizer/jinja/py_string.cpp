@@ -1,5 +1,7 @@
 #include "tokenizer/jinja/py_string.h"
 
+#include "tokenizer/jinja/limits.h"
+
 #include <utf8proc.h>
 
 #include <algorithm>
@@ -280,14 +282,19 @@ std::string replace(std::string_view s, std::string_view old_text, std::string_v
                     int64_t count) {
   if (count < 0) count = INT64_MAX;
   std::string out;
+  // A short text replaced by a long one grows without bound: check as the result grows.
+  auto add_replacement = [&] {
+    check_string_bytes(uint64_t{out.size()} + new_text.size(), "the result of replace()");
+    out += new_text;
+  };
   if (old_text.empty()) {
     // Python inserts the replacement before every code point and at the end.
     const std::u32string cps = decode(s);
     for (char32_t c : cps) {
-      if (count-- > 0) out += new_text;
+      if (count-- > 0) add_replacement();
       append_utf8(out, c);
     }
-    if (count-- > 0) out += new_text;
+    if (count-- > 0) add_replacement();
     return out;
   }
   size_t start = 0;
@@ -295,7 +302,7 @@ std::string replace(std::string_view s, std::string_view old_text, std::string_v
     const size_t at = s.find(old_text, start);
     if (at == std::string_view::npos) break;
     out += s.substr(start, at - start);
-    out += new_text;
+    add_replacement();
     start = at + old_text.size();
   }
   out += s.substr(start);

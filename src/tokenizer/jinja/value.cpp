@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "tokenizer/jinja/limits.h"
 #include "tokenizer/jinja/py_string.h"
 #include "tokenizer/jinja/template_error.h"
 
@@ -26,6 +27,8 @@ std::string repr_sequence(const ListData& list, int depth) {
   for (size_t i = 0; i < list.items.size(); ++i) {
     if (i) out += ", ";
     out += repr_at(list.items[i], depth + 1);
+    // Lists share their items, so a few assignments can describe a huge tree: bound the text.
+    check_string_bytes(out.size(), "the text of a list");
   }
   if (list.is_tuple && list.items.size() == 1) out += ",";
   out += list.is_tuple ? ")" : "]";
@@ -39,6 +42,7 @@ std::string repr_mapping(const DictData& dict, int depth) {
     out += repr_at(dict.entries[i].first, depth + 1);
     out += ": ";
     out += repr_at(dict.entries[i].second, depth + 1);
+    check_string_bytes(out.size(), "the text of a dict");
   }
   return out + "}";
 }
@@ -141,6 +145,8 @@ void json_dump(std::string& out, const Value& v, const JsonDumpOptions& options,
       options.separators ? options.separators->first : (options.indent ? "," : ", ");
   const std::string key_separator = options.separators ? options.separators->second : ": ";
   auto newline_indent = [&](int n) {
+    check_string_bytes(uint64_t{out.size()} + 1 + uint64_t(n) * options.indent->size(),
+                       "the result of tojson()");
     out.push_back('\n');
     for (int i = 0; i < n; ++i) out += *options.indent;
   };
@@ -171,6 +177,7 @@ void json_dump(std::string& out, const Value& v, const JsonDumpOptions& options,
         if (i) out += item_separator;
         if (options.indent) newline_indent(level + 1);
         json_dump(out, items[i], options, level + 1);
+        check_string_bytes(out.size(), "the result of tojson()");
       }
       if (options.indent) newline_indent(level);
       out.push_back(']');
@@ -196,6 +203,7 @@ void json_dump(std::string& out, const Value& v, const JsonDumpOptions& options,
         out += json_key(entries[i]->first, options.ensure_ascii);
         out += key_separator;
         json_dump(out, entries[i]->second, options, level + 1);
+        check_string_bytes(out.size(), "the result of tojson()");
       }
       if (options.indent) newline_indent(level);
       out.push_back('}');

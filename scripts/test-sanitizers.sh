@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# The CPU test suite under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/, CUDA off,
+# no benchmarks). CI runs it after scripts/test.sh. Any report fails the test that caused it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/install-deps.sh
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLLM_CUDA=OFF \
+  -DDLLM_SANITIZE=address,undefined -DDLLM_BUILD_BENCH=OFF "$@" >/dev/null
+cmake --build build-asan -j"$(nproc)"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+ctest --test-dir build-asan -LE cuda --output-on-failure -j"$(nproc)"
