@@ -82,6 +82,9 @@ bool cuda_available();
 // Bytes per second a large device-to-device copy moves on `device` ("cpu" or "cuda"), counting
 // bytes read plus bytes written: the bandwidth a memory-bound step can hope for.
 double measure_copy_bandwidth(const std::string& device);
+// Multiply-add FLOP/s of a large GEMM on `device` ("cpu": fp32; "cuda": bf16 with fp32
+// accumulation): the rate a compute-bound step can hope for.
+double measure_gemm_rate(const std::string& device);
 // Microseconds per call of the CUDA attention kernel alone (key splits + combine) on one layer's
 // shapes: a block-causal block of n_q queries after `context` cached keys, every call reading its
 // K/V from device memory (not L2). Error when built without CUDA.

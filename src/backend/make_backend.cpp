@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
 namespace dllm {
@@ -20,6 +21,9 @@ bool cuda_available() {
 double measure_cuda_copy_bandwidth() {
   fail("this dllm was built without CUDA");
 }
+double measure_cuda_gemm_rate() {
+  fail("this dllm was built without CUDA");
+}
 double time_cuda_attention_kernel(int, int, int, int, int, int) {
   fail("this dllm was built without CUDA");
 }
@@ -28,6 +32,7 @@ double time_cuda_attention_batch(int, int, int, int, int, int, int, int) {
 }
 #else
 double measure_cuda_copy_bandwidth();  // backend/cuda/device_info.cu
+double measure_cuda_gemm_rate();
 #endif
 
 namespace {
@@ -48,6 +53,21 @@ double measure_copy_bandwidth(const std::string& device) {
   if (device == "cuda") return measure_cuda_copy_bandwidth();
   if (device == "cpu") return measure_host_copy_bandwidth();
   fail("measure_copy_bandwidth: unknown device '", device, "'");
+}
+
+double measure_gemm_rate(const std::string& device) {
+  if (device == "cuda") return measure_cuda_gemm_rate();
+  if (device != "cpu") fail("measure_gemm_rate: unknown device '", device, "'");
+  const int64_t n = 512;
+  std::vector<float> a(static_cast<size_t>(n * n), 0.5f), b(a.size(), 0.25f), c(a.size());
+  double best = 0;
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = std::chrono::steady_clock::now();
+    cpu::matmul_nt(a.data(), n, b.data(), n, c.data(), n, n, n, n);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rep > 0) best = std::max(best, 2.0 * double(n * n * n) / s);
+  }
+  return best;
 }
 
 std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device) {

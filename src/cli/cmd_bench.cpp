@@ -15,6 +15,7 @@
 #include <numeric>
 
 #include "backend/backend.h"
+#include "cli/bench_args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "core/error.h"
@@ -27,25 +28,6 @@
 namespace dllm::cli {
 
 namespace {
-
-struct BenchArgs {
-  std::string shape, contexts = "4096", blocks = "32", device = "auto", json_out, step = "block";
-  int reps = 20, prefill = 2048;
-  // d2Cache / Fast-dLLM v1-style step: the --block query rows are canvas positions spread evenly
-  // over the cached context, rewritten in place (write-at-slots) and attending bidirectionally
-  // to the whole canvas, instead of a new block after it.
-  bool at_slots = false;
-  bool attention_rows = false;  // also return head-averaged attention rows (d2Cache's rollout)
-  // Whole generations instead of single steps: comma-separated strategies run by the engine on
-  // a synthetic prompt (decode_bench).
-  std::string decode;
-  int prompt_length = 512, max_tokens = 256;
-  // The attention kernel alone (one layer's shapes, no model), as the peer times SDPA alone.
-  bool attention_kernel = false;
-  // With attention_kernel: the batched paged call for each of these sequence counts instead.
-  std::string attention_batch;
-  int page_size = 16;
-};
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -211,6 +193,12 @@ void run_bench(const BenchArgs& a) {
   const ModelConfig& c = model->config();
   std::fprintf(stderr, "bench: %s (%.2f B parameters) on %s, set up in %.1f s\n", a.shape.c_str(),
                model->parameter_count() / 1e9, backend->name().c_str(), now_s() - t0);
+  if (!a.concurrency.empty()) {
+    nlohmann::json rows = nlohmann::json::array();
+    serving_bench(a, *model, *backend, rows);
+    if (!a.json_out.empty()) write_json(a, backend->name(), rows);
+    return;
+  }
   if (!a.decode.empty()) {
     nlohmann::json rows = nlohmann::json::array();
     decode_bench(a, *model, *backend, device, rows);
@@ -383,8 +371,14 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--decode", a->decode,
                   "Time whole generations instead of steps: comma-separated strategies (e.g. "
                   "full,fastdllm,dllmcache,d2cache on a LLaDA/Dream shape)");
-  cmd->add_option("--prompt-length", a->prompt_length, "--decode: prompt tokens (default 512)");
-  cmd->add_option("--max-tokens", a->max_tokens, "--decode: generated tokens (default 256)");
+  cmd->add_option("--concurrency", a->concurrency,
+                  "Serving: comma-separated counts of concurrent requests run through the engine "
+                  "(block diffusion, one token per step, --block block length, --prompt-length "
+                  "prompts, --max-tokens each): ms per step, tokens/s, host time, floor");
+  cmd->add_option("--prompt-length", a->prompt_length,
+                  "--decode / --concurrency: prompt tokens (default 512)");
+  cmd->add_option("--max-tokens", a->max_tokens,
+                  "--decode / --concurrency: generated tokens (default 256)");
   cmd->add_option("--device", a->device, "auto | cpu | cuda");
   cmd->add_option("--reps", a->reps, "Timed repetitions per context (default 20)");
   cmd->add_option("--prefill", a->prefill, "Tokens of the timed prefill (default 2048)");

@@ -145,8 +145,13 @@ void run_batch(const GenerateArgs& a) {
   std::ifstream in(a.requests);
   if (!in) fail(a.requests, ": cannot open the requests file");
   std::vector<std::string> lines;
+  std::vector<size_t> line_number;  // in the file (blank lines are skipped)
+  size_t number = 0;
   for (std::string line; std::getline(in, line);)
-    if (line.find_first_not_of(" \t\r") != std::string::npos) lines.push_back(line);
+    if (++number, line.find_first_not_of(" \t\r") != std::string::npos) {
+      lines.push_back(line);
+      line_number.push_back(number);
+    }
   if (a.concurrency < 0) fail("--concurrency must be >= 0 (got ", a.concurrency, ")");
   const size_t limit = a.concurrency > 0 ? static_cast<size_t>(a.concurrency) : lines.size();
 
@@ -197,7 +202,8 @@ void run_batch(const GenerateArgs& a) {
       }
     } catch (const std::exception& e) {
       record(i, {{"finish_reason", "error"},
-                 {"error", "line " + std::to_string(i + 1) + ": " + e.what()}});
+                 {"error", a.requests + " line " + std::to_string(line_number[i]) + ": " +
+                               e.what()}});
     }
   }
   for (const auto& [id, i] : submitted) {

@@ -163,6 +163,7 @@ SequenceRequest Engine::Impl::make_sequence(const Request& request, uint64_t id,
     r.stats = to_public(g.stats);
     prompt_tokens += g.stats.prompt_tokens;
     prefix_cached_tokens += g.stats.prefix_cached_tokens;
+    publish_stats();  // a waiter woken below sees statistics that count this request
     std::lock_guard lk(mu);
     if (auto it = results.find(st->id); it != results.end()) it->second = std::move(r);
     done_cv.notify_all();
@@ -234,6 +235,9 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   if (config.max_running <= 0) fail("--max-running must be positive (got ", config.max_running, ")");
   if (config.max_batch_rows <= 0)
     fail("--max-batch-rows must be positive (got ", config.max_batch_rows, ")");
+  const int32_t ps = config.kv_page_size;
+  if (ps < 8 || ps > 256 || (ps & (ps - 1)) != 0)
+    fail("--kv-page-size must be a power of two from 8 to 256 (got ", ps, ")");
   m.model = Model::load(config.model);
   m.backend = make_backend(*m.model, config.device);
   m.on_gpu = m.backend->name().rfind("cuda", 0) == 0;

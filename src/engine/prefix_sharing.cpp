@@ -23,18 +23,24 @@ int64_t horizon(int64_t end, const AttentionRule& rule) {
 
 }  // namespace
 
+int64_t committed_rows(const SequenceForward& fwd) {
+  return fwd.append_count >= 0 ? fwd.append_count : static_cast<int64_t>(fwd.tokens.size());
+}
+
 bool is_shareable_prefill(const SequenceForward& fwd, const KvCache& cache,
                           std::span<const int32_t> prompt) {
-  if (fwd.write != CacheWrite::kAppend || fwd.append_count != -1 || cache.length() != 0 ||
-      fwd.visible_slots || fwd.dllm_cache || fwd.verify || fwd.retain_logits ||
-      fwd.want_attention_rows || fwd.want_attention_rollout)
+  if (fwd.write != CacheWrite::kAppend || cache.length() != 0 || fwd.visible_slots ||
+      fwd.dllm_cache || fwd.verify || fwd.retain_logits || fwd.want_attention_rows ||
+      fwd.want_attention_rollout)
     return false;
   if (fwd.rule.kind != AttentionKind::kCausal && fwd.rule.kind != AttentionKind::kBlockCausal)
     return false;
-  if (fwd.tokens.size() > prompt.size() ||
-      !std::equal(fwd.tokens.begin(), fwd.tokens.end(), prompt.begin()))
+  // The committed rows are the prompt's first tokens at positions 0, 1, ...; rows after them
+  // (an AR step's scratch row) may be anything.
+  const size_t n = static_cast<size_t>(committed_rows(fwd));
+  if (n > prompt.size() || !std::equal(fwd.tokens.begin(), fwd.tokens.begin() + n, prompt.begin()))
     return false;
-  for (size_t i = 0; i < fwd.positions.size(); ++i)
+  for (size_t i = 0; i < n; ++i)
     if (fwd.positions[i] != static_cast<int32_t>(i)) return false;
   return true;
 }
@@ -61,8 +67,10 @@ std::vector<uint64_t> prefix_page_keys(std::span<const int32_t> tokens, const At
 
 int64_t adopt_shared_prefix(SequenceForward& fwd, KvCache& cache) {
   KvPool& pool = cache.pool();
+  const std::span<const int32_t> committed(fwd.tokens.data(),
+                                           static_cast<size_t>(committed_rows(fwd)));
   std::vector<int32_t> pages;
-  for (uint64_t key : prefix_page_keys(fwd.tokens, fwd.rule, pool.page_size())) {
+  for (uint64_t key : prefix_page_keys(committed, fwd.rule, pool.page_size())) {
     const auto page = pool.lookup(key);
     if (!page) break;
     pages.push_back(*page);
@@ -77,6 +85,7 @@ int64_t adopt_shared_prefix(SequenceForward& fwd, KvCache& cache) {
   fwd.tokens.erase(fwd.tokens.begin(), fwd.tokens.begin() + cut);
   fwd.positions.erase(fwd.positions.begin(), fwd.positions.begin() + cut);
   for (int32_t& r : fwd.output_rows) r -= static_cast<int32_t>(reused);
+  if (fwd.append_count >= 0) fwd.append_count -= static_cast<int32_t>(reused);
   return reused;
 }
 

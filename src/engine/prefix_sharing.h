@@ -20,6 +20,8 @@
 
 namespace dllm {
 
+// Rows a forward commits: append_count, or all of them.
+int64_t committed_rows(const SequenceForward& fwd);
 // Whether `fwd` is a prefill of `prompt` whose pages can be shared (see above).
 bool is_shareable_prefill(const SequenceForward& fwd, const KvCache& cache,
                           std::span<const int32_t> prompt);
@@ -29,12 +31,13 @@ bool is_shareable_prefill(const SequenceForward& fwd, const KvCache& cache,
 std::vector<uint64_t> prefix_page_keys(std::span<const int32_t> tokens, const AttentionRule& rule,
                                        int32_t page_size);
 
-// Maps the published pages of a shareable prefill into its empty cache and removes their rows
-// from the forward (never rows whose outputs are wanted). Returns the tokens reused; the forward
-// is left with no rows when every one was reused.
+// Maps the published pages of a shareable prefill's committed rows into its empty cache and
+// removes those rows from the forward (never rows whose outputs are wanted). Returns the tokens
+// reused; the forward is left with no rows when every one was reused.
 int64_t adopt_shared_prefix(SequenceForward& fwd, KvCache& cache);
 
-// After a shareable prefill committed: publishes its pages (`tokens` as planned, before adopt).
+// After a shareable prefill committed: publishes its pages (`tokens`: its committed rows as
+// planned, before adopt).
 void publish_prefix(std::span<const int32_t> tokens, const AttentionRule& rule, KvCache& cache);
 
 }  // namespace dllm

@@ -55,7 +55,7 @@ void Sequence::share_prefix() {
   if (forwards_.size() != 1) return;
   SequenceForward& f = forwards_[0];
   if (f.cache != cache_.get() || !is_shareable_prefill(f, *f.cache, request_.prompt)) return;
-  prefill_tokens_ = f.tokens;
+  prefill_tokens_.assign(f.tokens.begin(), f.tokens.begin() + committed_rows(f));
   prefill_rule_ = f.rule;
   prefix_cached_tokens = adopt_shared_prefix(f, *f.cache);
 }
@@ -90,6 +90,7 @@ int64_t Sequence::pages_needed() const {
   int64_t pages = 0;
   for (size_t i = 0; i < forwards_.size(); ++i) {
     const SequenceForward& f = forwards_[i];
+    if (f.tokens.empty()) continue;  // a prefill the prefix cache answered whole
     validate_forward(*config_, f, i);
     if (f.dllm_cache) {
       pages += f.cache->pages_for(static_cast<int64_t>(f.tokens.size()));
@@ -103,7 +104,8 @@ int64_t Sequence::pages_needed() const {
 
 void Sequence::reserve_pages() {
   for (SequenceForward& f : forwards_)
-    f.cache->reserve(f.dllm_cache ? static_cast<int64_t>(f.tokens.size())
+    if (!f.tokens.empty())
+      f.cache->reserve(f.dllm_cache ? static_cast<int64_t>(f.tokens.size())
                                   : needed_capacity(query_slots_of(f, f.cache)));
 }
 

@@ -3,6 +3,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 
 namespace dllm {
@@ -27,6 +28,33 @@ double measure_cuda_copy_bandwidth() {
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return 2.0 * double(bytes) / (best_ms * 1e-3);
+}
+
+double measure_cuda_gemm_rate() {
+  const int n = 8192;
+  cuda::DeviceBuffer<cuda::bf16> a(size_t(n) * n, "the GEMM probe"), b(size_t(n) * n, "the GEMM probe");
+  cuda::DeviceBuffer<cuda::bf16> c(size_t(n) * n, "the GEMM probe");
+  cuda::fill_random_bf16(a.get(), int64_t(n) * n, 1, nullptr);
+  cuda::fill_random_bf16(b.get(), int64_t(n) * n, 2, nullptr);
+  cublasHandle_t handle = nullptr;
+  DLLM_CUBLAS_CHECK(cublasCreate(&handle));
+  cudaEvent_t start, stop;
+  DLLM_CUDA_CHECK(cudaEventCreate(&start));
+  DLLM_CUDA_CHECK(cudaEventCreate(&stop));
+  float best_ms = 1e30f;
+  for (int rep = 0; rep < 6; ++rep) {
+    DLLM_CUDA_CHECK(cudaEventRecord(start));
+    cuda::gemm_nt(handle, a.get(), b.get(), c.get(), CUDA_R_16BF, n, n, n, false);
+    DLLM_CUDA_CHECK(cudaEventRecord(stop));
+    DLLM_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    DLLM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    if (rep > 0) best_ms = std::min(best_ms, ms);  // the first call warms up
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  cublasDestroy(handle);
+  return 2.0 * double(n) * n * n / (best_ms * 1e-3);
 }
 
 namespace cuda {

@@ -1,0 +1,38 @@
+// The options of `dllm bench`, shared by its modes (cmd_bench.cpp: single steps, whole
+// generations, attention kernels; serve_bench.cpp: concurrent requests through the engine).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "backend/backend.h"
+#include "model/model.h"
+
+namespace dllm::cli {
+
+struct BenchArgs {
+  std::string shape, contexts = "4096", blocks = "32", device = "auto", json_out, step = "block";
+  int reps = 20, prefill = 2048;
+  // d2Cache / Fast-dLLM v1-style step: the --block query rows are canvas positions spread evenly
+  // over the cached context, rewritten in place (write-at-slots) and attending bidirectionally
+  // to the whole canvas, instead of a new block after it.
+  bool at_slots = false;
+  bool attention_rows = false;  // also return head-averaged attention rows (d2Cache's rollout)
+  // Whole generations instead of single steps: comma-separated strategies run by the engine on
+  // a synthetic prompt (decode_bench).
+  std::string decode;
+  int prompt_length = 512, max_tokens = 256;
+  // The attention kernel alone (one layer's shapes, no model), as the peer times SDPA alone.
+  bool attention_kernel = false;
+  // With attention_kernel: the batched paged call for each of these sequence counts instead.
+  std::string attention_batch;
+  int page_size = 16;
+  // Serving: comma-separated counts of concurrent requests (serve_bench.cpp).
+  std::string concurrency;
+};
+
+// Concurrent block-diffusion requests through the engine core for each --block and
+// --concurrency: per-step time against the step's floor, tokens/s, the scheduler's host time.
+void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlohmann::json& out);
+
+}  // namespace dllm::cli

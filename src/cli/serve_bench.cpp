@@ -1,0 +1,165 @@
+// dllm bench --concurrency N,...: N block-diffusion requests at once through the engine core on
+// random weights of a real model shape — what a server's steady state costs. Each request has a
+// --prompt-length prompt and decodes --max-tokens tokens in blocks of --block with one token per
+// step (steps = block length, static low-confidence remasking: random weights never pass a
+// threshold, and a fixed schedule keeps runs comparable). Per step: the median time of the steps
+// where every request denoises (all N x block rows), next to that step's floor
+//   max(bytes of weights + every running sequence's visible K/V / copy bandwidth,
+//       FLOPs of the step / measured GEMM rate);
+// per run: committed tokens/s (all generated tokens / wall time, prefills included) and the
+// engine core's host time per step (scheduling, decoders, streaming; not the backend's own
+// preparation, which is part of its forward).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+
+#include "cli/bench_args.h"
+#include "cli/cli_util.h"
+#include "core/error.h"
+#include "engine/engine_core.h"
+
+namespace dllm::cli {
+
+namespace {
+
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+SequenceRequest bench_request(const Model& model, uint64_t id, int32_t block, int prompt_length,
+                              int max_tokens) {
+  const ModelConfig& c = model.config();
+  SequenceRequest r;
+  r.id = id;
+  for (int i = 0; i < prompt_length; ++i)  // distinct prompts: no prefix sharing between them
+    r.prompt.push_back(static_cast<int32_t>((i * 7919 + id * 104729 + 11) %
+                                            static_cast<uint64_t>(c.vocab_size - 1)));
+  DecodeParams p;
+  p.strategy = "block";
+  p.block_length = block;
+  p.steps = block;
+  p.remasking = "low_confidence_static";
+  p.max_tokens = max_tokens;
+  p.sequence_id = static_cast<uint32_t>(id);
+  r.params = resolve_decode_params(c, p, prompt_length);
+  return r;  // no stop ids: every request generates max_tokens
+}
+
+struct RunTimes {
+  std::vector<double> full_steps_ms;  // steps with every request denoising
+  int64_t steps = 0;
+  double seconds = 0, host_seconds = 0;
+  int64_t generated = 0;
+};
+
+RunTimes run_requests(EngineCore& core, const Model& model, int n, int32_t block,
+                      const BenchArgs& a, uint64_t first_id) {
+  int64_t generated = 0;
+  for (int i = 0; i < n; ++i) {
+    SequenceRequest r = bench_request(model, first_id + i, block, a.prompt_length, a.max_tokens);
+    r.callbacks.on_finish = [&](GenerationResult&& g) {
+      if (g.finish_reason == "error") fail("bench request: ", g.error);
+      generated += static_cast<int64_t>(g.ids.size());
+    };
+    core.add(std::move(r));
+  }
+  RunTimes t;
+  const double host0 = core.counters().schedule_seconds;
+  const double t0 = now_s();
+  while (!core.idle()) {
+    const int64_t rows0 = core.counters().rows;
+    const double s = now_s();
+    if (!core.step()) fail("bench: the engine could not schedule the requests");
+    const double ms = (now_s() - s) * 1e3;
+    ++t.steps;
+    if (core.counters().rows - rows0 == int64_t{n} * block) t.full_steps_ms.push_back(ms);
+  }
+  t.seconds = now_s() - t0;
+  t.host_seconds = core.counters().schedule_seconds - host0;
+  t.generated = generated;
+  return t;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+}  // namespace
+
+void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlohmann::json& out) {
+  const ModelConfig& c = model.config();
+  const auto counts = parse_int_list(a.concurrency, "--concurrency");
+  const auto blocks = parse_int_list(a.blocks, "--block");
+  if (a.prompt_length <= 0 || a.max_tokens <= 0)
+    fail("--prompt-length and --max-tokens must be positive");
+  int32_t max_n = 0, max_block = 0;
+  for (int32_t n : counts) {
+    if (n <= 0) fail("--concurrency values must be positive");
+    max_n = std::max(max_n, n);
+  }
+  for (int32_t b : blocks) max_block = std::max(max_block, b);
+  const bool gpu = backend.name().rfind("cuda", 0) == 0;
+  const std::string device = gpu ? "cuda" : "cpu";
+  // The pool holds every request at its largest.
+  const int64_t slots_each = a.prompt_length + a.max_tokens + 2 * max_block;
+  const int32_t page = 16;
+  if (!backend.has_kv_pool())
+    backend.create_kv_pool(int64_t{max_n} * ((slots_each + page - 1) / page + 1), page);
+  const double bw = measure_copy_bandwidth(device), gemm = measure_gemm_rate(device);
+  const double elem = gpu ? 2.0 : 4.0;
+  const double weight_bytes = double(model.parameter_count()) * elem;
+  const double kv_per_token = 2.0 * c.num_layers * c.kv_dim() * elem;
+  std::printf(
+      "\n%s on %s: prompt %d, %d generated tokens per request, one token per step; copy %.0f "
+      "GB/s, GEMM %.1f TFLOP/s\n\n",
+      a.shape.c_str(), backend.name().c_str(), a.prompt_length, a.max_tokens, bw / 1e9,
+      gemm / 1e12);
+  std::printf(
+      "| block | requests | ms/step | floor ms | x floor | tokens/s | host ms/step (%% of step) "
+      "| steps |\n|---|---|---|---|---|---|---|---|\n");
+  uint64_t next_id = 0;
+  for (int32_t block : blocks)
+    for (int32_t n : counts) {
+      SchedulerConfig sc;
+      sc.max_running = n;
+      sc.max_batch_rows = std::max<int64_t>(int64_t{n} * (a.prompt_length + block), 16384);
+      sc.prefix_sharing = false;
+      EngineCore core(model, backend, sc);
+      run_requests(core, model, n, block, a, next_id);  // warm-up: buffers, captured graphs
+      next_id += static_cast<uint64_t>(n);
+      const RunTimes t = run_requests(core, model, n, block, a, next_id);
+      next_id += static_cast<uint64_t>(n);
+      const double ms = median(t.full_steps_ms);
+      // The floor of a full step halfway through the generation.
+      const double keys = a.prompt_length + a.max_tokens / 2.0 + block;
+      const double rows = double(n) * block;
+      const double bytes = weight_bytes + kv_per_token * keys * n;
+      const double flops = 2.0 * double(model.parameter_count()) * rows +
+                           4.0 * rows * keys * double(c.num_heads * c.head_dim * c.num_layers);
+      const double floor_ms = std::max(bytes / bw, flops / gemm) * 1e3;
+      const double tps = double(t.generated) / t.seconds;
+      const double host_ms = t.host_seconds * 1e3 / double(t.steps);
+      std::printf("| %d | %d | %.2f | %.2f | %.2f | %.0f | %.3f (%.1f%%) | %lld |\n", block, n, ms,
+                  floor_ms, ms > 0 ? ms / floor_ms : 0.0, tps, host_ms,
+                  ms > 0 ? 100.0 * host_ms / ms : 0.0, static_cast<long long>(t.steps));
+      std::fflush(stdout);
+      out.push_back({{"block", block},
+                     {"requests", n},
+                     {"prompt_length", a.prompt_length},
+                     {"max_tokens", a.max_tokens},
+                     {"ms_per_step", ms},
+                     {"floor_ms", floor_ms},
+                     {"floor_bytes", bytes},
+                     {"floor_flops", flops},
+                     {"tokens_per_second", tps},
+                     {"host_ms_per_step", host_ms},
+                     {"steps", t.steps},
+                     {"seconds", t.seconds},
+                     {"copy_gbs", bw / 1e9},
+                     {"gemm_tflops", gemm / 1e12}});
+    }
+}
+
+}  // namespace dllm::cli

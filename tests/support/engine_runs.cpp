@@ -1,0 +1,93 @@
+#include "support/engine_runs.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "support/test_paths.h"
+
+namespace dllm::test {
+
+namespace {
+
+SequenceRequest to_request(const EngineCase& c, uint64_t id, EngineOutcome& out) {
+  SequenceRequest r;
+  r.id = id;
+  r.prompt = c.prompt;
+  r.params = c.params;
+  r.callbacks.on_finish = [&out](GenerationResult&& g) {
+    out.ids = g.ids;
+    out.finish_reason = g.finish_reason;
+    out.error = g.error;
+    out.preemptions = g.stats.preemptions;
+    out.prefix_cached_tokens = g.stats.prefix_cached_tokens;
+    ++out.finishes;
+  };
+  return r;
+}
+
+}  // namespace
+
+std::vector<EngineCase> mixed_cases(const Model& model, const std::vector<std::string>& strategies,
+                                    int n, int spread) {
+  std::vector<std::vector<int32_t>> prompts;
+  std::ifstream in(fixtures_dir() / "heldout" / "add3.jsonl");
+  for (std::string line; std::getline(in, line);)
+    prompts.push_back(nlohmann::json::parse(line)["prompt_ids"].get<std::vector<int32_t>>());
+  const ModelConfig& c = model.config();
+  std::vector<EngineCase> cases;
+  for (int i = 0; i < n; ++i) {
+    EngineCase e;
+    e.prompt = prompts[static_cast<size_t>(i) % prompts.size()];
+    // Lengthen some prompts so that prefills of different sizes share forwards.
+    for (int k = 0; k < (i % 4) * 5; ++k)
+      e.prompt.insert(e.prompt.begin(), e.prompt[static_cast<size_t>(k) % e.prompt.size()]);
+    DecodeParams p;
+    p.strategy = strategies[static_cast<size_t>(i) % strategies.size()];
+    p.max_tokens = 6 + (i * 7) % 15;
+    if (p.strategy == "full" || p.strategy == "d2cache" || p.strategy == "fastdllm" ||
+        p.strategy == "dllmcache")
+      p.max_tokens = 16;  // LLaDA-style strategies decode whole blocks of the canvas
+    if (i % 3 == 2 && p.strategy != "d2cache" && p.strategy != "fastdllm" &&
+        p.strategy != "dllmcache") {
+      p.sampler.temperature = 0.8f;
+      p.seed = 1000 + static_cast<uint64_t>(i);
+    }
+    p.sampler.top_p = -1.0f;
+    p.sequence_id = static_cast<uint32_t>(i);
+    e.params = resolve_decode_params(c, p, static_cast<int64_t>(e.prompt.size()));
+    e.arrival_step = spread > 0 ? (i * 5) % spread : 0;
+    cases.push_back(std::move(e));
+  }
+  return cases;
+}
+
+std::vector<EngineOutcome> run_alone(const Model& model, Backend& backend,
+                                     const std::vector<EngineCase>& cases) {
+  std::vector<EngineOutcome> out(cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EngineCore core(model, backend);
+    core.add(to_request(cases[i], i, out[i]));
+    while (!core.idle()) core.step();
+  }
+  return out;
+}
+
+std::vector<EngineOutcome> run_together(EngineCore& core, const std::vector<EngineCase>& cases) {
+  std::vector<EngineOutcome> out(cases.size());
+  size_t added = 0;
+  std::vector<size_t> order(cases.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return cases[a].arrival_step < cases[b].arrival_step;
+  });
+  for (int step = 0; added < cases.size() || !core.idle(); ++step) {
+    while (added < cases.size() && cases[order[added]].arrival_step <= step) {
+      const size_t i = order[added++];
+      core.add(to_request(cases[i], i, out[i]));
+    }
+    core.step();
+  }
+  return out;
+}
+
+}  // namespace dllm::test
