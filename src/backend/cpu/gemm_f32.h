@@ -1,0 +1,34 @@
+// Batch-invariant fp32 GEMM of the CPU forward: out[m, n] = a[m, k] · w[n, k]ᵀ (+ out).
+//
+// Serving concatenates many requests' rows into one GEMM, and a request must decode the same ids
+// alone or batched. OpenBLAS picks its kernels and K splits by the shape, so a row's bits depend
+// on how many rows share the call. Here every output element is one fixed sequence of float
+// operations, whatever m, the row's position, the tiling or the OpenMP thread count:
+//
+//   1. eight partial sums p[l] start at +0; for k0 = 0, 8, 16, ... (ascending)
+//        p[l] = fma(a[k0 + l], w[k0 + l], p[l])      l = 0..7,
+//      the last chunk padded with zeros when k is not a multiple of 8 (fma(0, 0, p) included);
+//   2. s = ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7));
+//   3. out = accumulate ? out + s : s.
+//
+// The AVX2 kernel and the portable std::fma kernel both perform exactly this, so they agree to
+// the bit (tests/backend/gemm_f32_test.cpp checks it, and the invariance itself).
+#pragma once
+
+#include <cstdint>
+
+namespace dllm::cpu {
+
+// Row-major; lda/ldw/ldo are row strides. Runs the fastest kernel this CPU has.
+void gemm_nt_f32(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
+                 int64_t m, int64_t n, int64_t k, bool accumulate);
+
+// The same product on the portable kernel (std::fma, any CPU): the reference the SIMD kernels
+// must match bit for bit. Tests call it to compare paths.
+void gemm_nt_f32_portable(const float* a, int64_t lda, const float* w, int64_t ldw, float* out,
+                          int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate);
+
+// Name of the kernel gemm_nt_f32 runs on this CPU ("avx2" or "portable"), for logs and tests.
+const char* gemm_f32_kernel_name();
+
+}  // namespace dllm::cpu
