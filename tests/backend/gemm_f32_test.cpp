@@ -42,10 +42,19 @@ struct Problem {
   void run(bool accumulate) {
     cpu::gemm_nt_f32(a.data(), lda, w.data(), ldw, out.data(), ldo, m, n, k, accumulate);
   }
-  void run_portable(bool accumulate) {
-    cpu::gemm_nt_f32_portable(a.data(), lda, w.data(), ldw, out.data(), ldo, m, n, k, accumulate);
+  void run_on(cpu::GemmKernel kernel, bool accumulate) {
+    cpu::gemm_nt_f32_on(kernel, a.data(), lda, w.data(), ldw, out.data(), ldo, m, n, k, accumulate);
   }
 };
+
+// The kernels this CPU can run, the portable one included.
+std::vector<cpu::GemmKernel> available_kernels() {
+  std::vector<cpu::GemmKernel> kernels;
+  for (const auto kernel :
+       {cpu::GemmKernel::kPortable, cpu::GemmKernel::kAvx2, cpu::GemmKernel::kAvx512})
+    if (cpu::gemm_kernel_available(kernel)) kernels.push_back(kernel);
+  return kernels;
+}
 
 // |got - exact| is at most about (k/8 + 4) roundings of Σ|a·w| (+ |out| when accumulating):
 // k/8 fma steps per partial sum, three tree levels, the final add.
@@ -98,60 +107,67 @@ TEST(GemmF32, EmptyReductionWritesZeroOrKeepsOut) {
 
 // Every row of a 200-row a computed inside products of 1..64 rows starting at different rows is
 // bitwise the row computed alone.
-void expect_rows_invariant(int64_t n, int64_t k) {
+void expect_rows_invariant(cpu::GemmKernel kernel, int64_t n, int64_t k) {
   std::mt19937 rng(uint32_t(n * 1000 + k));
   const int64_t rows = 200;
   const std::vector<float> a = random_vec(size_t(rows * k), rng),
                            w = random_vec(size_t(n * k), rng);
   std::vector<float> alone(size_t(rows * n));
   for (int64_t i = 0; i < rows; ++i)
-    cpu::gemm_nt_f32(&a[size_t(i * k)], k, w.data(), k, &alone[size_t(i * n)], n, 1, n, k, false);
+    cpu::gemm_nt_f32_on(kernel, &a[size_t(i * k)], k, w.data(), k, &alone[size_t(i * n)], n, 1, n,
+                        k, false);
   for (int64_t m = 1; m <= 64; ++m)
     for (const int64_t first : {int64_t{0}, (m * 37) % (rows - m + 1), rows - m}) {
       std::vector<float> out(size_t(m * n));
-      cpu::gemm_nt_f32(&a[size_t(first * k)], k, w.data(), k, out.data(), n, m, n, k, false);
+      cpu::gemm_nt_f32_on(kernel, &a[size_t(first * k)], k, w.data(), k, out.data(), n, m, n, k,
+                          false);
       ASSERT_EQ(std::memcmp(out.data(), &alone[size_t(first * n)], out.size() * sizeof(float)), 0)
-          << "n=" << n << " k=" << k << ": rows " << first << ".." << first + m - 1;
+          << cpu::gemm_kernel_name(kernel) << " n=" << n << " k=" << k << ": rows " << first << ".."
+          << first + m - 1;
     }
 }
 
 TEST(GemmF32, RowsAreBatchInvariant) {
-  expect_rows_invariant(77, 133);
-  expect_rows_invariant(256, 384);  // OpenBLAS 0.3.21 differs here between 1 and 5 rows
+  for (const auto kernel : available_kernels()) {
+    expect_rows_invariant(kernel, 77, 133);
+    expect_rows_invariant(kernel, 256, 384);  // OpenBLAS 0.3.21 differs here for 1 and 5 rows
+  }
 }
 
 // A product large enough to run on several threads gives the same bits on one and on two.
 TEST(GemmF32, ThreadCountInvariant) {
   std::mt19937 rng(13);
   const int threads = omp_get_max_threads();
-  for (const Shape s : {Shape{200, 256, 384}, Shape{64, 1000, 257}, Shape{7, 4096, 256}}) {
-    Problem p(s, rng);
-    omp_set_num_threads(1);
-    p.run(false);
-    const std::vector<float> one = p.out;
-    omp_set_num_threads(2);
-    p.run(false);
-    EXPECT_EQ(std::memcmp(one.data(), p.out.data(), one.size() * sizeof(float)), 0)
-        << "m=" << s.m << " n=" << s.n << " k=" << s.k;
-  }
+  for (const auto kernel : available_kernels())
+    for (const Shape s : {Shape{200, 256, 384}, Shape{64, 1000, 257}, Shape{7, 4096, 256}}) {
+      Problem p(s, rng);
+      omp_set_num_threads(1);
+      p.run_on(kernel, false);
+      const std::vector<float> one = p.out;
+      omp_set_num_threads(2);
+      p.run_on(kernel, false);
+      EXPECT_EQ(std::memcmp(one.data(), p.out.data(), one.size() * sizeof(float)), 0)
+          << cpu::gemm_kernel_name(kernel) << " m=" << s.m << " n=" << s.n << " k=" << s.k;
+    }
   omp_set_num_threads(threads);
 }
 
-TEST(GemmF32, SimdKernelMatchesPortableBitwise) {
-  if (std::strcmp(cpu::gemm_f32_kernel_name(), "portable") == 0)
-    GTEST_SKIP() << "this CPU runs the portable kernel only";
+TEST(GemmF32, SimdKernelsMatchPortableBitwise) {
+  const auto kernels = available_kernels();
+  if (kernels.size() == 1) GTEST_SKIP() << "this CPU runs the portable kernel only";
   std::mt19937 rng(14);
-  for (const int64_t m : {1, 2, 3, 4, 5, 8, 13, 33, 100})
-    for (const Width s : {Width{1, 1}, Width{7, 5}, Width{66, 131}, Width{129, 256}})
-      for (const bool accumulate : {false, true}) {
-        Problem p({m, s.n, s.k}, rng);
-        Problem q = p;
-        p.run(accumulate);
-        q.run_portable(accumulate);
-        ASSERT_EQ(std::memcmp(p.out.data(), q.out.data(), p.out.size() * sizeof(float)), 0)
-            << cpu::gemm_f32_kernel_name() << " vs portable, m=" << m << " n=" << s.n
-            << " k=" << s.k << " accumulate=" << accumulate;
-      }
+  for (const auto kernel : kernels)
+    for (const int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 13, 33, 100})
+      for (const Width s : {Width{1, 1}, Width{7, 5}, Width{66, 131}, Width{129, 256}})
+        for (const bool accumulate : {false, true}) {
+          Problem p({m, s.n, s.k}, rng);
+          Problem portable = p;
+          p.run_on(kernel, accumulate);
+          portable.run_on(cpu::GemmKernel::kPortable, accumulate);
+          ASSERT_EQ(std::memcmp(p.out.data(), portable.out.data(), p.out.size() * sizeof(float)), 0)
+              << cpu::gemm_kernel_name(kernel) << " vs portable, m=" << m << " n=" << s.n
+              << " k=" << s.k << " accumulate=" << accumulate;
+        }
 }
 
 }  // namespace

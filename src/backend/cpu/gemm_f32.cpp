@@ -29,14 +29,16 @@ int64_t block_rows(int64_t k) {
   return std::max(kRowMultiple, rows / kRowMultiple * kRowMultiple);
 }
 
-bool cpu_has_avx2_fma() {
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-}
-
-TileFn best_tile() {
-  static const TileFn tile =
-      cpu_has_avx2_fma() ? gemm_detail::tile_avx2 : gemm_detail::tile_portable;
-  return tile;
+TileFn tile_of(GemmKernel kernel) {
+  switch (kernel) {
+    case GemmKernel::kAvx512:
+      return gemm_detail::tile_avx512;
+    case GemmKernel::kAvx2:
+      return gemm_detail::tile_avx2;
+    case GemmKernel::kPortable:
+      break;
+  }
+  return gemm_detail::tile_portable;
 }
 
 void run_blocks(TileFn tile, const float* a, int64_t lda, const float* w, int64_t ldw, float* out,
@@ -59,18 +61,46 @@ void run_blocks(TileFn tile, const float* a, int64_t lda, const float* w, int64_
 
 }  // namespace
 
+bool gemm_kernel_available(GemmKernel kernel) {
+  switch (kernel) {
+    case GemmKernel::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("fma");
+    case GemmKernel::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case GemmKernel::kPortable:
+      return true;
+  }
+  return false;
+}
+
+GemmKernel gemm_best_kernel() {
+  static const GemmKernel best = gemm_kernel_available(GemmKernel::kAvx512) ? GemmKernel::kAvx512
+                                 : gemm_kernel_available(GemmKernel::kAvx2) ? GemmKernel::kAvx2
+                                                                            : GemmKernel::kPortable;
+  return best;
+}
+
+const char* gemm_kernel_name(GemmKernel kernel) {
+  switch (kernel) {
+    case GemmKernel::kAvx512:
+      return "avx512";
+    case GemmKernel::kAvx2:
+      return "avx2";
+    case GemmKernel::kPortable:
+      break;
+  }
+  return "portable";
+}
+
 void gemm_nt_f32(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
                  int64_t m, int64_t n, int64_t k, bool accumulate) {
-  run_blocks(best_tile(), a, lda, w, ldw, out, ldo, m, n, k, accumulate);
+  run_blocks(tile_of(gemm_best_kernel()), a, lda, w, ldw, out, ldo, m, n, k, accumulate);
 }
 
-void gemm_nt_f32_portable(const float* a, int64_t lda, const float* w, int64_t ldw, float* out,
-                          int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
-  run_blocks(gemm_detail::tile_portable, a, lda, w, ldw, out, ldo, m, n, k, accumulate);
-}
-
-const char* gemm_f32_kernel_name() {
-  return best_tile() == gemm_detail::tile_avx2 ? "avx2" : "portable";
+void gemm_nt_f32_on(GemmKernel kernel, const float* a, int64_t lda, const float* w, int64_t ldw,
+                    float* out, int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
+  run_blocks(tile_of(kernel), a, lda, w, ldw, out, ldo, m, n, k, accumulate);
 }
 
 }  // namespace dllm::cpu

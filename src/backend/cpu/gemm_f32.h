@@ -11,7 +11,7 @@
 //   2. s = ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7));
 //   3. out = accumulate ? out + s : s.
 //
-// The AVX2 kernel and the portable std::fma kernel both perform exactly this, so they agree to
+// The SIMD kernels and the portable std::fma kernel all perform exactly this, so they agree to
 // the bit (tests/backend/gemm_f32_test.cpp checks it, and the invariance itself).
 #pragma once
 
@@ -19,16 +19,24 @@
 
 namespace dllm::cpu {
 
+// The kernels, slowest first. All of them give the same bits; they differ in speed and in the
+// instruction sets they need.
+enum class GemmKernel {
+  kPortable,  // std::fma, any CPU: the reference the SIMD kernels must match bit for bit
+  kAvx2,      // AVX2 + FMA, 3 × 4 register tiles
+  kAvx512,    // AVX-512VL's 32 ymm registers, 6 × 4 tiles (same 256-bit arithmetic)
+};
+
 // Row-major; lda/ldw/ldo are row strides. Runs the fastest kernel this CPU has.
 void gemm_nt_f32(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
                  int64_t m, int64_t n, int64_t k, bool accumulate);
 
-// The same product on the portable kernel (std::fma, any CPU): the reference the SIMD kernels
-// must match bit for bit. Tests call it to compare paths.
-void gemm_nt_f32_portable(const float* a, int64_t lda, const float* w, int64_t ldw, float* out,
-                          int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate);
+// The same product on a chosen kernel (tests and benchmarks compare them); it must be available.
+void gemm_nt_f32_on(GemmKernel kernel, const float* a, int64_t lda, const float* w, int64_t ldw,
+                    float* out, int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate);
 
-// Name of the kernel gemm_nt_f32 runs on this CPU ("avx2" or "portable"), for logs and tests.
-const char* gemm_f32_kernel_name();
+bool gemm_kernel_available(GemmKernel kernel);
+GemmKernel gemm_best_kernel();
+const char* gemm_kernel_name(GemmKernel kernel);  // "portable", "avx2", "avx512"
 
 }  // namespace dllm::cpu

@@ -18,4 +18,9 @@ void tile_portable(const float* a, int64_t lda, const float* w, int64_t ldw, flo
 void tile_avx2(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
                int64_t m, int64_t n, int64_t k, bool accumulate);
 
+// The same 256-bit arithmetic with AVX-512VL's 32 registers; call only on a CPU with AVX-512F,
+// AVX-512VL and FMA. gemm_f32_avx512.cpp.
+void tile_avx512(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
+                 int64_t m, int64_t n, int64_t k, bool accumulate);
+
 }  // namespace dllm::cpu::gemm_detail
