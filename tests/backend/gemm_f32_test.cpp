@@ -158,7 +158,8 @@ TEST(GemmF32, SimdKernelsMatchPortableBitwise) {
   std::mt19937 rng(14);
   for (const auto kernel : kernels)
     for (const int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 13, 33, 100})
-      for (const Width s : {Width{1, 1}, Width{7, 5}, Width{66, 131}, Width{129, 256}})
+      for (const Width s : {Width{1, 1}, Width{7, 5}, Width{66, 131}, Width{129, 256},
+                            Width{67, 700}, Width{9, 512}})
         for (const bool accumulate : {false, true}) {
           Problem p({m, s.n, s.k}, rng);
           Problem portable = p;
