@@ -130,7 +130,9 @@ void expect_rows_invariant(cpu::GemmKernel kernel, int64_t n, int64_t k) {
 TEST(GemmF32, RowsAreBatchInvariant) {
   for (const auto kernel : available_kernels()) {
     expect_rows_invariant(kernel, 77, 133);
-    expect_rows_invariant(kernel, 256, 384);  // OpenBLAS 0.3.21 differs here for 1 and 5 rows
+    // OpenBLAS 0.3.21 differs here for 1 and 5 rows. (The portable kernel, one element at a time
+    // and slow, is checked on the small shape only.)
+    if (kernel != cpu::GemmKernel::kPortable) expect_rows_invariant(kernel, 256, 384);
   }
 }
 
@@ -159,7 +161,7 @@ TEST(GemmF32, SimdKernelsMatchPortableBitwise) {
   for (const auto kernel : kernels)
     for (const int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 13, 33, 100})
       for (const Width s : {Width{1, 1}, Width{7, 5}, Width{66, 131}, Width{129, 256},
-                            Width{67, 700}, Width{9, 512}})
+                            Width{67, 700}, Width{9, 512}, Width{21, 1001}})
         for (const bool accumulate : {false, true}) {
           Problem p({m, s.n, s.k}, rng);
           Problem portable = p;

@@ -24,7 +24,7 @@ namespace dllm::cpu {
 enum class GemmKernel {
   kPortable,  // std::fma, any CPU: the reference the SIMD kernels must match bit for bit
   kAvx2,      // AVX2 + FMA, 3 × 4 register tiles
-  kAvx512,    // AVX-512VL's 32 ymm registers, 6 × 4 tiles (same 256-bit arithmetic)
+  kAvx512,    // AVX-512VL's 32 ymm registers: 6 × 4 tiles up to k = 819 (same 256-bit arithmetic)
 };
 
 // Row-major; lda/ldw/ldo are row strides. Runs the fastest kernel this CPU has.
