@@ -4,8 +4,6 @@
 // arithmetic (gemm_f32.h).
 #include "backend/cpu/gemm_f32.h"
 
-#include <omp.h>
-
 #include <algorithm>
 
 #include "backend/cpu/gemm_f32_tiles.h"

@@ -1,8 +1,8 @@
 // Batch-invariant fp32 GEMM of the CPU forward: out[m, n] = a[m, k] · w[n, k]ᵀ (+ out).
 //
 // Serving concatenates many requests' rows into one GEMM, and a request must decode the same ids
-// alone or batched. OpenBLAS picks its kernels and K splits by the shape, so a row's bits depend
-// on how many rows share the call. Here every output element is one fixed sequence of float
+// alone or batched. OpenBLAS picks its code path and blocking by the shape, so a row's bits
+// depend on how many rows share the call. Here every output element is one fixed sequence of float
 // operations, whatever m, the row's position, the tiling or the OpenMP thread count:
 //
 //   1. eight partial sums p[l] start at +0; for k0 = 0, 8, 16, ... (ascending)
