@@ -1,29 +1,19 @@
 #include "backend/cpu/cpu_ops.h"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/gemm_f32.h"
+
 namespace dllm::cpu {
 
 void matmul_nt(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
                int64_t m, int64_t n, int64_t k, bool accumulate) {
-  if (m == 0 || n == 0) return;
-  // Small products run on one thread: OpenBLAS (OpenMP build, which follows
-  // omp_get_max_threads()) would split them over every thread, and starting and spin-waiting for
-  // those costs more than the product itself — up to 30x on a loaded machine (tiny models,
-  // few-row steps).
-  const bool small = m * n * k < (int64_t{1} << 22);
-  const int threads = omp_get_max_threads();
-  if (small && threads > 1) omp_set_num_threads(1);
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(m),
-              static_cast<blasint>(n), static_cast<blasint>(k), 1.0f, a, static_cast<blasint>(lda),
-              w, static_cast<blasint>(ldw), accumulate ? 1.0f : 0.0f, out,
-              static_cast<blasint>(ldo));
-  if (small && threads > 1) omp_set_num_threads(threads);
+  // Our own GEMM, not OpenBLAS: a row's result must not depend on the rows batched with it.
+  gemm_nt_f32(a, lda, w, ldw, out, ldo, m, n, k, accumulate);
 }
 
 void rms_norm(const float* x, int64_t x_stride, const float* weight, float* out, int64_t out_stride,

@@ -9,6 +9,7 @@
 namespace dllm::cpu {
 
 // out[m, n] = a[m, k] · w[n, k]ᵀ (+ out when accumulate). Row-major; lda/ldw/ldo are row strides.
+// Batch invariant: a row's bits do not depend on m, its position or the threads (gemm_f32.h).
 void matmul_nt(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
                int64_t m, int64_t n, int64_t k, bool accumulate = false);
 

@@ -1,0 +1,104 @@
+// Driver of gemm_f32: picks the kernel, cuts the product into cache-sized blocks and shares the
+// blocks among the OpenMP threads. Every block is a whole [rows, columns] piece of the output
+// with the full k reduction, so neither the cut nor the thread count changes any element's
+// arithmetic (gemm_f32.h).
+#include "backend/cpu/gemm_f32.h"
+
+#include <algorithm>
+
+#include "backend/cpu/gemm_f32_tiles.h"
+
+namespace dllm::cpu {
+namespace {
+
+using gemm_detail::TileFn;
+
+// Columns per block: a multiple of every kernel's register tile width. 64 rows of w of k = 1024
+// are 256 KiB, which sit in L2 next to the a block while each w tile is in use.
+constexpr int64_t kBlockCols = 64;
+// Rows of a per block: about 256 KiB of a, a multiple of the register tile heights (3, 4, 6).
+constexpr int64_t kBlockBytes = 256 * 1024;
+constexpr int64_t kRowMultiple = 12;
+// Below this many multiply-adds one thread is faster: waking the others costs more.
+constexpr int64_t kParallelMacs = int64_t{1} << 22;
+
+int64_t block_rows(int64_t k) {
+  const int64_t rows = kBlockBytes / (std::max<int64_t>(k, 1) * int64_t{sizeof(float)});
+  return std::max(kRowMultiple, rows / kRowMultiple * kRowMultiple);
+}
+
+TileFn tile_of(GemmKernel kernel) {
+  switch (kernel) {
+    case GemmKernel::kAvx512:
+      return gemm_detail::tile_avx512;
+    case GemmKernel::kAvx2:
+      return gemm_detail::tile_avx2;
+    case GemmKernel::kPortable:
+      break;
+  }
+  return gemm_detail::tile_portable;
+}
+
+void run_blocks(TileFn tile, const float* a, int64_t lda, const float* w, int64_t ldw, float* out,
+                int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  const int64_t rows = block_rows(k);
+  const int64_t col_blocks = (n + kBlockCols - 1) / kBlockCols;
+  const int64_t row_blocks = (m + rows - 1) / rows;
+  const bool parallel = m * n * k >= kParallelMacs && col_blocks * row_blocks > 1;
+  // Column-block major: consecutive blocks of one thread share w rows, and a few-row product
+  // (one row block) reads every weight once.
+#pragma omp parallel for collapse(2) schedule(static) if (parallel)
+  for (int64_t cb = 0; cb < col_blocks; ++cb)
+    for (int64_t rb = 0; rb < row_blocks; ++rb) {
+      const int64_t i = rb * rows, j = cb * kBlockCols;
+      tile(a + i * lda, lda, w + j * ldw, ldw, out + i * ldo + j, ldo, std::min(rows, m - i),
+           std::min(kBlockCols, n - j), k, accumulate);
+    }
+}
+
+}  // namespace
+
+bool gemm_kernel_available(GemmKernel kernel) {
+  switch (kernel) {
+    case GemmKernel::kAvx512:
+      return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+             __builtin_cpu_supports("fma");
+    case GemmKernel::kAvx2:
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    case GemmKernel::kPortable:
+      return true;
+  }
+  return false;
+}
+
+GemmKernel gemm_best_kernel() {
+  static const GemmKernel best = gemm_kernel_available(GemmKernel::kAvx512) ? GemmKernel::kAvx512
+                                 : gemm_kernel_available(GemmKernel::kAvx2) ? GemmKernel::kAvx2
+                                                                            : GemmKernel::kPortable;
+  return best;
+}
+
+const char* gemm_kernel_name(GemmKernel kernel) {
+  switch (kernel) {
+    case GemmKernel::kAvx512:
+      return "avx512";
+    case GemmKernel::kAvx2:
+      return "avx2";
+    case GemmKernel::kPortable:
+      break;
+  }
+  return "portable";
+}
+
+void gemm_nt_f32(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
+                 int64_t m, int64_t n, int64_t k, bool accumulate) {
+  run_blocks(tile_of(gemm_best_kernel()), a, lda, w, ldw, out, ldo, m, n, k, accumulate);
+}
+
+void gemm_nt_f32_on(GemmKernel kernel, const float* a, int64_t lda, const float* w, int64_t ldw,
+                    float* out, int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
+  run_blocks(tile_of(kernel), a, lda, w, ldw, out, ldo, m, n, k, accumulate);
+}
+
+}  // namespace dllm::cpu

@@ -1,0 +1,133 @@
+// Register-tile kernel of gemm_f32 in 256-bit intrinsics, shared by the AVX2 and the AVX-512 build
+// (gemm_f32_avx2.cpp, gemm_f32_avx512.cpp). Include it only from a file compiled for AVX2 + FMA;
+// everything here has internal linkage so the two builds never merge at link time.
+//
+// Register tile: R rows of a × C rows of w, one 8-lane accumulator per output element, so lane l
+// of element (i, j) is partial sum p[l] of gemm_f32.h and the k loop is its fixed ascending
+// chunk loop. W is read in place (no packing): for few rows every weight byte streams through
+// once, for many rows a w tile stays in cache while the row tiles pass over it. The AVX-512
+// build only has more registers (32 instead of 16) for a larger tile; the arithmetic per element
+// is the same instructions.
+#pragma once
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
+namespace dllm::cpu::gemm_detail {
+namespace {
+
+// Lanes [0, rem) set: the zero-padded last chunk of gemm_f32.h step 1 (masked-off lanes read 0
+// and never touch memory past the row).
+inline __m256i tail_mask(int64_t rem) {
+  alignas(32) static const int32_t kBits[16] = {-1, -1, -1, -1, -1, -1, -1, -1,
+                                                0,  0,  0,  0,  0,  0,  0,  0};
+  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(kBits + 8 - rem));
+}
+
+// Step 2 of gemm_f32.h for four accumulators at once: lane c of the result is
+// ((p0 + p1) + (p2 + p3)) + ((p4 + p5) + (p6 + p7)) of v[c]. hadd adds neighbours within each
+// 128-bit half; the last add joins the halves.
+inline __m128 reduce4(__m256 v0, __m256 v1, __m256 v2, __m256 v3) {
+  const __m256 h = _mm256_hadd_ps(_mm256_hadd_ps(v0, v1), _mm256_hadd_ps(v2, v3));
+  return _mm_add_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps(h, 1));
+}
+
+// Step 3: out = out + s or out = s for the first n (1..4) lanes of s.
+inline void store_sums(float* out, __m128 s, int n, bool accumulate) {
+  if (n == 4) {
+    _mm_storeu_ps(out, accumulate ? _mm_add_ps(_mm_loadu_ps(out), s) : s);
+    return;
+  }
+  alignas(16) float v[4];
+  _mm_store_ps(v, s);
+  for (int c = 0; c < n; ++c) out[c] = accumulate ? out[c] + v[c] : v[c];
+}
+
+// One k chunk of an R × C tile: the vectors of the smaller side are loaded once and kept in
+// registers, those of the other side one at a time (R·C + min(R, C) + 1 registers).
+template <int R, int C, class Load>
+inline void chunk_fma(__m256 (&acc)[R][C], const float* a, int64_t lda, const float* w, int64_t ldw,
+                      Load load) {
+  if constexpr (R <= C) {
+    __m256 av[R];
+    for (int r = 0; r < R; ++r) av[r] = load(a + r * lda);
+    for (int c = 0; c < C; ++c) {
+      const __m256 wv = load(w + c * ldw);
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(av[r], wv, acc[r][c]);
+    }
+  } else {
+    __m256 wv[C];
+    for (int c = 0; c < C; ++c) wv[c] = load(w + c * ldw);
+    for (int r = 0; r < R; ++r) {
+      const __m256 av = load(a + r * lda);
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(av, wv[c], acc[r][c]);
+    }
+  }
+}
+
+template <int R, int C>
+void micro_tile(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
+                int64_t k, bool accumulate) {
+  __m256 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  int64_t k0 = 0;
+  for (; k0 + 8 <= k; k0 += 8)
+    chunk_fma<R, C>(acc, a + k0, lda, w + k0, ldw,
+                    [](const float* p) { return _mm256_loadu_ps(p); });
+  if (k0 < k) {
+    const __m256i mask = tail_mask(k - k0);
+    chunk_fma<R, C>(acc, a + k0, lda, w + k0, ldw,
+                    [mask](const float* p) { return _mm256_maskload_ps(p, mask); });
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c0 = 0; c0 < C; c0 += 4) {
+      // Columns past C reduce zeros and are not stored.
+      __m256 v[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
+      for (int c = c0; c < std::min(C, c0 + 4); ++c) v[c - c0] = acc[r][c];
+      store_sums(out + r * ldo + c0, reduce4(v[0], v[1], v[2], v[3]), std::min(4, C - c0),
+                 accumulate);
+    }
+}
+
+using MicroFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
+                         bool);
+
+// table[r - 1][c - 1] = micro_tile<r, c>: the full tile and every edge tile of a block.
+template <int R, int C>
+struct MicroTable {
+  MicroFn fn[R][C];
+  constexpr MicroTable() : fn() { fill<1>(); }
+  template <int r>
+  constexpr void fill() {
+    fill_row<r>(std::make_integer_sequence<int, C>());
+    if constexpr (r < R) fill<r + 1>();
+  }
+  template <int r, int... c>
+  constexpr void fill_row(std::integer_sequence<int, c...>) {
+    ((fn[r - 1][c] = micro_tile<r, c + 1>), ...);
+  }
+};
+
+// A whole [m, n] block with R × C tiles. The w tile is the outer loop: its C rows stay in L1
+// while every row tile of the block passes over them.
+template <int R, int C>
+void tile_block(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
+                int64_t m, int64_t n, int64_t k, bool accumulate) {
+  static constexpr MicroTable<R, C> kTable;
+  for (int64_t j = 0; j < n; j += C) {
+    const int64_t cols = std::min<int64_t>(C, n - j);
+    for (int64_t i = 0; i < m; i += R) {
+      const int64_t rows = std::min<int64_t>(R, m - i);
+      kTable.fn[rows - 1][cols - 1](a + i * lda, lda, w + j * ldw, ldw, out + i * ldo + j, ldo, k,
+                                    accumulate);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace dllm::cpu::gemm_detail
