@@ -8,8 +8,10 @@
 #   GPU_CHECK_SHAPES="configs/sdar-8b.json" GPU_CHECK_CONTEXTS="4096,32768,131072" GPU_CHECK_BLOCKS="32 4"
 #   GPU_CHECK_DECODE="full,fastdllm,dllmcache,d2cache" (strategies of the whole-generation bench)
 #   GPU_CHECK_NCU=1 (Nsight Compute on the attention kernel)
-#   GPU_CHECK_PARTS="tests steps peer s2d2 wedlm d2cache refs" (the default: all; a device call is
-#   limited to 10 minutes, so a full check may need two calls with different parts)
+#   GPU_CHECK_PARTS="tests steps serving peer s2d2 wedlm d2cache refs" (the default: all; a device
+#   call is limited to 10 minutes, so a full check may need two calls with different parts)
+#   GPU_CHECK_SERVING_SHAPES="configs/sdar-8b.json configs/sdar-4b.json"
+#   GPU_CHECK_CONCURRENCY="1,8,32,128" (requests of the serving benchmark)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-build/gpu-check}
@@ -17,7 +19,7 @@ mkdir -p "$OUT"
 SHAPES=${GPU_CHECK_SHAPES:-configs/sdar-8b.json}
 CONTEXTS=${GPU_CHECK_CONTEXTS:-4096,32768,131072}
 BLOCKS=${GPU_CHECK_BLOCKS:-32 4}
-PARTS=" ${GPU_CHECK_PARTS:-tests steps peer s2d2 wedlm d2cache refs} "
+PARTS=" ${GPU_CHECK_PARTS:-tests steps serving peer s2d2 wedlm d2cache refs} "
 part() { [[ "$PARTS" == *" $1 "* ]]; }
 status=0
 
@@ -30,13 +32,13 @@ if [ -d gpu-bundle ]; then
   for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__))' 2>/dev/null)/cu13/lib; do
     [ -d "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
   done
-  export DLLM_FIXTURES_DIR=$PWD/tests/fixtures DLLM_BINARY=$BIN/dllm
+  export DLLM_FIXTURES_DIR=$PWD/tests/fixtures DLLM_MODELS_DIR=$PWD/models DLLM_BINARY=$BIN/dllm
   echo "using prebuilt gpu-bundle/ (ldd check:)"; ldd "$BIN/dllm_cuda_tests" | grep -i "not found" || echo "  all libraries found"
   if part tests; then
     "$BIN/dllm_cuda_tests" 2>&1 | tee "$OUT/cuda_tests.log" | tail -30 || status=1
     grep -q "PASSED" "$OUT/cuda_tests.log" && ! grep -q "FAILED" "$OUT/cuda_tests.log" || status=1
     compute-sanitizer --tool memcheck --error-exitcode 1 "$BIN/dllm_cuda_tests" \
-      --gtest_filter='CudaKernels.*:CudaBackend.ForwardContract*:CudaBackend.Batch*:CudaD2Cache.*:CudaDllmCache.*:CudaS2d2.SpanVerify*' \
+      --gtest_filter='CudaKernels.*:CudaAttentionBatch.*:CudaBackend.ForwardContract*:CudaBackend.Batch*:CudaD2Cache.*:CudaDllmCache.*:CudaS2d2.SpanVerify*:CudaEngineMemory.*' \
       > "$OUT/memcheck.log" 2>&1 && echo "memcheck: clean" || { echo "memcheck: ERRORS (see memcheck.log)"; tail -20 "$OUT/memcheck.log"; status=1; }
   fi
 else
@@ -56,6 +58,15 @@ if part steps; then
     # The attention kernel alone on one layer's shapes (as the peer times SDPA alone).
     "$BIN/dllm" bench --device cuda --shape "$shape" --attention-kernel --block "${BLOCKS// /,}" \
       --context "$CONTEXTS" --reps 50 --json "$OUT/attention-$(basename "$shape" .json).json" 2>&1 | tee -a "$OUT/bench.md"
+  done
+fi
+if part serving; then
+  # Many requests at once through the engine (1K prompts, one token per step, blocks of 4 and 32):
+  # per-step time against the step's floor, tokens/s, the scheduler's host time per step.
+  for shape in ${GPU_CHECK_SERVING_SHAPES:-configs/sdar-8b.json configs/sdar-4b.json}; do
+    "$BIN/dllm" bench --device cuda --shape "$shape" --concurrency "${GPU_CHECK_CONCURRENCY:-1,8,32,128}" \
+      --block "${BLOCKS// /,}" --prompt-length 1024 --max-tokens 64 \
+      --json "$OUT/serving-$(basename "$shape" .json).json" 2>&1 | tee -a "$OUT/serving.md" || status=1
   done
 fi
 if part peer; then

@@ -124,7 +124,7 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
     for (int32_t n : counts) {
       SchedulerConfig sc;
       sc.max_running = n;
-      sc.max_batch_rows = std::max<int64_t>(int64_t{n} * (a.prompt_length + block), 16384);
+      sc.max_batch_rows = std::max<int64_t>(int64_t{n} * block, 16384);  // prefills: a few a step
       sc.prefix_sharing = false;
       EngineCore core(model, backend, sc);
       run_requests(core, model, n, block, a, next_id);  // warm-up: buffers, captured graphs

@@ -8,6 +8,7 @@
 
 #include "chat_template/test_support.h"
 #include "io/json_file.h"
+#include "support/test_paths.h"
 
 namespace dllm {
 namespace {
@@ -25,7 +26,7 @@ struct CliResult {
 CliResult run_cli(const std::string& args, const ScratchDir& dir) {
   const std::string err_path = (dir.path() / "stderr.txt").string();
   const std::string command =
-      std::string(DLLM_BINARY) + " chat-template " + args + " 2>'" + err_path + "'";
+      test::dllm_binary() + " chat-template " + args + " 2>'" + err_path + "'";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (!pipe) return {-1, "", "popen failed"};
   std::string out;

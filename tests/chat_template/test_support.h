@@ -8,11 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+#include "support/test_paths.h"
 
 namespace dllm::testing {
 
 inline std::filesystem::path chat_fixtures_dir() {
-  return std::filesystem::path(DLLM_FIXTURES_DIR) / "chat_templates";
+  return dllm::test::fixtures_dir() / "chat_templates";
 }
 
 // One golden case; `name` is a valid gtest parameter name.

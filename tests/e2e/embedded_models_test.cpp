@@ -25,7 +25,7 @@ struct Case {
 };
 
 std::filesystem::path models_dir() {
-  return std::filesystem::path(DLLM_SOURCE_DIR) / "models";
+  return test::models_dir();
 }
 
 class EmbeddedModel : public ::testing::TestWithParam<Case> {};

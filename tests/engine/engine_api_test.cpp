@@ -7,13 +7,14 @@
 #include <thread>
 
 #include "dllm/engine.h"
+#include "support/test_paths.h"
 
 namespace dllm {
 namespace {
 
 EngineConfig tiny_block() {
   EngineConfig c;
-  c.model = std::string(DLLM_SOURCE_DIR) + "/models/tiny-block";
+  c.model = (test::models_dir() / "tiny-block").string();
   c.device = "cpu";
   return c;
 }

@@ -12,7 +12,7 @@ namespace dllm {
 namespace {
 
 std::filesystem::path embedded(const std::string& name) {
-  return std::filesystem::path(DLLM_SOURCE_DIR) / "models" / name;
+  return test::models_dir() / name;
 }
 
 void expect_same(const std::vector<test::EngineOutcome>& alone,

@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 // A copy of the embedded tiny-block model (files linked, not copied) we can add files to.
 fs::path linked_model(const std::string& tag) {
   const fs::path dir = test::temp_dir(tag);
-  const fs::path source = fs::path(DLLM_SOURCE_DIR) / "models" / "tiny-block";
+  const fs::path source = test::models_dir() / "tiny-block";
   for (const auto& entry : fs::directory_iterator(source))
     fs::create_symlink(entry.path(), dir / entry.path().filename());
   return dir;

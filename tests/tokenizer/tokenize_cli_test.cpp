@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "tokenizer_test_util.h"
+#include "support/test_paths.h"
 
 namespace dllm {
 namespace {
@@ -16,7 +17,7 @@ struct RunResult {
 };
 
 RunResult run(const std::string& args) {
-  const std::string command = std::string(DLLM_BINARY) + " " + args + " 2>&1";
+  const std::string command = test::dllm_binary() + " " + args + " 2>&1";
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return {-1, "popen failed"};
   std::string out;

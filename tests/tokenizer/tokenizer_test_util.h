@@ -11,11 +11,12 @@
 #include "io/json_file.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/utf8.h"
+#include "support/test_paths.h"
 
 namespace dllm::testing {
 
 inline std::filesystem::path tokenizer_fixtures() {
-  return std::filesystem::path(DLLM_FIXTURES_DIR) / "tokenizers";
+  return dllm::test::fixtures_dir() / "tokenizers";
 }
 
 // The real Qwen3 tokenizer, loaded once per test process.

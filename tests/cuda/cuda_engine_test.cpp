@@ -1,0 +1,82 @@
+// The engine core on the GPU: many requests of mixed strategies batched into one forward against
+// the same requests alone (GPU and CPU), preemption on a small pool, and the pool draining back
+// to empty. cuBLAS picks its GEMM kernels by row count, so a batched row may differ from the
+// solo row in its last bits: ids must match except at near-ties, counted and printed here.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "support/engine_runs.h"
+#include "support/test_paths.h"
+
+namespace dllm {
+namespace {
+
+struct GpuCase {
+  const char* model;
+  std::vector<std::string> strategies;
+  int requests;
+};
+
+class CudaEngine : public ::testing::TestWithParam<GpuCase> {};
+
+TEST_P(CudaEngine, BatchedRequestsTrackSoloAndCpu) {
+  const GpuCase c = GetParam();
+  auto model = Model::load(test::models_dir() / c.model);
+  auto gpu = make_cuda_backend(*model);
+  auto cpu = make_cpu_backend(*model);
+  const auto cases = test::mixed_cases(*model, c.strategies, c.requests, 12);
+  const auto gpu_alone = test::run_alone(*model, *gpu, cases);
+  const auto cpu_alone = test::run_alone(*model, *cpu, cases);
+  EngineCore core(*model, *gpu);
+  const auto together = test::run_together(core, cases);
+  int same_as_solo = 0, same_as_cpu = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    EXPECT_EQ(together[i].finishes, 1) << i;
+    EXPECT_EQ(together[i].error, "") << i;
+    same_as_solo += together[i].ids == gpu_alone[i].ids;
+    same_as_cpu += gpu_alone[i].ids == cpu_alone[i].ids;
+    if (together[i].ids != gpu_alone[i].ids)
+      std::printf("  %s request %zu (%s): batched ids differ from solo\n", c.model, i,
+                  cases[i].params.strategy.c_str());
+  }
+  std::printf("  %s: %d of %d batched = GPU solo, %d of %d GPU solo = CPU solo\n", c.model,
+              same_as_solo, c.requests, same_as_cpu, c.requests);
+  EXPECT_GE(same_as_solo * 10, c.requests * 9);
+  EXPECT_GE(same_as_cpu * 10, c.requests * 7);
+  EXPECT_GT(core.counters().sequences_in_steps, 2 * core.counters().steps);
+  EXPECT_EQ(core.kv_pool().used_pages(), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EmbeddedModels, CudaEngine,
+    ::testing::Values(GpuCase{"tiny-block", {"block", "s2d2", "ar"}, 24},
+                      GpuCase{"tiny-full", {"full", "d2cache", "fastdllm", "dllmcache"}, 12},
+                      GpuCase{"tiny-causal", {"wedlm", "ar"}, 16}),
+    [](const auto& info) {
+      std::string s = info.param.model;
+      for (char& ch : s)
+        if (ch == '-') ch = '_';
+      return s;
+    });
+
+TEST(CudaEngineMemory, PreemptionOnASmallPoolFinishesEverything) {
+  auto model = Model::load(test::models_dir() / "tiny-block");
+  auto gpu = make_cuda_backend(*model);
+  gpu->create_kv_pool(24, 16);
+  const auto cases = test::mixed_cases(*model, {"block", "s2d2", "ar"}, 16, 0);
+  EngineCore core(*model, *gpu);
+  const auto together = test::run_together(core, cases);
+  int64_t preempted = 0;
+  for (const auto& o : together) {
+    EXPECT_EQ(o.finishes, 1);
+    EXPECT_EQ(o.error, "");
+    EXPECT_FALSE(o.ids.empty());
+    preempted += o.preemptions;
+  }
+  EXPECT_GT(preempted, 0);
+  EXPECT_EQ(core.kv_pool().used_pages(), 0);
+}
+
+}  // namespace
+}  // namespace dllm
