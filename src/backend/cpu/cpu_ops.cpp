@@ -1,6 +1,5 @@
 #include "backend/cpu/cpu_ops.h"
 
-#include <cblas.h>
 
 #include <algorithm>
 #include <cmath>
@@ -85,26 +84,27 @@ void attention(const float* q, int64_t q_stride, std::span<const float* const> k
   const int64_t group = num_heads / num_kv_heads;
   // Gather each KV head's keys and values into contiguous [n_k, head_dim] matrices so the two
   // products per head are plain GEMMs, whatever slots the keys came from.
+  // V is gathered transposed, [head_dim, n_k], so that P V is the same row-times-row product.
   std::vector<float> kg(static_cast<size_t>(n_k * head_dim)),
-      vg(static_cast<size_t>(n_k * head_dim));
+      vt(static_cast<size_t>(n_k * head_dim));
   std::vector<float> scores(static_cast<size_t>(n_q * n_k));
   for (int64_t g = 0; g < num_kv_heads; ++g) {
 #pragma omp parallel for if (n_k * head_dim > 65536)
     for (int64_t j = 0; j < n_k; ++j) {
       std::copy_n(k_rows[static_cast<size_t>(j)] + g * head_dim, head_dim,
                   &kg[static_cast<size_t>(j * head_dim)]);
-      std::copy_n(v_rows[static_cast<size_t>(j)] + g * head_dim, head_dim,
-                  &vg[static_cast<size_t>(j * head_dim)]);
+      const float* v = v_rows[static_cast<size_t>(j)] + g * head_dim;
+      for (int64_t d = 0; d < head_dim; ++d) vt[static_cast<size_t>(d * n_k + j)] = v[d];
     }
     for (int64_t hh = 0; hh < group; ++hh) {
       const int64_t h = g * group + hh;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<blasint>(n_q),
-                  static_cast<blasint>(n_k), static_cast<blasint>(head_dim), scale,
-                  q + h * head_dim, static_cast<blasint>(q_stride), kg.data(),
-                  static_cast<blasint>(head_dim), 0.0f, scores.data(), static_cast<blasint>(n_k));
+      // The batch-invariant GEMM (gemm_f32.h): a query row's scores do not depend on n_q.
+      matmul_nt(q + h * head_dim, q_stride, kg.data(), head_dim, scores.data(), n_k, n_q, n_k,
+                head_dim);
 #pragma omp parallel for if (n_q * n_k > 32768)
       for (int64_t i = 0; i < n_q; ++i) {
         float* s = &scores[static_cast<size_t>(i * n_k)];
+        for (int64_t j = 0; j < n_k; ++j) s[j] *= scale;
         const uint8_t* vis = &visible[static_cast<size_t>(i * n_k)];
         float mx = -std::numeric_limits<float>::infinity();
         for (int64_t j = 0; j < n_k; ++j)
@@ -125,10 +125,8 @@ void attention(const float* q, int64_t q_stride, std::span<const float* const> k
           for (int64_t j = 0; j < n_k; ++j) acc[j] += s[j] * inv_heads;
         }
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<blasint>(n_q),
-                  static_cast<blasint>(head_dim), static_cast<blasint>(n_k), 1.0f, scores.data(),
-                  static_cast<blasint>(n_k), vg.data(), static_cast<blasint>(head_dim), 0.0f,
-                  out + h * head_dim, static_cast<blasint>(out_stride));
+      matmul_nt(scores.data(), n_k, vt.data(), n_k, out + h * head_dim, out_stride, n_q,
+                head_dim, n_k);
     }
   }
 }
