@@ -213,12 +213,15 @@ TEST(CudaD2Cache, CachedStrategiesTrackTheCpu) {
            dg = make_decoder(model->config(), d, prompt);
       auto kc = cpu->create_cache(dc->cache_capacity()),
            kg = gpu->create_cache(dg->cache_capacity());
+      auto sc = cpu->create_method_state(), sg = gpu->create_method_state();
       ++cases;
       bool same = true;
       for (int step = 0; step < 200; ++step) {
         SequenceForward fc, fg;
         fc.cache = kc.get();
         fg.cache = kg.get();
+        fc.state = sc.get();
+        fg.state = sg.get();
         const bool more = dc->plan(fc);
         ASSERT_EQ(more, dg->plan(fg));
         if (!more) break;
@@ -264,6 +267,7 @@ TEST(CudaDllmCache, StepsMatchTheCpu) {
     const int32_t n = static_cast<int32_t>(ids.size());
     auto gc = gpu->create_cache(n);
     auto cc = cpu->create_cache(n);
+    auto gs = gpu->create_method_state(), cs = cpu->create_method_state();
     struct Step {
       bool prompt, response;
       float rho;
@@ -275,9 +279,10 @@ TEST(CudaDllmCache, StepsMatchTheCpu) {
       SCOPED_TRACE("step " + std::to_string(k));
       ids[static_cast<size_t>(5 + k)] = 40 + k;  // the canvas changes between steps
       ++k;
-      auto make = [&](KvCache* cache) {
+      auto make = [&](KvCache* cache, MethodState* state) {
         SequenceForward f;
         f.cache = cache;
+        f.state = state;
         f.tokens = ids;
         f.positions.resize(ids.size());
         std::iota(f.positions.begin(), f.positions.end(), 0);
@@ -288,8 +293,8 @@ TEST(CudaDllmCache, StepsMatchTheCpu) {
         std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
         return f;
       };
-      auto fg = make(gc.get());
-      auto fc = make(cc.get());
+      auto fg = make(gc.get(), gs.get());
+      auto fc = make(cc.get(), cs.get());
       const auto g = gpu->forward(std::span(&fg, 1))[0];
       const auto c = cpu->forward(std::span(&fc, 1))[0];
       ASSERT_EQ(g.logits.size(), c.logits.size());

@@ -150,7 +150,8 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
     if (p.seq->want_attention_rollout) {  // only one value per key slot comes back
       const int n = static_cast<int>(p.rows), width = static_cast<int>(p.attention_width);
       rollout_ws_.ensure(cuda::attention_rollout_workspace_floats(n, width), "rollout workspace");
-      const int32_t* query_cols = ints_.get() + p.logical_keys_at + (p.key_slots.size() - p.rows);
+      // The queries' own columns: the last rows of the keys' logical slots.
+      const int32_t* query_cols = ints_.get() + p.logical_keys_at + (p.n_keys - p.rows);
       cuda::attention_rollout(attn_rows_out_.get() + p.attn_rows_at, query_cols,
                               static_cast<int>(c.num_layers), n, width, rollout_ws_.get(),
                               stream_);
