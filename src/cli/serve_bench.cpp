@@ -80,6 +80,32 @@ RunTimes run_requests(EngineCore& core, const Model& model, int n, int32_t block
   return t;
 }
 
+// Per-op time of a few full steps (profiled: events around each op class, no graphs): where a
+// step's time goes. The requests are cancelled afterwards.
+std::vector<std::pair<std::string, double>> profile_full_steps(EngineCore& core,
+                                                               const Model& model, int n,
+                                                               int32_t block, const BenchArgs& a,
+                                                               uint64_t first_id, int steps,
+                                                               double& wall_ms) {
+  for (int i = 0; i < n; ++i)
+    core.add(bench_request(model, first_id + i, block, a.prompt_length, a.max_tokens));
+  for (int guard = 0; guard < 10000 && !core.idle(); ++guard) {  // until every request denoises
+    const int64_t rows0 = core.counters().rows;
+    core.step();
+    if (core.counters().rows - rows0 == int64_t{n} * block) break;
+  }
+  Backend& backend = core.backend();
+  backend.set_profiling(true);
+  const double t0 = now_s();
+  for (int s = 0; s < steps; ++s) core.step();
+  wall_ms = (now_s() - t0) * 1e3 / steps;
+  auto prof = backend.profile();
+  backend.set_profiling(false);
+  for (auto& [op, ms] : prof) ms /= steps;
+  for (int i = 0; i < n; ++i) core.cancel(first_id + i);
+  return prof;
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -103,7 +129,7 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
   const bool gpu = backend.name().rfind("cuda", 0) == 0;
   const std::string device = gpu ? "cuda" : "cpu";
   // The pool holds every request at its largest.
-  const int64_t slots_each = a.prompt_length + a.max_tokens + 2 * max_block;
+  const int64_t slots_each = a.prompt_length + a.max_tokens + 4 * max_block + 64;
   const int32_t page = 16;
   if (!backend.has_kv_pool())
     backend.create_kv_pool(int64_t{max_n} * ((slots_each + page - 1) / page + 1), page);
@@ -130,6 +156,10 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
       run_requests(core, model, n, block, a, next_id);  // warm-up: buffers, captured graphs
       next_id += static_cast<uint64_t>(n);
       const RunTimes t = run_requests(core, model, n, block, a, next_id);
+      next_id += static_cast<uint64_t>(n);
+      double profiled_ms = 0;
+      const auto ops =
+          profile_full_steps(core, model, n, block, a, next_id, 4, profiled_ms);
       next_id += static_cast<uint64_t>(n);
       const double ms = median(t.full_steps_ms);
       // The floor of a full step halfway through the generation.
@@ -159,6 +189,18 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
                      {"seconds", t.seconds},
                      {"copy_gbs", bw / 1e9},
                      {"gemm_tflops", gemm / 1e12}});
+      nlohmann::json prof = nlohmann::json::object();
+      std::string line;
+      double sum = 0;
+      for (const auto& [op, op_ms] : ops) {
+        prof[op] = op_ms;
+        sum += op_ms;
+        line += "  " + op + " " + std::to_string(op_ms).substr(0, 6);
+      }
+      prof["wall (profiled, no graphs)"] = profiled_ms;
+      out.back()["profile_ms"] = prof;
+      std::fprintf(stderr, "  block %d x %d profiled step %.2f ms (ops %.2f):%s\n", block, n,
+                   profiled_ms, sum, line.c_str());
     }
 }
 

@@ -120,13 +120,13 @@ bool Scheduler::admit(Sequence& s) {
 void Scheduler::check_fits(Sequence& s) const {
   const Decoder& d = s.decoder();
   const int64_t page = pool_.page_size();
-  // The cache at its largest plus room for a step's scratch rows, or the scratch canvas of a
-  // cache-less strategy (two with LLaDA's classifier-free guidance).
-  constexpr int64_t kScratchMargin = 128;
+  // The cache at its largest plus room for a step's scratch rows (a block, S2D2's 2L verifier,
+  // WeDLM's 2W window), or the scratch canvas of a cache-less strategy (two with LLaDA's
+  // classifier-free guidance).
+  const int64_t scratch = 64 + 2 * std::min<int64_t>(s.request().params.block_length, 128);
   const int64_t canvas =
       static_cast<int64_t>(s.request().prompt.size()) + s.request().params.max_tokens;
-  const int64_t slots =
-      d.cache_capacity() > 0 ? d.cache_capacity() + kScratchMargin : 2 * canvas;
+  const int64_t slots = d.cache_capacity() > 0 ? d.cache_capacity() + scratch : 2 * canvas;
   const int64_t pages = (slots + page - 1) / page;
   if (pages > pool_.num_pages())
     fail("the request needs up to ", pages, " KV pages of ", page, " slots (", slots,

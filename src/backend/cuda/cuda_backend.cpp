@@ -191,17 +191,21 @@ void CudaBackend::op_end() {
   if (profiling_) DLLM_CUDA_CHECK(cudaEventRecord(events_.back().stop, stream_));
 }
 
+void CudaBackend::add_profile(const std::string& op, double ms) {
+  auto it = std::find_if(profile_.begin(), profile_.end(),
+                         [&](const auto& p) { return p.first == op; });
+  if (it == profile_.end()) {
+    profile_.emplace_back(op, ms);
+  } else {
+    it->second += ms;
+  }
+}
+
 void CudaBackend::collect_profile() {
   for (auto& e : events_) {
     float ms = 0;
     DLLM_CUDA_CHECK(cudaEventElapsedTime(&ms, e.start, e.stop));
-    auto it = std::find_if(profile_.begin(), profile_.end(),
-                           [&](const auto& p) { return p.first == e.op; });
-    if (it == profile_.end()) {
-      profile_.emplace_back(e.op, ms);
-    } else {
-      it->second += ms;
-    }
+    add_profile(e.op, ms);
     cudaEventDestroy(e.start);
     cudaEventDestroy(e.stop);
   }

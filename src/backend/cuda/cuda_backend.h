@@ -104,6 +104,7 @@ class CudaBackend final : public Backend {
   void op_begin(const char* op);
   void op_end();
   void collect_profile();
+  void add_profile(const std::string& op, double ms);
   void drop_graphs();
 
   ModelConfig config_;

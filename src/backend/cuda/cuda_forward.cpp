@@ -1,6 +1,7 @@
 // The CUDA backend's one forward: prepare (cuda_forward_plan.cpp), run — directly, or by
 // replaying a captured CUDA graph for a shape seen before — and collect (cuda_outputs.cpp).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <string>
 
@@ -10,16 +11,21 @@
 namespace dllm::cuda_backend {
 
 std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward> batch) {
+  const auto t0 = std::chrono::steady_clock::now();
   ForwardPlan plan = prepare(batch);
   ensure_buffers(plan);
-  std::vector<cuda::DeviceTokenStats> stats(static_cast<size_t>(plan.total_out));
+  if (profiling_)  // the host's share: planning and staging the batch
+    add_profile("host: prepare",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
+                    .count());
+  std::vector<cuda::DeviceTokenStats> stats(static_cast<size_t>(plan.padded_out));
   run_graph_or_direct(plan, stats);
   return collect(plan, stats);
 }
 
 void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
   const ModelConfig& c = config_;
-  const size_t T = static_cast<size_t>(plan.total_rows), M = static_cast<size_t>(plan.total_out);
+  const size_t T = static_cast<size_t>(plan.total_rows), M = static_cast<size_t>(plan.padded_out);
   const size_t h = static_cast<size_t>(c.hidden_size), qd = static_cast<size_t>(c.q_dim()),
                inter = static_cast<size_t>(c.intermediate_size),
                qkvd = qd + 2 * static_cast<size_t>(c.kv_dim());

@@ -60,11 +60,14 @@ cuda::MaskKind mask_kind(AttentionKind k) {
   return cuda::MaskKind::kCausal;
 }
 
-// The next power of two >= n (at least 64): capacities of captured graphs.
+// Capacities of captured graphs: n rounded up to a power of two (at least 64), or for large n to
+// a multiple of an eighth of that power (little waste, few distinct graphs).
 int64_t bucket(int64_t n) {
   int64_t b = 64;
   while (b < n) b *= 2;
-  return b;
+  if (b <= 512) return b;
+  const int64_t step = b / 16;
+  return (n + step - 1) / step * step;
 }
 
 }  // namespace
@@ -163,9 +166,12 @@ void CudaBackend::stage(ForwardPlan& plan) {
       ints[static_cast<size_t>(2 * T + p.row_offset + i)] =
           static_cast<int32_t>(p.cache->physical_slot(p.query_slots[static_cast<size_t>(i)]));
   }
+  plan.graphable = graphs_enabled_ && !profiling_ && !plan.any_reuse && plan.attn_rows_total == 0;
   plan.out_rows_at = ints.size();
   for (const PlannedSequence& p : plan.seqs)
     for (int32_t r : p.seq->output_rows) ints.push_back(static_cast<int32_t>(p.row_offset + r));
+  plan.padded_out = plan.graphable && plan.total_out > 0 ? bucket(plan.total_out) : plan.total_out;
+  ints.resize(plan.out_rows_at + static_cast<size_t>(plan.padded_out), 0);
 
   // Batched paged attention over every sequence's rows (a dLLM-Cache layer re-plans its rows).
   for (const PlannedSequence& p : plan.seqs) {
@@ -200,7 +206,6 @@ void CudaBackend::stage(ForwardPlan& plan) {
   // CUDA graph for its shape: rows, output rows and the attention grid's capacity (rounded up to
   // powers of two so that one graph serves a growing context); everything else is data in the
   // staging, copied at the start of the step.
-  plan.graphable = graphs_enabled_ && !profiling_ && !plan.any_reuse && plan.attn_rows_total == 0;
   if (plan.graphable) {
     plan.capacity.mma_items = static_cast<int>(bucket(plan.capacity.mma_items));
     plan.capacity.sm90_items = static_cast<int>(bucket(plan.capacity.sm90_items));

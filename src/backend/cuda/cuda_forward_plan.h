@@ -40,6 +40,10 @@ struct PlannedSequence {
 struct ForwardPlan {
   std::vector<PlannedSequence> seqs;
   int64_t total_rows = 0, total_out = 0;
+  // Output rows the LM head runs over: total_out, or for a captured graph total_out rounded up
+  // (the extra rows repeat row 0 and are ignored), so that steps whose sequences want a few more
+  // or fewer rows replay the same graph.
+  int64_t padded_out = 0;
   // Staging: tokens | positions | physical query slots | output rows (batch row indices) |
   // per sequence its key count and key slots.
   std::vector<int32_t> ints;

@@ -50,7 +50,7 @@ void host_token_stats(const ModelConfig& c, const SequenceForward& seq,
 
 void CudaBackend::enqueue_outputs(ForwardPlan& plan, cuda::DeviceTokenStats* stats_dst) {
   const ModelConfig& c = config_;
-  const int M = static_cast<int>(plan.total_out);
+  const int M = static_cast<int>(plan.padded_out);
   if (M == 0) return;
   op_begin("norms");
   cuda::rms_norm(x_.get(), ints_.get() + plan.out_rows_at, final_norm_.get(), hn_.get(), M,
