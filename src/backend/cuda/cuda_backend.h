@@ -77,6 +77,7 @@ class CudaBackend final : public Backend {
   // prepare (cuda_forward_plan.cpp): the batch's layout, then its staging; buffers sized for it.
   ForwardPlan prepare(std::span<const SequenceForward> batch);
   void stage(ForwardPlan& plan);
+  void stage_token_stats(ForwardPlan& plan);
   cuda::AttentionBatchShape attention_shape();
   void ensure_buffers(const ForwardPlan& plan);
   // run: everything the GPU does for a forward, in stream order (captured as a graph or run

@@ -95,10 +95,6 @@ void CudaBackend::run_graph_or_direct(ForwardPlan& plan,
   std::string key = std::to_string(plan.total_rows) + "/" + std::to_string(M) + "/" +
                     std::to_string(plan.ints.size()) + "/" + std::to_string(cap.mma_items) + "/" +
                     std::to_string(cap.sm90_items) + "/" + std::to_string(cap.partial_rows);
-  for (const PlannedSequence& p : plan.seqs) {  // which sequences get device statistics
-    key += p.host_rows || !p.seq->want_stats ? "/h" : "/d";
-    for (int32_t id : p.seq->sampler.banned_tokens) key += "," + std::to_string(id);
-  }
   auto it = graphs_.find(key);
   if (seen_shapes_.size() > 4096) seen_shapes_.clear();  // a bound: shapes seen once each
   if (it == graphs_.end() && !seen_shapes_.insert(key).second) {

@@ -172,6 +172,7 @@ void CudaBackend::stage(ForwardPlan& plan) {
     for (int32_t r : p.seq->output_rows) ints.push_back(static_cast<int32_t>(p.row_offset + r));
   plan.padded_out = plan.graphable && plan.total_out > 0 ? bucket(plan.total_out) : plan.total_out;
   ints.resize(plan.out_rows_at + static_cast<size_t>(plan.padded_out), 0);
+  stage_token_stats(plan);
 
   // Batched paged attention over every sequence's rows (a dLLM-Cache layer re-plans its rows).
   for (const PlannedSequence& p : plan.seqs) {
@@ -213,6 +214,30 @@ void CudaBackend::stage(ForwardPlan& plan) {
     ints.resize(static_cast<size_t>(bucket(static_cast<int64_t>(ints.size()))), 0);
   }
   (void)c;
+}
+
+// Which output rows get device statistics, with which banned list (sequences with the same list
+// share one entry).
+void CudaBackend::stage_token_stats(ForwardPlan& plan) {
+  std::vector<int32_t>& ints = plan.ints;
+  plan.row_ban_at = ints.size();
+  ints.resize(ints.size() + static_cast<size_t>(plan.padded_out), -1);
+  std::vector<std::vector<int32_t>> lists;
+  for (const PlannedSequence& p : plan.seqs) {
+    const SequenceForward& seq = *p.seq;
+    if (!seq.want_stats || p.host_rows || seq.output_rows.empty()) continue;
+    auto it = std::find(lists.begin(), lists.end(), seq.sampler.banned_tokens);
+    if (it == lists.end()) it = lists.insert(lists.end(), seq.sampler.banned_tokens);
+    std::fill_n(ints.begin() + static_cast<std::ptrdiff_t>(plan.row_ban_at + p.out_offset),
+                seq.output_rows.size(), static_cast<int32_t>(it - lists.begin()));
+  }
+  plan.bans_at = ints.size();
+  for (const auto& list : lists) {
+    const size_t at = ints.size();
+    ints.resize(at + cuda::kBannedInts, 0);
+    std::copy(list.begin(), list.end(), ints.begin() + static_cast<std::ptrdiff_t>(at));
+    ints[at + cuda::kMaxBanned] = static_cast<int32_t>(list.size());
+  }
 }
 
 cuda::AttentionBatchShape CudaBackend::attention_shape() {

@@ -48,6 +48,8 @@ struct ForwardPlan {
   // per sequence its key count and key slots.
   std::vector<int32_t> ints;
   size_t positions_at = 0, slots_at = 0, out_rows_at = 0;
+  // Device token statistics: each output row's banned-list index (-1: none), and the lists.
+  size_t row_ban_at = 0, bans_at = 0;
   bool any_reuse = false;
   // Batched paged attention: its plan region in the staging (all rows of every sequence), the
   // grid capacity it runs with, and the per-sequence template a dLLM-Cache layer re-plans from.

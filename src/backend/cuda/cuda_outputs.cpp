@@ -61,17 +61,11 @@ void CudaBackend::enqueue_outputs(ForwardPlan& plan, cuda::DeviceTokenStats* sta
                 CUDA_R_32F, M, static_cast<int>(c.vocab_size), static_cast<int>(c.hidden_size),
                 false);
   op_end();
-  for (const PlannedSequence& p : plan.seqs) {
-    const int64_t m = static_cast<int64_t>(p.seq->output_rows.size());
-    if (m == 0 || !p.seq->want_stats || p.host_rows) continue;
-    cuda::BannedTokens ban;
-    for (int32_t id : p.seq->sampler.banned_tokens) ban.ids[ban.n++] = id;
-    op_begin("token stats");
-    cuda::greedy_token_stats(logits_.get() + p.out_offset * c.vocab_size, static_cast<int>(m),
-                             static_cast<int>(c.vocab_size), ban, stats_.get() + p.out_offset,
-                             stream_);
-    op_end();
-  }
+  op_begin("token stats");
+  cuda::greedy_token_stats_rows(logits_.get(), M, static_cast<int>(c.vocab_size),
+                                ints_.get() + plan.bans_at, ints_.get() + plan.row_ban_at,
+                                stats_.get(), stream_);
+  op_end();
   DLLM_CUDA_CHECK(cudaMemcpyAsync(stats_dst, stats_.get(), M * sizeof(cuda::DeviceTokenStats),
                                   cudaMemcpyDeviceToHost, stream_));
 }

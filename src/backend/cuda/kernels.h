@@ -250,6 +250,12 @@ struct BannedTokens {
 };
 void greedy_token_stats(const float* logits, int rows, int vocab, BannedTokens banned,
                         DeviceTokenStats* out, cudaStream_t stream);
+// The same for the output rows of a whole batch in one launch: row r uses the banned list
+// bans[row_ban[r]] (each kBannedInts int32: the ids, then the count) or, where row_ban[r] < 0,
+// is skipped (out[r] left as it is).
+constexpr int kBannedInts = kMaxBanned + 1;
+void greedy_token_stats_rows(const float* logits, int rows, int vocab, const int32_t* bans,
+                             const int32_t* row_ban, DeviceTokenStats* out, cudaStream_t stream);
 
 // S2D2 span verification (span_verify.cu): per row, q(x) and p(x) under softmax(logits * inv_T)
 // with banned ids at -inf, and the residual draw from norm((q - p)+) (q when that mass is 0) by

@@ -41,13 +41,12 @@ __device__ __forceinline__ bool banned(const BannedTokens& b, int id) {
   return false;
 }
 
-__global__ void __launch_bounds__(kThreads)
-    greedy_stats_kernel(const float* logits, int vocab, BannedTokens ban, DeviceTokenStats* out) {
+// The statistics of one row (one block of kThreads threads).
+__device__ void row_stats(const float* row, int vocab, const BannedTokens& ban,
+                          DeviceTokenStats* out) {
   __shared__ Top2 part[kThreads / 32];
   __shared__ float sums[3][kThreads / 32];
   __shared__ Top2 total;
-  ptx::wait_for_primary_grid();  // a programmatic dependent of the LM head GEMM
-  const float* row = logits + static_cast<int64_t>(blockIdx.x) * vocab;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
 
   Top2 t{-INFINITY, 0x7fffffff, -INFINITY};
@@ -106,8 +105,28 @@ __global__ void __launch_bounds__(kThreads)
     s.entropy = logf(zt) - zlt / zt;
     s.margin = (1.0f - __expf(total.second - mx)) / zt;
     s.collision = z2t / (zt * zt);
-    out[blockIdx.x] = s;
+    *out = s;
   }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    greedy_stats_kernel(const float* logits, int vocab, BannedTokens ban, DeviceTokenStats* out) {
+  ptx::wait_for_primary_grid();  // a programmatic dependent of the LM head GEMM
+  row_stats(logits + static_cast<int64_t>(blockIdx.x) * vocab, vocab, ban, out + blockIdx.x);
+}
+
+// Rows of many sequences in one launch, each with its sequence's banned list.
+__global__ void __launch_bounds__(kThreads)
+    greedy_stats_rows_kernel(const float* logits, int vocab, const int32_t* bans,
+                             const int32_t* row_ban, DeviceTokenStats* out) {
+  ptx::wait_for_primary_grid();
+  const int set = row_ban[blockIdx.x];
+  if (set < 0) return;  // a row whose statistics come from the host, or padding
+  BannedTokens ban;
+  const int32_t* b = bans + set * kBannedInts;
+  for (int k = 0; k < kMaxBanned; ++k) ban.ids[k] = b[k];
+  ban.n = b[kMaxBanned];
+  row_stats(logits + static_cast<int64_t>(blockIdx.x) * vocab, vocab, ban, out + blockIdx.x);
 }
 
 }  // namespace
@@ -117,6 +136,14 @@ void greedy_token_stats(const float* logits, int rows, int vocab, BannedTokens b
   if (rows == 0) return;
   launch_pdl(greedy_stats_kernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab, banned,
              out);
+  DLLM_CUDA_LAUNCH_CHECK();
+}
+
+void greedy_token_stats_rows(const float* logits, int rows, int vocab, const int32_t* bans,
+                             const int32_t* row_ban, DeviceTokenStats* out, cudaStream_t stream) {
+  if (rows == 0) return;
+  launch_pdl(greedy_stats_rows_kernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab, bans,
+             row_ban, out);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
