@@ -5,7 +5,7 @@ set -euo pipefail
 
 PACKAGES=(
   build-essential cmake ninja-build pkg-config
-  libopenblas-openmp-dev   # CPU GEMMs (OpenMP build: one thread pool with our loops)
+  libopenblas-openmp-dev   # the benchmarks' GEMM comparison (dllm's own CPU GEMM is gemm_f32)
   nlohmann-json3-dev       # config.json, safetensors headers, tokenizer.json
   libcli11-dev             # command line
   libpcre2-dev             # tokenizer pre-tokenizer regexes (look-ahead, \p{L})

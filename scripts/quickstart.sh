@@ -27,5 +27,13 @@ check 579 -m models/tiny-full -p "What is 123 + 456?" --chat --max-tokens 32
 check 579 -m models/tiny-full -p "What is 123 + 456?" --chat --max-tokens 32 --strategy d2cache
 echo "--- WeDLM streaming parallel decoding (tiny-causal, WeDLM format):"
 check 579 -m models/tiny-causal -p "What is 123 + 456?" --chat
+echo "--- several requests at once through one engine (mixed strategies share each forward):"
+cat > build/quickstart-requests.jsonl <<'JSONL'
+{"messages": [{"role": "user", "content": "What is 123 + 456?"}], "max_tokens": 16}
+{"messages": [{"role": "user", "content": "What is 602 + 416?"}], "max_tokens": 16, "strategy": "s2d2"}
+{"messages": [{"role": "user", "content": "Sort in ascending order: 71, 59, 97, 54, 8, 12, 3"}], "max_tokens": 32}
+{"messages": [{"role": "user", "content": "What is 775 + 677?"}], "max_tokens": 16, "strategy": "ar"}
+JSONL
+./build/dllm generate --requests build/quickstart-requests.jsonl
 echo "--- a text prompt (prose continuation, sampled):"
 ./build/dllm generate -p "The old house at the end of the street" --max-tokens 40 --temperature 0.8 --top-p 0.95 --seed 1

@@ -120,6 +120,13 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
       for (int32_t i = 0; i < p.rows; ++i) p.query_slots[static_cast<size_t>(i)] = i;
       prepare_cache_writes(*p.cache, p.query_slots, p.rows);
       p.n_keys = p.rows;  // the whole canvas, slots [0, rows)
+    } else if (!seq.visible_slots && seq.write != CacheWrite::kAtSlots &&
+               seq.rule.kind != AttentionKind::kCustom && !wants_rows(seq)) {
+      // The common case, without listing the range: keys are the committed slots [0, length),
+      // then the queries' own fresh slots right after them.
+      p.query_slots = query_slots_of(seq, p.cache);
+      p.n_keys = p.cache->length() + p.rows;
+      prepare_cache_writes(*p.cache, p.query_slots, p.n_keys);
     } else {
       const SequenceSlots slots = plan_sequence_slots(seq, seq.cache ? p.cache : nullptr, si);
       prepare_cache_writes(*p.cache, slots.query_slots, slots.needed_capacity);
