@@ -210,7 +210,9 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
   }
 
   const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
-  std::vector<float> x(static_cast<size_t>(total * h));
+  Scratch& sc = scratch_;
+  std::vector<float>& x = sc.x;
+  x.resize(static_cast<size_t>(total * h));
   {
     int64_t row = 0;
     for (const auto& seq : batch)
@@ -219,7 +221,8 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
                     &x[static_cast<size_t>(row++ * h)]);
   }
   const float eps = static_cast<float>(c.norm_eps);
-  std::vector<float> xn, q, k, v, attn, o, gate, up;
+  std::vector<float>&xn = sc.xn, &q = sc.q, &k = sc.k, &v = sc.v, &attn = sc.attn, &o = sc.o,
+                     &gate = sc.gate, &up = sc.up;
   std::vector<int64_t> rows;      // batch rows recomputed in this layer
   std::vector<int32_t> positions;  // their positions
   for (int64_t li = 0; li < c.num_layers; ++li) {

@@ -108,6 +108,12 @@ class CpuBackend final : public Backend {
   // The KV pool's storage: per layer, [num_slots, kv_dim] for K and V (left uninitialised: the OS
   // commits only the pages sequences touch).
   std::vector<std::unique_ptr<float[]>> k_, v_;
+  // Activations, kept between forwards: fresh large vectors each forward cost page faults and
+  // page clearing (~8 % of a small model's step).
+  struct Scratch {
+    std::vector<float> x, xn, q, k, v, attn, o, gate, up, head_rows, logits;
+  };
+  mutable Scratch scratch_;
 };
 
 }  // namespace dllm::cpu_backend

@@ -15,13 +15,15 @@ void CpuBackend::compute_outputs(const SequenceForward& seq, const float* x,
   const HostTensor& head = tied_ ? embed_ : lm_head_;
   const int64_t m = static_cast<int64_t>(seq.output_rows.size());
   if (m == 0 || !(seq.want_logits || seq.want_stats || seq.retain_logits || seq.verify)) return;
-  std::vector<float> rows(static_cast<size_t>(m * h));
+  std::vector<float>& rows = scratch_.head_rows;
+  rows.resize(static_cast<size_t>(m * h));
   for (int64_t i = 0; i < m; ++i) {
     const int64_t r = seq.output_rows[static_cast<size_t>(i)];
     cpu::rms_norm(&x[static_cast<size_t>(r * h)], h, final_norm_.ptr(),
                   &rows[static_cast<size_t>(i * h)], h, 1, h, eps);
   }
-  std::vector<float>& logits = result.logits;
+  // Logits stay in scratch unless the caller wants them.
+  std::vector<float>& logits = seq.want_logits ? result.logits : scratch_.logits;
   logits.resize(static_cast<size_t>(m * c.vocab_size));
   cpu::matmul_nt(rows.data(), h, head.ptr(), h, logits.data(), c.vocab_size, m, c.vocab_size, h);
   if (seq.want_stats) {
@@ -47,7 +49,6 @@ void CpuBackend::compute_outputs(const SequenceForward& seq, const float* x,
           verify_span_rows(logits, state.kept_logits, c.vocab_size, *seq.verify, seq.sampler);
     if (seq.retain_logits) state.kept_logits = logits;
   }
-  if (!seq.want_logits) logits.clear();
 }
 
 }  // namespace dllm::cpu_backend
