@@ -27,8 +27,10 @@ struct BenchArgs {
   // With attention_kernel: the batched paged call for each of these sequence counts instead.
   std::string attention_batch;
   int page_size = 16;
-  // Serving: comma-separated counts of concurrent requests (serve_bench.cpp).
+  // Serving: comma-separated counts of concurrent requests (serve_bench.cpp), optionally with
+  // finished blocks committed in the next block's first denoising forward.
   std::string concurrency;
+  bool fuse_commit = false;
 };
 
 // Concurrent block-diffusion requests through the engine core for each --block and

@@ -375,6 +375,8 @@ void add_bench_command(CLI::App& app) {
                   "Serving: comma-separated counts of concurrent requests run through the engine "
                   "(block diffusion, one token per step, --block block length, --prompt-length "
                   "prompts, --max-tokens each): ms per step, tokens/s, host time, floor");
+  cmd->add_flag("--fuse-commit", a->fuse_commit,
+                "--concurrency: commit finished blocks in the next block's first denoising step");
   cmd->add_option("--prompt-length", a->prompt_length,
                   "--decode / --concurrency: prompt tokens (default 512)");
   cmd->add_option("--max-tokens", a->max_tokens,

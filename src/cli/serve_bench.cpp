@@ -2,13 +2,15 @@
 // random weights of a real model shape — what a server's steady state costs. Each request has a
 // --prompt-length prompt and decodes --max-tokens tokens in blocks of --block with one token per
 // step (steps = block length, static low-confidence remasking: random weights never pass a
-// threshold, and a fixed schedule keeps runs comparable). Per step: the median time of the steps
-// where every request denoises (all N x block rows), next to that step's floor
+// threshold, and a fixed schedule keeps runs comparable). Per step: the median time of the
+// steady-state steps (every request in the forward, none prefilling), next to the floor of a
+// step with N x block query rows
 //   max(bytes of weights + every running sequence's visible K/V / copy bandwidth,
 //       FLOPs of the step / measured GEMM rate);
-// per run: committed tokens/s (all generated tokens / wall time, prefills included) and the
-// engine core's host time per step (scheduling, decoders, streaming; not the backend's own
-// preparation, which is part of its forward).
+// tokens/s in the steady state (tokens committed in those steps / their time) and over the whole
+// run (all generated tokens / wall time, prefills included); the engine core's host time per step
+// (scheduling, decoders, streaming; the backend's own preparation is part of its forward, and in
+// the per-op profile).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -27,7 +29,7 @@ double now_s() {
 }
 
 SequenceRequest bench_request(const Model& model, uint64_t id, int32_t block, int prompt_length,
-                              int max_tokens) {
+                              int max_tokens, bool fuse_commit) {
   const ModelConfig& c = model.config();
   SequenceRequest r;
   r.id = id;
@@ -40,13 +42,16 @@ SequenceRequest bench_request(const Model& model, uint64_t id, int32_t block, in
   p.steps = block;
   p.remasking = "low_confidence_static";
   p.max_tokens = max_tokens;
+  p.fuse_commit = fuse_commit;
   p.sequence_id = static_cast<uint32_t>(id);
   r.params = resolve_decode_params(c, p, prompt_length);
   return r;  // no stop ids: every request generates max_tokens
 }
 
 struct RunTimes {
-  std::vector<double> full_steps_ms;  // steps with every request denoising
+  std::vector<double> full_steps_ms;  // steps in which every request takes part
+  double full_seconds = 0;            // ... in all, and the tokens they committed
+  int64_t full_tokens = 0;
   int64_t steps = 0;
   double seconds = 0, host_seconds = 0;
   int64_t generated = 0;
@@ -56,7 +61,8 @@ RunTimes run_requests(EngineCore& core, const Model& model, int n, int32_t block
                       const BenchArgs& a, uint64_t first_id) {
   int64_t generated = 0;
   for (int i = 0; i < n; ++i) {
-    SequenceRequest r = bench_request(model, first_id + i, block, a.prompt_length, a.max_tokens);
+    SequenceRequest r = bench_request(model, first_id + i, block, a.prompt_length, a.max_tokens,
+                                      a.fuse_commit);
     r.callbacks.on_finish = [&](GenerationResult&& g) {
       if (g.finish_reason == "error") fail("bench request: ", g.error);
       generated += static_cast<int64_t>(g.ids.size());
@@ -67,12 +73,19 @@ RunTimes run_requests(EngineCore& core, const Model& model, int n, int32_t block
   const double host0 = core.counters().schedule_seconds;
   const double t0 = now_s();
   while (!core.idle()) {
-    const int64_t rows0 = core.counters().rows;
+    const EngineCounters before = core.counters();
     const double s = now_s();
     if (!core.step()) fail("bench: the engine could not schedule the requests");
     const double ms = (now_s() - s) * 1e3;
     ++t.steps;
-    if (core.counters().rows - rows0 == int64_t{n} * block) t.full_steps_ms.push_back(ms);
+    const EngineCounters& after = core.counters();
+    // Every request in the forward, none of them prefilling (a step of the steady state).
+    if (after.sequences_in_steps - before.sequences_in_steps == n &&
+        after.rows - before.rows <= int64_t{2} * n * block) {
+      t.full_steps_ms.push_back(ms);
+      t.full_seconds += ms * 1e-3;
+      t.full_tokens += after.committed_tokens - before.committed_tokens;
+    }
   }
   t.seconds = now_s() - t0;
   t.host_seconds = core.counters().schedule_seconds - host0;
@@ -88,11 +101,15 @@ std::vector<std::pair<std::string, double>> profile_full_steps(EngineCore& core,
                                                                uint64_t first_id, int steps,
                                                                double& wall_ms) {
   for (int i = 0; i < n; ++i)
-    core.add(bench_request(model, first_id + i, block, a.prompt_length, a.max_tokens));
+    core.add(bench_request(model, first_id + i, block, a.prompt_length, a.max_tokens,
+                           a.fuse_commit));
   for (int guard = 0; guard < 10000 && !core.idle(); ++guard) {  // until every request denoises
-    const int64_t rows0 = core.counters().rows;
+    const EngineCounters before = core.counters();
     core.step();
-    if (core.counters().rows - rows0 == int64_t{n} * block) break;
+    const EngineCounters& after = core.counters();
+    if (after.sequences_in_steps - before.sequences_in_steps == n &&
+        after.rows - before.rows <= int64_t{2} * n * block)
+      break;
   }
   Backend& backend = core.backend();
   backend.set_profiling(true);
@@ -138,13 +155,14 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
   const double weight_bytes = double(model.parameter_count()) * elem;
   const double kv_per_token = 2.0 * c.num_layers * c.kv_dim() * elem;
   std::printf(
-      "\n%s on %s: prompt %d, %d generated tokens per request, one token per step; copy %.0f "
+      "\n%s on %s: prompt %d, %d generated tokens per request, one token per step%s; copy %.0f "
       "GB/s, GEMM %.1f TFLOP/s\n\n",
-      a.shape.c_str(), backend.name().c_str(), a.prompt_length, a.max_tokens, bw / 1e9,
+      a.shape.c_str(), backend.name().c_str(), a.prompt_length, a.max_tokens,
+      a.fuse_commit ? ", commits fused into the next block's first step" : "", bw / 1e9,
       gemm / 1e12);
   std::printf(
-      "| block | requests | ms/step | floor ms | x floor | tokens/s | host ms/step (%% of step) "
-      "| steps |\n|---|---|---|---|---|---|---|---|\n");
+      "| block | requests | ms/step | floor ms | x floor | steady tokens/s | run tokens/s | host "
+      "ms/step (%% of step) | steps |\n|---|---|---|---|---|---|---|---|---|\n");
   uint64_t next_id = 0;
   for (int32_t block : blocks)
     for (int32_t n : counts) {
@@ -170,20 +188,23 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
                            4.0 * rows * keys * double(c.num_heads * c.head_dim * c.num_layers);
       const double floor_ms = std::max(bytes / bw, flops / gemm) * 1e3;
       const double tps = double(t.generated) / t.seconds;
+      const double steady_tps = t.full_seconds > 0 ? double(t.full_tokens) / t.full_seconds : 0;
       const double host_ms = t.host_seconds * 1e3 / double(t.steps);
-      std::printf("| %d | %d | %.2f | %.2f | %.2f | %.0f | %.3f (%.1f%%) | %lld |\n", block, n, ms,
-                  floor_ms, ms > 0 ? ms / floor_ms : 0.0, tps, host_ms,
+      std::printf("| %d | %d | %.2f | %.2f | %.2f | %.0f | %.0f | %.3f (%.1f%%) | %lld |\n", block,
+                  n, ms, floor_ms, ms > 0 ? ms / floor_ms : 0.0, steady_tps, tps, host_ms,
                   ms > 0 ? 100.0 * host_ms / ms : 0.0, static_cast<long long>(t.steps));
       std::fflush(stdout);
       out.push_back({{"block", block},
                      {"requests", n},
                      {"prompt_length", a.prompt_length},
                      {"max_tokens", a.max_tokens},
+                     {"fuse_commit", a.fuse_commit},
                      {"ms_per_step", ms},
                      {"floor_ms", floor_ms},
                      {"floor_bytes", bytes},
                      {"floor_flops", flops},
                      {"tokens_per_second", tps},
+                     {"steady_tokens_per_second", steady_tps},
                      {"host_ms_per_step", host_ms},
                      {"steps", t.steps},
                      {"seconds", t.seconds},

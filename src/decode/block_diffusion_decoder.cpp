@@ -29,33 +29,52 @@ bool BlockDiffusionDecoder::block_has_mask() const {
 bool BlockDiffusionDecoder::plan(SequenceForward& fwd) {
   const int32_t b = params_.block_length;
   fwd.rule = AttentionRule::block_causal(b);
+  fused_ = false;
   if (phase_ == Phase::kDone) return false;
+  ++forwards_;
   if (phase_ == Phase::kPrefill) {
     const int32_t n = block_ * b;
     fwd.tokens.assign(x_.begin(), x_.begin() + n);
     for (int32_t i = 0; i < n; ++i) fwd.positions.push_back(i);
     fwd.write = CacheWrite::kAppend;
-    ++forwards_;
+    ++rng_steps_;
     return true;
   }
   if (phase_ == Phase::kDenoise && !block_has_mask()) phase_ = Phase::kCommit;
   const int32_t s = block_start();
+  if (phase_ == Phase::kDenoise) {
+    plan_denoise(fwd, 0, rng_steps_++);
+    return true;
+  }
+  // Commit: the finished block's rows are appended to the cache.
   fwd.tokens.assign(x_.begin() + s, x_.begin() + s + b);
   for (int32_t i = 0; i < b; ++i) fwd.positions.push_back(s + i);
-  if (phase_ == Phase::kCommit) {
-    fwd.write = CacheWrite::kAppend;
-  } else {
-    fwd.write = CacheWrite::kNone;
-    pending_rows_.clear();
-    for (int32_t i = 0; i < b; ++i)
-      if (x_[static_cast<size_t>(s + i)] == mask_id_) pending_rows_.push_back(i);
-    fwd.output_rows = pending_rows_;
-    fwd.want_stats = true;
-    fwd.sampler = params_.sampler;
-    fwd.rng = RngKey{params_.seed, params_.sequence_id, static_cast<uint32_t>(forwards_)};
+  fwd.write = CacheWrite::kAppend;
+  ++rng_steps_;
+  if (params_.fuse_commit && block_ + 1 < num_blocks_) {
+    fused_ = true;
+    fwd.append_count = b;
+    ++block_;  // the next block's rows follow as scratch; undone in observe()
+    plan_denoise(fwd, b, rng_steps_++);
+    --block_;
   }
-  ++forwards_;
   return true;
+}
+
+void BlockDiffusionDecoder::plan_denoise(SequenceForward& fwd, int32_t offset, uint32_t rng_step) {
+  const int32_t b = params_.block_length, s = block_start();
+  fwd.tokens.insert(fwd.tokens.end(), x_.begin() + s, x_.begin() + s + b);
+  for (int32_t i = 0; i < b; ++i) fwd.positions.push_back(s + i);
+  if (offset == 0) fwd.write = CacheWrite::kNone;
+  pending_rows_.clear();
+  for (int32_t i = 0; i < b; ++i)
+    if (x_[static_cast<size_t>(s + i)] == mask_id_) {
+      pending_rows_.push_back(i);
+      fwd.output_rows.push_back(offset + i);
+    }
+  fwd.want_stats = true;
+  fwd.sampler = params_.sampler;
+  fwd.rng = RngKey{params_.seed, params_.sequence_id, rng_step};
 }
 
 void BlockDiffusionDecoder::observe(const SequenceResult& result) {
@@ -67,12 +86,17 @@ void BlockDiffusionDecoder::observe(const SequenceResult& result) {
       ++block_;
       step_ = 0;
       phase_ = block_ < num_blocks_ ? Phase::kDenoise : Phase::kDone;
+      if (fused_) observe_denoise(result);  // the next block's first step came with it
       return;
     case Phase::kDone:
       return;
     case Phase::kDenoise:
-      break;
+      observe_denoise(result);
+      return;
   }
+}
+
+void BlockDiffusionDecoder::observe_denoise(const SequenceResult& result) {
   const int32_t b = params_.block_length, s = block_start();
   std::vector<float> confidence(static_cast<size_t>(b), 0.0f);
   std::vector<int32_t> sampled(static_cast<size_t>(b), mask_id_);

@@ -1,6 +1,7 @@
 // SDAR block diffusion (model-specs §1.5): blocks of B aligned to absolute positions (the prompt
 // tail shares the first block), prefill of floor(P/B)*B prompt tokens, S denoising forwards per
-// block that do not write the cache, then one commit forward (append) of the finished block.
+// block that do not write the cache, then one commit forward (append) of the finished block — or,
+// with fuse_commit, the commit rows in front of the next block's first denoising step.
 #pragma once
 
 #include "decode/decoder.h"
@@ -19,6 +20,9 @@ class BlockDiffusionDecoder final : public Decoder {
 
  private:
   enum class Phase { kPrefill, kDenoise, kCommit, kDone };
+  // Fills the denoising rows of the current block (after `offset` rows already in `fwd`).
+  void plan_denoise(SequenceForward& fwd, int32_t offset, uint32_t rng_step);
+  void observe_denoise(const SequenceResult& result);
   int32_t block_start() const { return block_ * params_.block_length; }
   bool block_has_mask() const;
   void update_final();
@@ -32,6 +36,8 @@ class BlockDiffusionDecoder final : public Decoder {
   int32_t block_ = 0;  // current block index
   int32_t step_ = 0;   // denoising step within the block
   Phase phase_ = Phase::kPrefill;
+  bool fused_ = false;       // the last plan committed a block and denoised the next
+  uint32_t rng_steps_ = 0;   // forwards as the unfused loop counts them (keys the random stream)
   std::vector<int32_t> pending_rows_;  // block offsets of the masks asked about in the last plan
 };
 

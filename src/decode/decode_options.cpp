@@ -125,6 +125,10 @@ std::vector<DecodeOption> make_table() {
               &P::steps),
       number("threshold", "Confidence threshold in [0, 1] (default 0.9)", &P::threshold, 0, 1,
              "in [0, 1]"),
+      flag("fuse-commit",
+           "SDAR block diffusion: commit a finished block in the same forward as the next "
+           "block's first denoising step (same tokens, one forward fewer per block)",
+           &P::fuse_commit),
       word("remasking",
            "block: low_confidence_dynamic (default) | low_confidence_static | sequential; LLaDA: "
            "low_confidence (default) | random",

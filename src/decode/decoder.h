@@ -41,6 +41,11 @@ struct DecodeParams {
   // LLaDA full: low_confidence | random
   std::string remasking;
   int32_t sub_block_length = 0;  // Fast-dLLM v2 sub-blocks
+  // SDAR block diffusion: commit a finished block in the same forward as the next block's first
+  // denoising step (append its rows, the next block's as scratch after them). The same tokens as
+  // separate commit forwards (the random stream counts the commit as its own step), one forward
+  // fewer per block.
+  bool fuse_commit = false;
   ConfidenceKind confidence = ConfidenceKind::kTempered;
   // WeDLM streaming parallel decoding (method-specs §3); unset: family defaults.
   std::optional<int32_t> window;           // W slots after the committed prefix (16)

@@ -214,6 +214,8 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (p.strategy != "dllmcache" &&
       (p.dlc_kp != 0 || p.dlc_kr != 0 || p.dlc_rho != DecodeParams{}.dlc_rho))
     fail("--dlc-* options apply to --strategy dllmcache only, not --strategy ", p.strategy);
+  if (p.fuse_commit && (p.strategy != "block" || c.family != "sdar"))
+    fail("--fuse-commit applies to --strategy block on SDAR checkpoints only");
   if (p.strategy != "fastdllm" && !p.cache.empty())
     fail("--cache applies to --strategy fastdllm only, not --strategy ", p.strategy);
   if (p.strategy != "full") {
