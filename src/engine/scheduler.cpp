@@ -51,8 +51,9 @@ StepBatch Scheduler::schedule() {
   while (!waiting_.empty() && static_cast<int32_t>(running_.size()) < config_.max_running &&
          room()) {
     Sequence& s = *waiting_.front();
-    if (!admit(s)) break;
-    if (s.status != SequenceStatus::kRunning) continue;  // finished with an error
+    const Admission a = admit(s);
+    if (a == Admission::kNoRoom) break;
+    if (a == Admission::kFailed) continue;  // it finished with an error and is gone
     batch.sequences.push_back(&s);
     rows += s.planned_rows();
   }
@@ -93,7 +94,7 @@ bool Scheduler::plan_running(Sequence& s, const std::set<Sequence*>& planned) {
   }
 }
 
-bool Scheduler::admit(Sequence& s) {
+Scheduler::Admission Scheduler::admit(Sequence& s) {
   try {
     s.start(model_, backend_);
     check_fits(s);
@@ -103,18 +104,18 @@ bool Scheduler::admit(Sequence& s) {
     const int64_t reserve = running_.empty() ? 0 : pool_.num_pages() / 100;
     if (s.pages_needed() + reserve > pool_.available_pages()) {
       s.reset(/*preempted=*/false);
-      return false;
+      return Admission::kNoRoom;
     }
     s.reserve_pages();
   } catch (const Error& e) {
     s.finish("error", e.what());
     waiting_.pop_front();
-    return true;
+    return Admission::kFailed;
   }
   s.status = SequenceStatus::kRunning;
   running_.push_back(std::move(waiting_.front()));
   waiting_.pop_front();
-  return true;
+  return Admission::kAdmitted;
 }
 
 void Scheduler::check_fits(Sequence& s) const {

@@ -55,7 +55,10 @@ class Scheduler {
   // Plans `seq` and reserves its pages, preempting newer unplanned sequences for room; false
   // when the sequence itself had to wait (preempted) or finished (done or invalid).
   bool plan_running(Sequence& seq, const std::set<Sequence*>& planned);
-  bool admit(Sequence& seq);
+  // Starts the first waiting sequence: admitted (now running), no room yet (still waiting), or
+  // failed (finished with an error and removed — `seq` is gone).
+  enum class Admission { kAdmitted, kNoRoom, kFailed };
+  Admission admit(Sequence& seq);
   void preempt(Sequence& seq);
   void retire(Sequence& seq);
   // Pages the whole request needs at most; Error when the pool can never hold it.
