@@ -135,10 +135,10 @@ int64_t CudaBackend::default_kv_pool_bytes() const {
 }
 
 void CudaBackend::allocate_kv_storage(int64_t num_slots) {
-  const size_t n = static_cast<size_t>(config_.num_layers * num_slots * config_.kv_dim());
+  const size_t n = static_cast<size_t>(config_.num_layers * (num_slots + 1) * config_.kv_dim());
   k_pool_.resize(n, "the KV pool (K)");
   v_pool_.resize(n, "the KV pool (V)");
-  pool_positions_.resize(static_cast<size_t>(num_slots), "the KV pool's slot positions");
+  pool_positions_.resize(static_cast<size_t>(num_slots + 1), "the KV pool's slot positions");
   pool_slots_ = num_slots;
   drop_graphs();
 }

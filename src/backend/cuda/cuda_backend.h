@@ -70,9 +70,15 @@ class CudaBackend final : public Backend {
   int64_t default_kv_pool_bytes() const override;
 
  private:
-  // The pool's K / V of one layer: [num_slots, kv_heads * head_dim].
-  bf16* k_pool(int64_t layer) { return k_pool_.get() + layer * pool_slots_ * config_.kv_dim(); }
-  bf16* v_pool(int64_t layer) { return v_pool_.get() + layer * pool_slots_ * config_.kv_dim(); }
+  // A slot past the pool's pages that padding rows of a captured graph write their K/V to.
+  int64_t junk_slot() const { return pool_slots_; }
+  // The pool's K / V of one layer: [num_slots + 1, kv_heads * head_dim] (the junk slot last).
+  bf16* k_pool(int64_t layer) {
+    return k_pool_.get() + layer * (pool_slots_ + 1) * config_.kv_dim();
+  }
+  bf16* v_pool(int64_t layer) {
+    return v_pool_.get() + layer * (pool_slots_ + 1) * config_.kv_dim();
+  }
 
   // prepare (cuda_forward_plan.cpp): the batch's layout, then its staging; buffers sized for it.
   ForwardPlan prepare(std::span<const SequenceForward> batch);

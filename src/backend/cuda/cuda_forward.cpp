@@ -25,7 +25,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
 
 void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
   const ModelConfig& c = config_;
-  const size_t T = static_cast<size_t>(plan.total_rows), M = static_cast<size_t>(plan.padded_out);
+  const size_t T = static_cast<size_t>(plan.padded_rows), M = static_cast<size_t>(plan.padded_out);
   const size_t h = static_cast<size_t>(c.hidden_size), qd = static_cast<size_t>(c.q_dim()),
                inter = static_cast<size_t>(c.intermediate_size),
                qkvd = qd + 2 * static_cast<size_t>(c.kv_dim());
@@ -75,7 +75,7 @@ void CudaBackend::enqueue(ForwardPlan& plan, const int32_t* ints,
     DLLM_CUDA_CHECK(cudaMemsetAsync(attn_rows_out_.get(), 0,
                                     plan.attn_rows_total * sizeof(float), stream_));
   op_begin("embedding");
-  cuda::embed(ints_.get(), embed_.get(), x_.get(), static_cast<int>(plan.total_rows),
+  cuda::embed(ints_.get(), embed_.get(), x_.get(), static_cast<int>(plan.padded_rows),
               static_cast<int>(config_.hidden_size), stream_);
   op_end();
   for (int64_t li = 0; li < config_.num_layers; ++li) enqueue_layer(plan, li);
@@ -92,7 +92,7 @@ void CudaBackend::run_graph_or_direct(ForwardPlan& plan,
   std::copy(plan.ints.begin(), plan.ints.end(), pinned_ints_.get());
   // Everything a captured graph bakes in besides the fixed buffers: the shape.
   const cuda::AttentionBatchCapacity& cap = plan.capacity;
-  std::string key = std::to_string(plan.total_rows) + "/" + std::to_string(M) + "/" +
+  std::string key = std::to_string(plan.padded_rows) + "/" + std::to_string(M) + "/" +
                     std::to_string(plan.ints.size()) + "/" + std::to_string(cap.mma_items) + "/" +
                     std::to_string(cap.sm90_items) + "/" + std::to_string(cap.partial_rows);
   auto it = graphs_.find(key);

@@ -70,6 +70,14 @@ int64_t bucket(int64_t n) {
   return (n + step - 1) / step * step;
 }
 
+// Rows of a captured graph: exact up to 64 (a lone sequence's step keeps its GEMM shapes), then
+// multiples of 32 up to 512, then buckets of a sixteenth of a power of two.
+int64_t row_bucket(int64_t n) {
+  if (n <= 64) return n;
+  if (n <= 512) return (n + 31) / 32 * 32;
+  return bucket(n);
+}
+
 }  // namespace
 
 bool host_rows_needed(const SequenceForward& s) {
@@ -159,21 +167,24 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
 }
 
 void CudaBackend::stage(ForwardPlan& plan) {
-  const ModelConfig& c = config_;
   std::vector<int32_t>& ints = plan.ints;
+  plan.graphable = graphs_enabled_ && !profiling_ && !plan.any_reuse && plan.attn_rows_total == 0;
   const int64_t T = plan.total_rows;
-  ints.resize(static_cast<size_t>(3 * T));
-  plan.positions_at = static_cast<size_t>(T);
-  plan.slots_at = static_cast<size_t>(2 * T);
+  const int64_t Tp = plan.padded_rows = plan.graphable ? row_bucket(T) : T;
+  // tokens | positions | pool slots, each padded_rows long (padding: token 0, position 0, the
+  // junk slot).
+  ints.assign(static_cast<size_t>(3 * Tp), 0);
+  plan.positions_at = static_cast<size_t>(Tp);
+  plan.slots_at = static_cast<size_t>(2 * Tp);
+  std::fill(ints.begin() + 2 * Tp + T, ints.end(), static_cast<int32_t>(junk_slot()));
   for (const PlannedSequence& p : plan.seqs) {
     const auto at = static_cast<std::ptrdiff_t>(p.row_offset);
     std::copy(p.seq->tokens.begin(), p.seq->tokens.end(), ints.begin() + at);
-    std::copy(p.seq->positions.begin(), p.seq->positions.end(), ints.begin() + T + at);
+    std::copy(p.seq->positions.begin(), p.seq->positions.end(), ints.begin() + Tp + at);
     for (int64_t i = 0; i < p.rows; ++i)
-      ints[static_cast<size_t>(2 * T + p.row_offset + i)] =
+      ints[static_cast<size_t>(2 * Tp + p.row_offset + i)] =
           static_cast<int32_t>(p.cache->physical_slot(p.query_slots[static_cast<size_t>(i)]));
   }
-  plan.graphable = graphs_enabled_ && !profiling_ && !plan.any_reuse && plan.attn_rows_total == 0;
   plan.out_rows_at = ints.size();
   for (const PlannedSequence& p : plan.seqs)
     for (int32_t r : p.seq->output_rows) ints.push_back(static_cast<int32_t>(p.row_offset + r));
@@ -220,7 +231,6 @@ void CudaBackend::stage(ForwardPlan& plan) {
     plan.capacity.partial_rows = bucket(plan.capacity.partial_rows);
     ints.resize(static_cast<size_t>(bucket(static_cast<int64_t>(ints.size()))), 0);
   }
-  (void)c;
 }
 
 // Which output rows get device statistics, with which banned list (sequences with the same list

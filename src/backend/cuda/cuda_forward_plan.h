@@ -40,6 +40,10 @@ struct PlannedSequence {
 struct ForwardPlan {
   std::vector<PlannedSequence> seqs;
   int64_t total_rows = 0, total_out = 0;
+  // Rows the layers run over: total_rows, or for a captured graph total_rows rounded up, the
+  // extra rows embedding token 0 and writing their K/V to the pool's junk slot (nobody reads
+  // it), so that batches a few rows apart replay one graph.
+  int64_t padded_rows = 0;
   // Output rows the LM head runs over: total_out, or for a captured graph total_out rounded up
   // (the extra rows repeat row 0 and are ignored), so that steps whose sequences want a few more
   // or fewer rows replay the same graph.

@@ -19,7 +19,7 @@ LayerRows CudaBackend::layer_rows(ForwardPlan& plan, int64_t layer) {
   r.first.resize(n_seqs);
   r.size.resize(n_seqs);
   if (!plan.any_reuse) {  // every row of the batch, where prepare() staged them
-    r.count = plan.total_rows;
+    r.count = plan.padded_rows;
     r.positions = ints_.get() + plan.positions_at;
     r.slots = ints_.get() + plan.slots_at;
     for (size_t si = 0; si < n_seqs; ++si) {
