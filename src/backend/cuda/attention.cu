@@ -291,6 +291,7 @@ void attention(const AttentionParams& p, cudaStream_t stream) {
   if (p.splits > kMaxSplits)
     fail("attention: ", p.splits, " key splits (at most ", kMaxSplits, ")");
   if (p.head_dim > kCombineDims) fail("attention: head_dim ", p.head_dim, " > ", kCombineDims);
+  if (p.splits == 1) return;  // the kernel wrote the output (write_split_partials())
   // The combine pass as a programmatic dependent launch on Hopper: it is scheduled while the
   // attention kernel's last blocks finish (they trigger after their main loop) and waits for
   // their partials on the device, instead of launching after the kernel has drained.

@@ -20,36 +20,78 @@ namespace {
 namespace L = batch_layout;
 using ptx::wait_for_primary_grid;
 
-// Merges the splits of every (query row, head) of the batch, one warp each: row b = t heads + h
-// of query row t (rows past the plan's count: none), combine_warps() of them per block. Every
-// thread waits for the attention kernel first, so the call's kernels complete in order.
+// The combine pass merges the splits of the plan's combine rows (sequences whose kernel does not
+// merge them itself), per (row, head): combine row b / heads of the list, head b % heads. Every
+// thread waits for the attention kernels first, so the call's kernels complete in order; what it
+// reads of the plan it reads before, while the attention kernels still run.
 static_assert(L::kMaxSplits <= kWarpCombineMaxSplits);
 
-template <int V>  // head_dim / 16
-__global__ void __launch_bounds__(256) combine_batch_kernel(AttentionBatchKernelArgs a) {
-  extern __shared__ float weight[];  // [warps][kWarpCombineMaxSplits]
-  const int warp = threadIdx.x >> 5;
-  const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp;
+struct CombineRow {
+  const float* ml;  // split 0 of the row's partials
+  const bf16* po;
+  int64_t stride;  // rows from one split to the next
+  int splits;
+  bf16* out;
+};
+
+// Combine row idx of the list, head h; false past the plan's count.
+__device__ __forceinline__ bool combine_row_of(const AttentionBatchKernelArgs& a, int64_t idx,
+                                               int h, CombineRow& c) {
   const int32_t* plan = a.plan;
-  const int t = static_cast<int>(b / a.heads), h = static_cast<int>(b % a.heads);
-  const bool real = t < plan[L::kQRows];
-  const int32_t* d =
-      real ? plan + plan[L::kSeqsAt] + plan[plan[L::kRowSeqAt] + t] * L::kSeqInts : plan;
-  wait_for_primary_grid();
-  if (!real) return;
+  if (idx >= plan[L::kCombineRows]) return false;
+  const int32_t* entry = plan + plan[L::kCombineAt] + 2 * idx;
+  const int t = entry[0];
+  const int32_t* d = plan + plan[L::kSeqsAt] + entry[1] * L::kSeqInts;
   const int group = a.heads / a.kv_heads;
   const int R = d[L::kNQ] * group;
   const int g = h / group, r = (t - d[L::kQRow]) * group + h % group;
   const int64_t row = d[L::kPartialRow] + static_cast<int64_t>(g) * R + r;
-  constexpr int D = 16 * V;
-  combine_row_warp<V>(a.partial_ml + row * 2, a.partial_o + row * D,
-                      static_cast<int64_t>(a.kv_heads) * R, d[L::kSplits],
-                      a.out + (static_cast<int64_t>(t) * a.heads + h) * D,
-                      weight + warp * kWarpCombineMaxSplits);
+  c.ml = a.partial_ml + row * 2;
+  c.po = a.partial_o + row * a.head_dim;
+  c.stride = static_cast<int64_t>(a.kv_heads) * R;
+  c.splits = d[L::kSplits];
+  c.out = a.out + (static_cast<int64_t>(t) * a.heads + h) * a.head_dim;
+  return true;
+}
+
+// One warp per (row, head), combine_warps() of them per block: many rows.
+template <int V>  // head_dim / 16
+__global__ void __launch_bounds__(256, 4) combine_batch_kernel(AttentionBatchKernelArgs a) {
+  extern __shared__ float weight[];  // [warps][kWarpCombineMaxSplits]
+  const int warp = threadIdx.x >> 5;
+  const int64_t b = static_cast<int64_t>(blockIdx.x) * (blockDim.x >> 5) + warp;
+  CombineRow c;
+  const bool real = combine_row_of(a, b / a.heads, static_cast<int>(b % a.heads), c);
+  wait_for_primary_grid();
+  if (!real) return;
+  combine_row_warp<V>(c.ml, c.po, c.stride, c.splits, c.out, weight + warp * kWarpCombineMaxSplits);
+}
+
+// One block per (row, head): few rows, each with many splits (a lone sequence of a few queries
+// over a long cache), whose loads one warp would issue a few at a time. Measured with the
+// single-sequence attention() on the H100 (4 queries at 32K, 128 rows x 99 splits): 64.2 µs a
+// call with a block per row, 75.7 with a warp per row.
+__global__ void __launch_bounds__(kCombineThreads)
+    combine_batch_block_kernel(AttentionBatchKernelArgs a) {
+  __shared__ float weight[2 * combine_weight_slots(L::kMaxSplits)];  // w_s, then m_s
+  __shared__ CombineScratch scratch;
+  CombineRow c;
+  const bool real =
+      combine_row_of(a, blockIdx.x / a.heads, static_cast<int>(blockIdx.x % a.heads), c);
+  wait_for_primary_grid();
+  if (!real) return;
+  combine_row(c.ml, c.po, c.stride, c.splits, a.head_dim, c.out, weight,
+              weight + combine_weight_slots(c.splits), scratch);
 }
 
 void launch_combine(const AttentionBatchKernelArgs& a, int q_rows, cudaStream_t stream) {
   const int64_t rows = static_cast<int64_t>(q_rows) * a.heads;
+  if (rows <= 2 * device_sm_count()) {  // as attention(): a block per row where rows are few
+    launch_pdl(combine_batch_block_kernel, dim3(static_cast<unsigned>(rows)), dim3(kCombineThreads),
+               0, stream, a);
+    DLLM_CUDA_LAUNCH_CHECK();
+    return;
+  }
   const int warps = combine_warps(rows, device_sm_count());
   const dim3 grid(static_cast<unsigned>((rows + warps - 1) / warps)), block(warps * 32);
   const size_t smem = warps * kWarpCombineMaxSplits * sizeof(float);
@@ -71,32 +113,49 @@ void launch_combine(const AttentionBatchKernelArgs& a, int q_rows, cudaStream_t 
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
-template <int D>
+// The mma.sync kernel's two pipelines (same tiles, so the same bits): two stages where the grid
+// is bigger than what the deep one keeps resident (six one-warp blocks per SM share the loads in
+// flight), four stages where it fits at once (a lone sequence or a few: each block then has three
+// tiles in flight instead of one; see deep_pipeline()).
+template <int D, int STAGES>
 auto* mma_batch_kernel() {
-  return flash_attention_batch_kernel<D, L::kMmaWarps, L::kMmaTileKeys, 1>;
+  return flash_attention_batch_kernel<D, L::kMmaWarps, L::kMmaTileKeys, 1, STAGES>;
 }
-template <int D>
-constexpr size_t kMmaBatchSmem = smem_bytes<D, L::kMmaTileKeys, L::kMmaWarps>();
+template <int D, int STAGES>
+constexpr size_t kMmaBatchSmem = smem_bytes<D, L::kMmaTileKeys, L::kMmaWarps, STAGES>();
+constexpr int kMmaDeepStages = 4;
 
-template <int D>
+template <int D, int STAGES>
 int mma_resident() {
   static const int resident = [] {
-    DLLM_CUDA_CHECK(cudaFuncSetAttribute(mma_batch_kernel<D>(),
+    DLLM_CUDA_CHECK(cudaFuncSetAttribute(mma_batch_kernel<D, STAGES>(),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(kMmaBatchSmem<D>)));
+                                         static_cast<int>(kMmaBatchSmem<D, STAGES>)));
     int n = 0;
     DLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, mma_batch_kernel<D>(), L::kMmaWarps * 32, kMmaBatchSmem<D>));
+        &n, mma_batch_kernel<D, STAGES>(), L::kMmaWarps * 32, kMmaBatchSmem<D, STAGES>));
     return std::max(n, 1);
   }();
   return resident;
 }
 
+// Whether a grid of `blocks` blocks runs the deep pipeline of `resident` blocks per SM: all of
+// it resident at once. Decided from the capacity, so a captured graph keeps its choice.
+bool deep_pipeline(int64_t blocks, int resident) {
+  static const bool enabled = env_switch_on("DLLM_ATTN_BATCH_DEEP");
+  return enabled && blocks <= static_cast<int64_t>(resident) * device_sm_count();
+}
+
 template <int D>
 void launch_mma(const AttentionBatchKernelArgs& a, int items, cudaStream_t stream) {
-  mma_resident<D>();  // sets the shared-memory limit once
-  launch_pdl(mma_batch_kernel<D>(), dim3(static_cast<unsigned>(items), a.kv_heads),
-             dim3(L::kMmaWarps * 32), kMmaBatchSmem<D>, stream, a);
+  const dim3 grid(static_cast<unsigned>(items), a.kv_heads), block(L::kMmaWarps * 32);
+  if (deep_pipeline(int64_t{items} * a.kv_heads, mma_resident<D, kMmaDeepStages>())) {
+    launch_pdl(mma_batch_kernel<D, kMmaDeepStages>(), grid, block, kMmaBatchSmem<D, kMmaDeepStages>,
+               stream, a);
+  } else {
+    mma_resident<D, 2>();  // sets the shared-memory limit once
+    launch_pdl(mma_batch_kernel<D, 2>(), grid, block, kMmaBatchSmem<D, 2>, stream, a);
+  }
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
@@ -111,13 +170,13 @@ int log2_exact(int v) {
 int attention_batch_mma_resident_blocks(int head_dim) {
   switch (head_dim) {
     case 16:
-      return mma_resident<16>();
+      return mma_resident<16, 2>();
     case 32:
-      return mma_resident<32>();
+      return mma_resident<32, 2>();
     case 64:
-      return mma_resident<64>();
+      return mma_resident<64, 2>();
     case 128:
-      return mma_resident<128>();
+      return mma_resident<128, 2>();
     default:
       fail("CUDA attention supports head_dim 16, 32, 64 and 128 (got ", head_dim, ")");
   }

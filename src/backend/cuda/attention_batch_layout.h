@@ -14,11 +14,12 @@ namespace dllm::cuda {
 namespace batch_layout {
 // Header: counts and where the tables start.
 constexpr int kSeqCount = 0;
-constexpr int kQRows = 1;      // query rows of the batch (the combine pass's work)
-constexpr int kItemCount = 2;  // + kind: work items of kernel kind (kMma, kSm90)
-constexpr int kItemsAt = 4;    // + kind: their list
-constexpr int kSeqsAt = 6;     // sequence descriptors, kSeqInts each
-constexpr int kRowSeqAt = 7;   // the sequence of each query row
+constexpr int kCombineRows = 1;  // query rows the combine pass merges (of sequences of several
+                                 // splits: with one, the kernel writes the output itself)
+constexpr int kItemCount = 2;    // + kind: work items of kernel kind (kMma, kSm90)
+constexpr int kItemsAt = 4;      // + kind: their list
+constexpr int kSeqsAt = 6;       // sequence descriptors, kSeqInts each
+constexpr int kCombineAt = 7;    // the combine pass's rows: (query row, sequence) each
 constexpr int kHeaderInts = 8;
 // Kernel kinds (work lists).
 constexpr int kMma = 0;   // mma.sync kernel (attention_mma.cuh)

@@ -24,11 +24,21 @@ bool takes_sm90(int n_q, const AttentionBatchShape& s) {
   return attention_use_sm90(s.head_dim, rows_per_kv_head(n_q, s));
 }
 
+int env_int(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  return e && std::atoi(e) >= 0 && *e ? std::atoi(e) : fallback;
+}
+
+// The split rule's knobs (attention_batch_splits()); the environment overrides them for tuning
+// experiments only.
+// 3 keys per row: a lone 32-query block over 4K keys 27.0 -> 25.0 µs against 4, 128 such blocks
+// 1398 -> 1475 µs (docs/benchmarks.md, 2026-11-25).
 int keys_per_row() {
-  static const int v = [] {
-    const char* e = std::getenv("DLLM_ATTN_BATCH_KEYS_PER_ROW");
-    return e && std::atoi(e) > 0 ? std::atoi(e) : 4;
-  }();
+  static const int v = std::max(env_int("DLLM_ATTN_BATCH_KEYS_PER_ROW", 3), 1);
+  return v;
+}
+int min_tiles() {
+  static const int v = std::max(env_int("DLLM_ATTN_BATCH_MIN_TILES", 4), 1);
   return v;
 }
 
@@ -133,11 +143,21 @@ int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& s) {
       static_cast<int64_t>((R + rows_per_block - 1) / rows_per_block) * s.kv_heads;
   // As attention_splits(): splits of >= 4 tiles, no more blocks than one wave holds — now also
   // >= keys_per_row() keys per row, since a big batch pays every split's partials.
-  const int64_t split_keys = std::max<int64_t>(4 * tile_keys, int64_t{keys_per_row()} * R);
+  const int64_t split_keys =
+      std::max<int64_t>(int64_t{min_tiles()} * tile_keys, int64_t{keys_per_row()} * R);
   const int64_t by_keys = (n_keys + split_keys - 1) / split_keys;
   const int64_t by_wave =
       static_cast<int64_t>(resident) * device_sm_count() / std::max<int64_t>(blocks, 1);
-  return static_cast<int>(std::clamp<int64_t>(std::min(by_keys, by_wave), 1, L::kMaxSplits));
+  int64_t splits = std::clamp<int64_t>(std::min(by_keys, by_wave), 1, L::kMaxSplits);
+  // The kernels share the keys out in whole tiles (split_keys() of attention_seq.cuh): drop the
+  // splits that rounding would leave without keys (they cost a block and a partial each).
+  for (int i = 0; i < 4; ++i) {
+    const int64_t chunk = ((n_keys + splits - 1) / splits + tile_keys - 1) / tile_keys * tile_keys;
+    const int64_t used = std::max<int64_t>((n_keys + chunk - 1) / chunk, 1);
+    if (used == splits) break;
+    splits = used;
+  }
+  return static_cast<int>(splits);
 }
 
 AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
@@ -151,7 +171,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   st.resize(base + L::kHeaderInts + n * L::kSeqInts, 0);
   st[base + L::kSeqCount] = static_cast<int32_t>(n);
   st[base + L::kSeqsAt] = L::kHeaderInts;
-  std::vector<int32_t> items[2], row_seq;
+  std::vector<int32_t> items[2], combine_rows;
   int64_t q_row = 0, partial_row = 0;
   int32_t pairs = 0;  // (sequence, row block) pairs of the Hopper kernel
   for (size_t i = 0; i < n; ++i) {
@@ -169,20 +189,25 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     st[desc + L::kPartialRow] = static_cast<int32_t>(partial_row);
     stage_keys(q, shape, i, st, base, desc);
     stage_mask(q, st, base, desc);
-    // Work items: splits outside, row blocks inside, so that the blocks sharing a key range run
-    // side by side and share its K/V through L2.
     const int kind = takes_sm90(q.n_q, shape) ? L::kSm90 : L::kMma;
     const int rows_per_block = kind == L::kSm90 ? L::kSm90Rows : L::kMmaWarps * 16;
     const int row_blocks = (rows_per_kv_head(q.n_q, shape) + rows_per_block - 1) / rows_per_block;
+    // The combine pass merges the rows of sequences of several splits; with one, the kernel
+    // writes the output itself (write_split_partials()).
+    if (splits > 1)
+      for (int t = 0; t < q.n_q; ++t)
+        combine_rows.insert(combine_rows.end(),
+                            {static_cast<int32_t>(q_row + t), static_cast<int32_t>(i)});
+    // Work items: splits outside, row blocks inside, so that the blocks sharing a key range run
+    // side by side and share its K/V through L2.
     for (int sp = 0; sp < splits && q.n_q > 0; ++sp)
       for (int rb = 0; rb < row_blocks; ++rb) {
         items[kind].insert(items[kind].end(), {static_cast<int32_t>(i), rb, sp, pairs + rb});
         items[kind].insert(items[kind].end(), st.begin() + desc, st.begin() + desc + L::kSeqInts);
       }
     if (kind == L::kSm90 && q.n_q > 0) pairs += row_blocks;
-    row_seq.insert(row_seq.end(), q.n_q, static_cast<int32_t>(i));
     q_row += q.n_q;
-    partial_row += int64_t{splits} * q.n_q * shape.heads;
+    if (splits > 1) partial_row += int64_t{splits} * q.n_q * shape.heads;  // one: no partials
     if (q_row > INT32_MAX || partial_row > INT32_MAX || st.size() - base > INT32_MAX / 4)
       fail("attention_batch: batch too large (", q_row, " query rows, ", partial_row,
            " partial rows)");
@@ -192,9 +217,9 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     st[base + L::kItemsAt + kind] = static_cast<int32_t>(st.size() - base);
     st.insert(st.end(), items[kind].begin(), items[kind].end());
   }
-  st[base + L::kQRows] = static_cast<int32_t>(q_row);
-  st[base + L::kRowSeqAt] = static_cast<int32_t>(st.size() - base);
-  st.insert(st.end(), row_seq.begin(), row_seq.end());
+  st[base + L::kCombineRows] = static_cast<int32_t>(combine_rows.size() / 2);
+  st[base + L::kCombineAt] = static_cast<int32_t>(st.size() - base);
+  st.insert(st.end(), combine_rows.begin(), combine_rows.end());
   plan.ints = st.size() - base;
   plan.need.q_rows = static_cast<int>(q_row);
   plan.need.mma_items = static_cast<int>(items[L::kMma].size() / L::kItemInts);

@@ -35,13 +35,8 @@ template <class P>
 __device__ __forceinline__ int key_mask_value_of(const P& p, int position) {
   return p.kind == MaskKind::kBlockCausal ? position / p.block_size : position;
 }
-// The same for key j of the list (0 past the end of the split).
-template <class P>
-__device__ __forceinline__ int key_mask_value(const P& p, int j, int k_end) {
-  return key_mask_value_of(p, j < k_end ? p.slot_positions[key_slot(p, j)] : 0);
-}
 
-// Whether key j (key_value from key_mask_value) is visible to row r.
+// Whether key j (key_value from key_mask_value_of) is visible to row r.
 template <class P>
 __device__ __forceinline__ bool key_visible(const P& p, const MaskRow& r, int j, int key_value,
                                             int k_end, int n_cache, int n_keys) {
@@ -63,8 +58,8 @@ __device__ __forceinline__ bool key_visible(const P& p, const MaskRow& r, int j,
 }
 
 // Whether every key of the tile [t0, t0 + tile_keys) is visible to every row whose block index
-// is at least qblk_min (tile_max_value: the largest key_mask_value of the tile's keys). Such tiles
-// skip the per-key mask — every tile of the cache in a denoising step.
+// is at least qblk_min (tile_max_value: the largest key_mask_value_of of the tile's keys). Such
+// tiles skip the per-key mask — every tile of the cache in a denoising step.
 template <class P>
 __device__ __forceinline__ bool tile_all_visible(const P& p, int t0, int tile_keys, int k_end,
                                                  int n_cache, int tile_max_value, int qblk_min) {

@@ -111,46 +111,60 @@ __device__ __forceinline__ void combine_row(const float* ml, const __nv_bfloat16
   }
 }
 
+// V consecutive bf16 (2V-byte aligned) in one load, still packed: a split's share of a row is
+// requested long before it is summed, and packed it holds half the registers.
+template <int V>
+using Bf16Pack = std::conditional_t<
+    V == 1, unsigned short,
+    std::conditional_t<V == 2, uint32_t, std::conditional_t<V == 4, uint2, uint4>>>;
+
+template <int V>
+__device__ __forceinline__ Bf16Pack<V> load_bf16_pack(const __nv_bfloat16* src) {
+  return *reinterpret_cast<const Bf16Pack<V>*>(src);
+}
+
+template <int V>
+__device__ __forceinline__ void unpack_bf16s(const Bf16Pack<V>& bits, float (&f)[V]) {
+  const __nv_bfloat16* b = reinterpret_cast<const __nv_bfloat16*>(&bits);
+#pragma unroll
+  for (int i = 0; i < V; ++i) f[i] = __bfloat162float(b[i]);
+}
+
+// Splits combine_row_warp() takes at most: eight per lane.
+constexpr int kWarpCombineMaxSplits = 256;
+
 // The same merge by one warp per row, for up to kWarpCombineMaxSplits splits (the batched call's
 // combine, and the single-sequence one when its splits fit): rows are independent warps, so a big
 // batch's ~100K rows cost ~100K warps, not blocks, and few splits cost no block-wide barriers.
 // Lane l takes splits s = l, l + 32, ... for the maximum and the weights, then half h = l / 16
 // takes the splits of parity h for dims [V (l % 16), +V), V = head_dim / 16; the halves' sums
 // meet by one shuffle. `weight`: the warp's scratch, one float per split.
-// V consecutive bf16 (2V-byte aligned) as floats, in one load.
-template <int V>
-__device__ __forceinline__ void load_bf16s(const __nv_bfloat16* src, float (&f)[V]) {
-  if constexpr (V == 1) {
-    f[0] = __bfloat162float(*src);
-  } else {
-    using Vec = std::conditional_t<V == 2, uint32_t, std::conditional_t<V == 4, uint2, uint4>>;
-    const Vec bits = *reinterpret_cast<const Vec*>(src);
-    const __nv_bfloat162* pairs = reinterpret_cast<const __nv_bfloat162*>(&bits);
-#pragma unroll
-    for (int i = 0; i < V / 2; ++i) {
-      const float2 x = __bfloat1622float2(pairs[i]);
-      f[2 * i] = x.x;
-      f[2 * i + 1] = x.y;
-    }
-  }
-}
-
-// Splits combine_row_warp() takes at most: eight per lane.
-constexpr int kWarpCombineMaxSplits = 256;
-
+//
+// The partials of the half's first eight splits are requested together with the (m, l) they are
+// weighted by, so that a row of at most 16 splits (every row of a big batch) costs one memory
+// round trip, not two: the pass is latency-bound there (H100, 128 x 32 queries x 1K keys, 3
+// splits: ~130K rows, one warp each; docs/benchmarks.md, 2026-11-25).
 template <int V>
 __device__ __forceinline__ void combine_row_warp(const float* ml, const __nv_bfloat16* po,
                                                  int64_t stride, int splits, __nv_bfloat16* out,
                                                  float* weight) {
   constexpr int D = 16 * V;
   constexpr int kPerLane = kWarpCombineMaxSplits / 32;
+  constexpr int kRound = 8;  // splits of a half whose loads go out together
   const int lane = threadIdx.x & 31, half = lane >> 4, c = lane & 15;
+  const __nv_bfloat16* p = po + c * V;
   float2 ms[kPerLane];  // (m_s, l_s) of s = lane + 32 k, all requested at once
 #pragma unroll
   for (int k = 0; k < kPerLane; ++k) {
     const int s = lane + 32 * k;
     ms[k] = s < splits ? *reinterpret_cast<const float2*>(ml + s * stride * 2)
                        : make_float2(-INFINITY, 0.0f);
+  }
+  Bf16Pack<V> f[kRound];  // splits base + 2 k of the current round, base = half first
+#pragma unroll
+  for (int k = 0; k < kRound; ++k) {
+    const int s = half + 2 * k;
+    f[k] = s < splits ? load_bf16_pack<V>(p + s * stride * D) : Bf16Pack<V>{};
   }
   float mx = -INFINITY;
 #pragma unroll
@@ -170,27 +184,24 @@ __device__ __forceinline__ void combine_row_warp(const float* ml, const __nv_bfl
   const float denom = butterfly_sum(lane_sum);
   __syncwarp();  // weight[] complete
   float acc[V] = {};
-  const __nv_bfloat16* p = po + c * V;
-  // Eight of the half's splits per round: their loads go out together, then the sums in order.
-  for (int base = half; base < splits; base += 16) {
-    float f[8][V];
+  // The sums in increasing split order, a round of the half's splits at a time.
+  for (int base = half; base < splits; base += 2 * kRound) {
+    if (base != half) {
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      const int s = base + 2 * k;
-      if (s < splits) {
-        load_bf16s<V>(p + s * stride * D, f[k]);
-      } else {
-#pragma unroll
-        for (int i = 0; i < V; ++i) f[k][i] = 0.0f;
+      for (int k = 0; k < kRound; ++k) {
+        const int s = base + 2 * k;
+        f[k] = s < splits ? load_bf16_pack<V>(p + s * stride * D) : Bf16Pack<V>{};
       }
     }
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
+    for (int k = 0; k < kRound; ++k) {
       const int s = base + 2 * k;
       if (s < splits) {
         const float w = weight[s];
+        float x[V];
+        unpack_bf16s<V>(f[k], x);
 #pragma unroll
-        for (int i = 0; i < V; ++i) acc[i] = fmaf(w, f[k][i], acc[i]);
+        for (int i = 0; i < V; ++i) acc[i] = fmaf(w, x[i], acc[i]);
       }
     }
   }

@@ -15,15 +15,15 @@
 
 namespace dllm::cuda {
 
-template <int D, int KT, int WARPS>
+template <int D, int KT, int WARPS, int STAGES = 2>
 constexpr size_t smem_bytes() {
-  return 2 /*stages*/ * 2 /*K, V*/ * KT * (D + 8) * sizeof(bf16) + 2 * KT * sizeof(int) +
-         2 * WARPS * sizeof(int);
+  return STAGES * (2 /*K, V*/ * KT * (D + 8) * sizeof(bf16) + KT * sizeof(int));
 }
 
-// WARPS warps, 16 rows each; K/V tiles double-buffered with cp.async so the next tile's loads
-// overlap this tile's math.
-template <int D, int WARPS, int KT, class P>
+// WARPS warps, 16 rows each; K/V tiles in STAGES buffers filled by cp.async, STAGES - 1 tiles
+// ahead, so that the next tiles' loads overlap this tile's math (and, with more stages, each
+// other: a block alone on its SM waits for a tile's round trip only once per STAGES - 1 tiles).
+template <int D, int WARPS, int KT, int STAGES, class P>
 __device__ __forceinline__ void flash_attention_block(const P& p, int row_block, int split) {
   using namespace ptx;
   static_assert(KT <= WARPS * 32, "one key of a tile per thread");
@@ -31,10 +31,9 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
   constexpr int kStride = D + 8;  // padded shared-memory rows: conflict-free fragment loads
   constexpr int kTileElems = kKeysPerTile * kStride;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* ks = reinterpret_cast<bf16*>(smem_raw);             // [2][tile]
-  bf16* vs = ks + 2 * kTileElems;                           // [2][tile]
-  int* kpos = reinterpret_cast<int*>(vs + 2 * kTileElems);  // [2][kKeysPerTile]
-  int* kpos_max = kpos + 2 * kKeysPerTile;                  // [2][WARPS]: per warp's keys
+  bf16* ks = reinterpret_cast<bf16*>(smem_raw);                  // [STAGES][tile]
+  bf16* vs = ks + STAGES * kTileElems;                           // [STAGES][tile]
+  int* kpos = reinterpret_cast<int*>(vs + STAGES * kTileElems);  // [STAGES][kKeysPerTile]
 
   const int group = p.heads / p.kv_heads;
   const int R = p.n_q * group;
@@ -67,20 +66,23 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
       cp_async16(&kd[kr * kStride + kc * 8], p.k_cache + slot * kv_row + g * D + kc * 8, valid);
       cp_async16(&vd[kr * kStride + kc * 8], p.v_cache + slot * kv_row + g * D + kc * 8, valid);
     }
-    // Key positions (block indices for block-causal) and, per warp, their maximum: a tile whose
-    // keys all lie in blocks at or before a row's block needs no per-key mask for that row.
-    const int kr = threadIdx.x;
-    int key = INT_MIN;
-    if (kr < kKeysPerTile) {
-      key = key_mask_value(p, t0 + kr, k_end);
-      kpos[stage * kKeysPerTile + kr] = key;
+    // The keys' logical positions (0 past the end) too, asynchronously like K/V: a plain load
+    // here made every thread wait one memory round trip per tile before the tile's math (as the
+    // Hopper kernel does since its start).
+    if (threadIdx.x < kKeysPerTile) {
+      const int j = t0 + threadIdx.x;
+      const bool ok = j < k_end;
+      cp_async4(&kpos[stage * kKeysPerTile + threadIdx.x],
+                p.slot_positions + (ok ? key_slot(p, j) : 0), ok);
     }
-    key = __reduce_max_sync(0xffffffffu, key);
-    if ((threadIdx.x & 31) == 0) kpos_max[stage * WARPS + (threadIdx.x >> 5)] = key;
   };
 
-  if (k_begin < k_end) load_tile(0, k_begin);
-  cp_async_commit();
+  const int n_tiles = k_begin < k_end ? (k_end - k_begin + kKeysPerTile - 1) / kKeysPerTile : 0;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < n_tiles) load_tile(s, k_begin + s * kKeysPerTile);
+    cp_async_commit();
+  }
 
   uint32_t qf[D / 16][4];
 #pragma unroll
@@ -101,21 +103,27 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: base-2, scaled
   const float scale_log2 = p.scale * 1.4426950408889634f;
 
-  int stage = 0;
-  for (int t0 = k_begin; t0 < k_end; t0 += kKeysPerTile, stage ^= 1) {
-    const bool more = t0 + kKeysPerTile < k_end;
-    if (more) load_tile(stage ^ 1, t0 + kKeysPerTile);
+  for (int it = 0; it < n_tiles; ++it) {
+    const int t0 = k_begin + it * kKeysPerTile, stage = it % STAGES;
+    // Into the buffers of tile it - 1, which every warp is done with (the barrier at the end).
+    if (it + STAGES - 1 < n_tiles)
+      load_tile((it + STAGES - 1) % STAGES, t0 + (STAGES - 1) * kKeysPerTile);
     cp_async_commit();
-    cp_async_wait<1>();  // this tile's group is complete; the next may still be in flight
+    cp_async_wait<STAGES - 1>();  // this tile's group is complete; the later may be in flight
     __syncthreads();
     const bf16* kt = ks + stage * kTileElems;
     const bf16* vt = vs + stage * kTileElems;
     const int* kp = kpos + stage * kKeysPerTile;
     // Whether every key of this tile is visible to both rows of this lane (rows past R compute
-    // garbage that is never written, so they need no mask).
-    int tile_max = INT_MIN;
+    // garbage that is never written, so they need no mask): under block-causal, a tile whose keys
+    // all lie in blocks at or before the rows' blocks.
+    int tile_max = INT_MIN;  // the largest mask value of the tile's keys (block-causal needs it)
+    if (p.kind == MaskKind::kBlockCausal) {
 #pragma unroll
-    for (int w = 0; w < WARPS; ++w) tile_max = max(tile_max, kpos_max[stage * WARPS + w]);
+      for (int c = lane; c < kKeysPerTile; c += 32)
+        tile_max = max(tile_max, key_mask_value_of(p, kp[c]));
+      tile_max = __reduce_max_sync(0xffffffffu, tile_max);
+    }
     const bool all_visible = tile_all_visible(p, t0, kKeysPerTile, k_end, n_cache, tile_max,
                                               min(row_a.qblk, row_b.qblk));
 
@@ -150,7 +158,8 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int col = nt * 8 + (lane % 4) * 2 + (e & 1);
-          if (!key_visible(p, e >= 2 ? row_b : row_a, t0 + col, kp[col], k_end, n_cache, n_keys))
+          if (!key_visible(p, e >= 2 ? row_b : row_a, t0 + col, key_mask_value_of(p, kp[col]),
+                           k_end, n_cache, n_keys))
             s[nt][e] = -INFINITY;
         }
     }
@@ -174,7 +183,7 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
         mma_bf16(o[dn + 1], a, b[2], b[3]);
       }
     }
-    __syncthreads();  // this stage is refilled two tiles from now
+    __syncthreads();  // this stage is refilled at the next iteration's start
   }
   cp_async_wait<0>();
   trigger_dependent_launch();
@@ -192,18 +201,18 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     flash_attention_kernel(AttentionParams p) {
   // Launched as a programmatic dependent (pdl_launch.h): the kernel before it wrote Q and K/V.
   ptx::wait_for_primary_grid();
-  flash_attention_block<D, WARPS, KT>(p, blockIdx.x, blockIdx.z);
+  flash_attention_block<D, WARPS, KT, 2>(p, blockIdx.x, blockIdx.z);
 }
 
 // A batch: grid (work-item capacity, KV heads); items past the plan's count exit at once.
-template <int D, int WARPS, int KT, int MIN_BLOCKS>
+template <int D, int WARPS, int KT, int MIN_BLOCKS, int STAGES>
 __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     flash_attention_batch_kernel(AttentionBatchKernelArgs a) {
   __shared__ AttentionSeqView view;
   __shared__ int32_t key_stage[kMmaKeyStage];
   if (!load_seq_view<KT, kMmaKeyStage>(a, batch_layout::kMma, view, key_stage)) return;
   ptx::wait_for_primary_grid();
-  flash_attention_block<D, WARPS, KT>(view, view.row_block, view.split);
+  flash_attention_block<D, WARPS, KT, STAGES>(view, view.row_block, view.split);
 }
 
 }  // namespace dllm::cuda

@@ -95,59 +95,77 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
   namespace L = batch_layout;
   const int32_t* plan = a.plan;
   const int item = blockIdx.x;
-  if (item >= plan[L::kItemCount + kind]) {
+  // Warp 0 reads the header, then the work item (with its descriptor), one int per lane: two
+  // memory round trips before the stage's, where thread 0 alone had three (count, list offset,
+  // fields) — each costs every block of a short split a good share of its life.
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    const int header = lane < L::kHeaderInts ? plan[lane] : 0;
+    const int count = __shfl_sync(0xffffffffu, header, L::kItemCount + kind);
+    const int items_at = __shfl_sync(0xffffffffu, header, L::kItemsAt + kind);
+    const bool real = item < count;
+    const int32_t* w = plan + items_at + static_cast<int64_t>(item) * L::kItemInts;
+    const int word = real && lane < L::kItemInts ? w[lane] : 0;
+    auto field = [&](int i) { return __shfl_sync(0xffffffffu, word, i); };
+    auto desc = [&](int i) { return field(L::kItemDesc + i); };
+    const int64_t q_row = desc(L::kQRow);
+    const int64_t partial_row = desc(L::kPartialRow);
+    const int mask_at = desc(L::kMaskAt), keys_at = desc(L::kKeysAt), pages_at = desc(L::kPagesAt);
+    const int n_keys = desc(L::kNKeys), n_q = desc(L::kNQ), splits = desc(L::kSplits);
+    const int block_size = desc(L::kBlockSize), mask_kind = desc(L::kKind);
+    const int queries_only = desc(L::kMaskQueriesOnly);
+    const int row_block = field(L::kItemRowBlock), split = field(L::kItemSplit);
+    const int pair = field(L::kItemPair);
+    if (lane == 0) {
+      const int64_t row_elems = static_cast<int64_t>(a.heads) * a.head_dim;
+      v.splits = real ? splits : 0;  // 0: a padding item
+      v.q = a.q + q_row * row_elems;
+      v.k_cache = a.k_pool;
+      v.v_cache = a.v_pool;
+      v.slot_positions = a.slot_positions;
+      v.q_positions = a.q_positions + q_row;
+      v.custom_mask = mask_at >= 0 ? reinterpret_cast<const uint8_t*>(plan) + mask_at : nullptr;
+      v.partial_o = a.partial_o + partial_row * a.head_dim;
+      v.partial_ml = a.partial_ml + partial_row * 2;
+      v.out = a.out + q_row * row_elems;
+      v.n_keys = n_keys;
+      v.n_q = n_q;
+      v.heads = a.heads;
+      v.kv_heads = a.kv_heads;
+      v.block_size = block_size;
+      v.page_shift = a.page_shift;
+      v.row_block = row_block;
+      v.split = split;
+      v.merge_pair = pair;
+      v.scale = a.scale;
+      v.kind = static_cast<MaskKind>(mask_kind);
+      v.custom_mask_queries_only = queries_only != 0;
+      // Which addressing, and what of it this split stages: its keys' physical slots (a key
+      // list's entries, or a paged range's slots computed here once) when they fit, else its
+      // pages.
+      const KeyRange keys = split_keys(n_keys, max(splits, 1), split, TILE_KEYS);
+      const int32_t* list = keys_at >= 0 ? plan + keys_at : nullptr;
+      const int32_t* table = pages_at >= 0 ? plan + pages_at : nullptr;
+      const int n = max(keys.end - keys.begin, 0);
+      const int first_page = keys.begin >> a.page_shift;
+      const int pages = n > 0 ? ((keys.end - 1) >> a.page_shift) - first_page + 1 : 0;
+      const bool slots = (list || table) && n <= STAGE;
+      const bool paged = !slots && table && pages <= STAGE;
+      v.key_slots = slots ? stage : list;
+      v.key_base = slots ? keys.begin : 0;
+      v.page_table = paged ? stage : table;
+      v.page_base = paged ? first_page : 0;
+      v.stage_src = list ? list : table;
+      v.stage_first = slots ? keys.begin : first_page;
+      v.stage_count = real ? (slots ? n : paged ? pages : 0) : 0;
+      v.stage_expand = slots && !list;
+    }
+  }
+  __syncthreads();
+  if (v.splits == 0) {
     ptx::wait_for_primary_grid();
     return false;
   }
-  if (threadIdx.x == 0) {
-    const int32_t* w = plan + plan[L::kItemsAt + kind] + item * L::kItemInts;
-    const int32_t* d = w + L::kItemDesc;
-    const int64_t q_row = d[L::kQRow];
-    const int64_t row_elems = static_cast<int64_t>(a.heads) * a.head_dim;
-    const int64_t partial_row = d[L::kPartialRow];
-    v.q = a.q + q_row * row_elems;
-    v.k_cache = a.k_pool;
-    v.v_cache = a.v_pool;
-    v.slot_positions = a.slot_positions;
-    v.q_positions = a.q_positions + q_row;
-    v.custom_mask =
-        d[L::kMaskAt] >= 0 ? reinterpret_cast<const uint8_t*>(plan) + d[L::kMaskAt] : nullptr;
-    v.partial_o = a.partial_o + partial_row * a.head_dim;
-    v.partial_ml = a.partial_ml + partial_row * 2;
-    v.out = a.out + q_row * row_elems;
-    v.n_keys = d[L::kNKeys];
-    v.n_q = d[L::kNQ];
-    v.heads = a.heads;
-    v.kv_heads = a.kv_heads;
-    v.splits = d[L::kSplits];
-    v.block_size = d[L::kBlockSize];
-    v.page_shift = a.page_shift;
-    v.row_block = w[L::kItemRowBlock];
-    v.split = w[L::kItemSplit];
-    v.merge_pair = w[L::kItemPair];
-    v.scale = a.scale;
-    v.kind = static_cast<MaskKind>(d[L::kKind]);
-    v.custom_mask_queries_only = d[L::kMaskQueriesOnly] != 0;
-    // Which addressing, and what of it this split stages: its keys' physical slots (a key list's
-    // entries, or a paged range's slots computed here once) when they fit, else its pages.
-    const KeyRange keys = split_keys(v.n_keys, v.splits, v.split, TILE_KEYS);
-    const int32_t* list = d[L::kKeysAt] >= 0 ? plan + d[L::kKeysAt] : nullptr;
-    const int32_t* table = d[L::kPagesAt] >= 0 ? plan + d[L::kPagesAt] : nullptr;
-    const int n = max(keys.end - keys.begin, 0);
-    const int first_page = keys.begin >> a.page_shift;
-    const int pages = n > 0 ? ((keys.end - 1) >> a.page_shift) - first_page + 1 : 0;
-    const bool slots = (list || table) && n <= STAGE;
-    const bool paged = !slots && table && pages <= STAGE;
-    v.key_slots = slots ? stage : list;
-    v.key_base = slots ? keys.begin : 0;
-    v.page_table = paged ? stage : table;
-    v.page_base = paged ? first_page : 0;
-    v.stage_src = list ? list : table;
-    v.stage_first = slots ? keys.begin : first_page;
-    v.stage_count = slots ? n : paged ? pages : 0;
-    v.stage_expand = slots && !list;
-  }
-  __syncthreads();
   if (v.stage_count > 0) {
     const int32_t* src = v.stage_src;
     const int first = v.stage_first, shift = v.page_shift;

@@ -334,33 +334,43 @@ int run(int c, const AttentionParams* p, bool merge, cudaStream_t stream) {
   }
 }
 
-// Batched calls: configuration 0 (two warpgroups, 64-key tiles) for every sequence.
+// Batched calls: configuration 0 (two warpgroups, 64-key tiles) for every sequence — and, where
+// the whole grid fits one block per SM (a lone sequence or a few over short caches), the same
+// tiles with four pipeline stages (same bits: the stages only change when a tile's loads are
+// issued), so that a block alone on its SM has three tiles in flight instead of one.
 constexpr Config kBatch = kConfigs[0];
+constexpr Config kBatchDeep = {kBatch.warpgroups, kBatch.tile_keys, 4, 1};
 static_assert(64 * kBatch.warpgroups == batch_layout::kSm90Rows &&
               kBatch.tile_keys == batch_layout::kSm90TileKeys);
-constexpr size_t kBatchSmem = SmemLayout<kBatch.warpgroups, kBatch.tile_keys, kBatch.stages>::bytes;
-template <bool MERGE>
+template <const Config& C>
+constexpr size_t kBatchSmem = SmemLayout<C.warpgroups, C.tile_keys, C.stages>::bytes;
+template <const Config& C, bool MERGE>
 auto* batch_kernel() {
-  return attention_sm90_batch_kernel<kBatch.warpgroups, kBatch.tile_keys, kBatch.stages,
-                                     kBatch.min_blocks, MERGE>;
+  return attention_sm90_batch_kernel<C.warpgroups, C.tile_keys, C.stages, C.min_blocks, MERGE>;
 }
 
-}  // namespace
-
-int sm90_attention_batch_resident_blocks() {
+// Blocks of the batched kernel of configuration C that fit on one SM (both MERGE variants).
+template <const Config& C>
+int batch_resident_blocks() {
   static const int resident = [] {
     int n = INT_MAX;
-    for (auto* k : {batch_kernel<false>(), batch_kernel<true>()}) {
+    for (auto* k : {batch_kernel<C, false>(), batch_kernel<C, true>()}) {
       DLLM_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(kBatchSmem)));
+                                           static_cast<int>(kBatchSmem<C>)));
       int blocks = 0;
-      DLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &blocks, k, kBatch.warpgroups * 128, kBatchSmem));
+      DLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, C.warpgroups * 128,
+                                                                    kBatchSmem<C>));
       n = std::min(n, blocks);
     }
     return std::max(n, 1);
   }();
   return resident;
+}
+
+}  // namespace
+
+int sm90_attention_batch_resident_blocks() {
+  return batch_resident_blocks<kBatch>();
 }
 
 bool sm90_attention_batch_merges(const AttentionBatchCapacity& c, int kv_heads) {
@@ -379,10 +389,18 @@ bool sm90_attention_batch_merges(const AttentionBatchCapacity& c, int kv_heads) 
 void sm90_attention_batch(const AttentionBatchKernelArgs& a, int items, bool merge,
                           cudaStream_t stream) {
   if (items <= 0) return;
-  sm90_attention_batch_resident_blocks();  // sets the shared-memory limits once
-  launch_pdl(merge ? batch_kernel<true>() : batch_kernel<false>(),
-             dim3(static_cast<unsigned>(items), static_cast<unsigned>(a.kv_heads)),
-             dim3(kBatch.warpgroups * 128), kBatchSmem, stream, a);
+  static const bool deep_enabled = env_switch_on("DLLM_ATTN_BATCH_DEEP");
+  const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>(a.kv_heads));
+  const int64_t blocks = int64_t{items} * a.kv_heads;
+  if (!merge && deep_enabled &&
+      blocks <= int64_t{batch_resident_blocks<kBatchDeep>()} * device_sm_count()) {
+    launch_pdl(batch_kernel<kBatchDeep, false>(), grid, dim3(kBatchDeep.warpgroups * 128),
+               kBatchSmem<kBatchDeep>, stream, a);
+  } else {
+    batch_resident_blocks<kBatch>();  // sets the shared-memory limits once
+    launch_pdl(merge ? batch_kernel<kBatch, true>() : batch_kernel<kBatch, false>(), grid,
+               dim3(kBatch.warpgroups * 128), kBatchSmem<kBatch>, stream, a);
+  }
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

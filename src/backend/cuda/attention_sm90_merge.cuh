@@ -123,6 +123,7 @@ __device__ __noinline__ void merge_splits(const MergeArgs* args, int rows_per_bl
   // The arguments and the scratch come from shared memory: values kept in registers from before
   // the main loop would hold registers through it (and spill there).
   const MergeArgs p = *args;
+  if (p.splits == 1) return;  // the block wrote the output itself (write_split_partials())
   int32_t* counters = p.counters;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));

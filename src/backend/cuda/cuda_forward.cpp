@@ -90,11 +90,16 @@ void CudaBackend::run_graph_or_direct(ForwardPlan& plan,
     return;
   }
   std::copy(plan.ints.begin(), plan.ints.end(), pinned_ints_.get());
-  // Everything a captured graph bakes in besides the fixed buffers: the shape.
+  // Everything a captured graph bakes in besides the fixed buffers: the shape, and where the
+  // attention plan starts in the staging (after the banned-token lists, one per distinct list of
+  // the step: two steps of one shape may stage different counts, and a graph replayed with the
+  // other's offset read the attention plan from the wrong place — wild writes under
+  // compute-sanitizer in CudaS2d2.GenerationsTrackTheCpu).
   const cuda::AttentionBatchCapacity& cap = plan.capacity;
   std::string key = std::to_string(plan.padded_rows) + "/" + std::to_string(M) + "/" +
                     std::to_string(plan.ints.size()) + "/" + std::to_string(cap.mma_items) + "/" +
-                    std::to_string(cap.sm90_items) + "/" + std::to_string(cap.partial_rows);
+                    std::to_string(cap.sm90_items) + "/" + std::to_string(cap.partial_rows) + "/" +
+                    std::to_string(plan.attention.offset);
   auto it = graphs_.find(key);
   if (seen_shapes_.size() > 4096) seen_shapes_.clear();  // a bound: shapes seen once each
   if (it == graphs_.end() && !seen_shapes_.insert(key).second) {

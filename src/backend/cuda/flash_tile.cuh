@@ -62,11 +62,30 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&o
 
 // This split's partial result for the lane's rows ra and ra + 8 of KV head g (rows past `rows`
 // are padding): (m in natural-log units, l) and O / l in bf16, the layout combine_kernel reads.
+// With one split, O / l in bf16 is the output itself: it goes there, and nothing merges it (no
+// partial written, read back and weighted by 1).
 template <int DN, class P>
 __device__ __forceinline__ void write_split_partials(const P& p, int split, int g, int rows, int ra,
                                                      const float (&m)[2], const float (&l)[2],
                                                      const float (&o)[DN][4], int lane) {
   constexpr int D = DN * 8;
+  if (p.splits == 1) {
+    const int group = p.heads / p.kv_heads;
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      const int row = ra + 8 * h2;
+      if (row >= rows) continue;
+      const int64_t out_row = static_cast<int64_t>(row / group) * p.heads + g * group + row % group;
+      const float inv_l = l[h2] > 0.0f ? 1.0f / l[h2] : 0.0f;  // a row that sees nothing: zeros
+#pragma unroll
+      for (int dn = 0; dn < DN; ++dn) {
+        const int d = dn * 8 + (lane % 4) * 2;
+        *reinterpret_cast<__nv_bfloat162*>(&p.out[out_row * D + d]) =
+            __floats2bfloat162_rn(o[dn][2 * h2] * inv_l, o[dn][2 * h2 + 1] * inv_l);
+      }
+    }
+    return;
+  }
 #pragma unroll
   for (int h2 = 0; h2 < 2; ++h2) {
     const int row = ra + 8 * h2;

@@ -109,9 +109,12 @@ int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_key
 // caller copies to the device with its other small inputs. attention_batch() then launches the
 // mma.sync kernel (sequences with < 64 rows per KV head, rows = n_q x heads / kv_heads, or any
 // head_dim other than 128 / no Hopper), the Hopper kernel (head_dim 128, >= 64 rows) and one
-// combine pass that merges every row's splits, each at most once — or, when the capacity is one
-// wave of Hopper blocks and nothing else (a single long sequence), the Hopper kernel alone, its
-// blocks merging their splits themselves (attention_batch_merges()).
+// combine pass that merges the rows of every sequence of several splits — or, when the capacity
+// is one wave of Hopper blocks and nothing else (a single long sequence), the Hopper kernel
+// alone, its blocks merging their splits themselves (attention_batch_merges()). A sequence of one
+// split has its output written by the attention kernel itself (no partials, nothing to merge).
+// Grids that fit on the SMs at once (a lone sequence or a few) run the kernels with deeper
+// pipelines, and a combine pass of few rows takes a block per row instead of a warp.
 //
 // CUDA graphs: grid sizes come from AttentionBatchCapacity only; counts, n_keys, key lists, page
 // tables, masks and splits are read from the region on the device, and blocks of padding work
@@ -120,10 +123,11 @@ int attention_splits(int n_q, int heads, int kv_heads, int head_dim, int max_key
 // copy it before the kernel preceding the call starts (e.g. at the start of the step).
 //
 // Batch invariance: a sequence's splits and key chunks depend on its own shape only
-// (attention_batch_splits()), every sequence of a kernel kind uses one tile size, and every row's
-// splits are merged with the same arithmetic in the same order (attention_merge.cuh), by the
-// combine pass or in the kernel — its output is the same, bit for bit, alone or in any batch, at
-// any capacity.
+// (attention_batch_splits()), every sequence of a kernel kind uses one tile size (the pipeline
+// depth and the rows a block takes do not change a row's arithmetic), and every row's splits are
+// merged with the same arithmetic in the same order (attention_merge.cuh), by the combine pass
+// (a warp or a block per row) or in the kernel — its output is the same, bit for bit, alone or
+// in any batch, at any capacity.
 struct AttentionBatchSeq {
   int n_q = 0;     // query rows: the next n_q rows of q / out / q_positions
   int n_keys = 0;  // keys = [n_keys - n_q visible cache entries | its n_q queries' own keys]
@@ -162,12 +166,15 @@ struct AttentionBatchPlan {
 AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
                                         const AttentionBatchShape& shape,
                                         std::vector<int32_t>& staging);
-// A sequence's key splits: enough to fill the GPU with it alone, each split at least four key
-// tiles and at least DLLM_ATTN_BATCH_KEYS_PER_ROW (default 4) keys per row per KV head, so that
-// its partials (written and read back: ~rows / keys of its K/V traffic) stay small in big batches.
-// The floor trades a lone short sequence's latency for a big batch's throughput (H100, SDAR-8B,
-// 32-query blocks: 2 -> 4 keys per row took 1 x 4K from 26.9 to 29.0 µs and 128 x 4K from 1842
-// to 1450 µs; docs/benchmarks.md); long contexts are split by the wave bound alone.
+// A sequence's key splits: enough to fill the GPU with it alone, each split at least
+// DLLM_ATTN_BATCH_MIN_TILES (default 4) key tiles and at least DLLM_ATTN_BATCH_KEYS_PER_ROW
+// (default 3) keys per row per KV head, so that its partials (written and read back: ~rows / keys
+// of its K/V traffic) and its blocks' fixed costs stay small in big batches; splits that the
+// kernels' whole-tile shares would leave empty are dropped. The floors trade a lone short
+// sequence's latency for a big batch's throughput — the measured trade-off (H100, SDAR-8B shapes)
+// is in docs/benchmarks.md (2026-11-25): e.g. 16 keys per row and 16 tiles take 128 x 32 queries
+// x 1K from 33 % to 56 % of copy bandwidth and 128 x 4 x 1K from 60 % to 71 %, but a lone 32-query
+// block over 1K keys from 25 to 52 µs. Long contexts are split by the wave bound alone.
 int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& shape);
 // Workspace floats for `partial_rows` split rows (capacity.partial_rows): the in-kernel merge's
 // counters, then the split partials.
@@ -225,8 +232,7 @@ size_t attention_rollout_workspace_floats(int n, int width);
 void scatter_rows(const float* src, const int32_t* rows, float* dst, int m, int dim,
                   cudaStream_t stream);
 // x[rows[i], :] += src[i, :] for i < m.
-void add_rows(const float* src, const int32_t* rows, float* x, int m, int dim,
-              cudaStream_t stream);
+void add_rows(const float* src, const int32_t* rows, float* x, int m, int dim, cudaStream_t stream);
 // x[e] += a[e] for e < n.
 void add_inplace(float* x, const float* a, int64_t n, cudaStream_t stream);
 // For each of g rows: v = v_new[r] + bias (bias may be null); sim[r] = cos(v, v_cache[slots[r]])
