@@ -1,19 +1,16 @@
-// dLLM-Cache (method-specs §6.3, the d2Cache repository's port src/cache/dllm_cache.py) as an
-// option of the CPU forward: the queries are the whole canvas. The first forward computes
-// everything and keeps, per layer, K/V (in the cache) and the attention (after o_proj) and FFN
-// outputs of every row (in the sequence's method state). A later forward keeps every row's
-// hidden state as residual + kept outputs and recomputes per layer only
-//   the prompt rows when refresh_prompt, the response rows when refresh_response (layer 0
-//   always both: its input is the embedding of the current tokens);
-//   otherwise, with rho > 0, V of every response row (written to the cache) and Q/K,
-//   attention and FFN of the int(G * rho) response rows whose new V is least cosine-similar to
-//   the kept one (ties: lower position).
+// dLLM-Cache (method-specs §6.3) as an option of the CPU forward: the queries are the whole
+// canvas. The first forward computes everything and keeps, per layer, K/V (in the cache) and the
+// attention (after o_proj) and FFN outputs of every row (in the sequence's method state). A later
+// forward keeps every row's hidden state as residual + kept outputs and recomputes per layer only
+// the rows of backend/dllm_cache_rows.h — with value similarity, after writing the new V of every
+// response row to the cache.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/dllm_cache_rows.h"
 
 namespace dllm::cpu_backend {
 namespace {
@@ -45,16 +42,9 @@ void CpuBackend::reuse_select_rows(int64_t layer, SequenceRun& run, const float*
     st.attn_out.assign(static_cast<size_t>(c.num_layers), std::vector<float>(size_t(n * h)));
     st.ffn_out.assign(static_cast<size_t>(c.num_layers), std::vector<float>(size_t(n * h)));
   }
-  const bool rp = run.reuse_first || dc.refresh_prompt || layer == 0;
-  const bool rr = run.reuse_first || dc.refresh_response || layer == 0;
-  run.active.clear();
-  if (rp)
-    for (int32_t r = 0; r < p_len; ++r) run.active.push_back(r);
-  if (rr) {
-    for (int32_t r = static_cast<int32_t>(p_len); r < n; ++r) run.active.push_back(r);
-    return;
-  }
-  if (!(dc.rho > 0.0f)) return;
+  ReuseRows chosen = reuse_rows(dc, n, run.reuse_first, layer);
+  run.active = std::move(chosen.rows);
+  if (!chosen.by_similarity) return;
   // V of every response row (written to the cache); refresh the least similar ones.
   const CpuLayer& L = layers_[static_cast<size_t>(layer)];
   std::vector<float> xn(static_cast<size_t>(g_len * h)), vr(static_cast<size_t>(g_len * kvd));
@@ -67,14 +57,8 @@ void CpuBackend::reuse_select_rows(int64_t layer, SequenceRun& run, const float*
     sim[static_cast<size_t>(g)] = cosine(&vr[static_cast<size_t>(g * kvd)], cached, kvd);
     std::copy_n(&vr[static_cast<size_t>(g * kvd)], kvd, cached);
   }
-  std::vector<int32_t> order(static_cast<size_t>(g_len));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-    return sim[static_cast<size_t>(a)] < sim[static_cast<size_t>(b)];
-  });
-  order.resize(static_cast<size_t>(static_cast<double>(g_len) * dc.rho));
-  std::sort(order.begin(), order.end());
-  for (int32_t g : order) run.active.push_back(static_cast<int32_t>(p_len + g));
+  for (int32_t r : least_similar_rows(sim, dc.rho, static_cast<int32_t>(p_len)))
+    run.active.push_back(r);
 }
 
 void CpuBackend::reuse_store_and_add(int64_t layer, SequenceRun& run, const float* out, bool ffn,

@@ -97,6 +97,7 @@ class CudaBackend final : public Backend {
   void add_block_output(ForwardPlan& plan, int64_t layer, const LayerRows& rows, bool ffn);
   // dLLM-Cache: the rows `layer` recomputes for each sequence (may sync for V similarity).
   LayerRows layer_rows(ForwardPlan& plan, int64_t layer);
+  std::vector<int32_t> rows_by_similarity(const PlannedSequence& p, int64_t layer);
   void enqueue_outputs(ForwardPlan& plan, cuda::DeviceTokenStats* stats_dst);
   // collect (cuda_outputs.cpp): S2D2 verification and kept rows, host copies, results.
   std::vector<SequenceResult> collect(ForwardPlan& plan,

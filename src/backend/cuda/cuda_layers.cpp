@@ -9,9 +9,41 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
+#include "backend/dllm_cache_rows.h"
 
 namespace dllm::cuda_backend {
 
+
+// dLLM-Cache: V of every response row (written to the pool), then the least similar rows
+// refresh. The similarities come back to the host (a sync per layer — this is a baseline, as the
+// reference's torch.topk on the device).
+std::vector<int32_t> CudaBackend::rows_by_similarity(const PlannedSequence& p, int64_t layer) {
+  const ModelConfig& c = config_;
+  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
+  const CudaLayer& L = layers_[static_cast<size_t>(layer)];
+  const DllmCacheStep& dc = *p.seq->dllm_cache;
+  const int64_t p_len = dc.prompt_length, g_len = p.rows - p_len;
+  std::vector<int32_t> staged(static_cast<size_t>(2 * g_len));  // batch rows | pool slots
+  for (int64_t g = 0; g < g_len; ++g) {
+    staged[static_cast<size_t>(g)] = static_cast<int32_t>(p.row_offset + p_len + g);
+    staged[static_cast<size_t>(g_len + g)] = static_cast<int32_t>(p.cache->physical_slot(p_len + g));
+  }
+  DLLM_CUDA_CHECK(cudaMemcpyAsync(layer_ints_.get(), staged.data(), staged.size() * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, stream_));
+  cuda::rms_norm(x_.get(), layer_ints_.get(), L.attn_norm.get(), xn_.get(), static_cast<int>(g_len),
+                 static_cast<int>(h), static_cast<float>(c.norm_eps), stream_);
+  cuda::gemm_nt(cublas_, xn_.get(), L.qkv.get() + (qd + kvd) * h, qkv_.get(), CUDA_R_32F,
+                static_cast<int>(g_len), static_cast<int>(kvd), static_cast<int>(h), false);
+  cuda::value_similarity(qkv_.get(), L.qkv_bias.get() ? L.qkv_bias.get() + qd + kvd : nullptr,
+                         v_pool(layer), layer_ints_.get() + g_len, dlc_sim_.get(),
+                         static_cast<int>(g_len), static_cast<int>(kvd), stream_);
+  std::vector<float> sim(static_cast<size_t>(g_len));
+  DLLM_CUDA_CHECK(cudaMemcpyAsync(sim.data(), dlc_sim_.get(), sim.size() * sizeof(float),
+                                  cudaMemcpyDeviceToHost, stream_));
+  DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  const std::vector<double> sim_d(sim.begin(), sim.end());
+  return least_similar_rows(sim_d, dc.rho, static_cast<int32_t>(p_len));
+}
 
 LayerRows CudaBackend::layer_rows(ForwardPlan& plan, int64_t layer) {
   LayerRows r;
@@ -28,10 +60,6 @@ LayerRows CudaBackend::layer_rows(ForwardPlan& plan, int64_t layer) {
     }
     return r;
   }
-  const ModelConfig& c = config_;
-  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
-  const float eps = static_cast<float>(c.norm_eps);
-  const CudaLayer& L = layers_[static_cast<size_t>(layer)];
   r.all = false;
   r.seq_rows.resize(n_seqs);
   std::vector<int32_t> rows, positions, slots;
@@ -42,46 +70,10 @@ LayerRows CudaBackend::layer_rows(ForwardPlan& plan, int64_t layer) {
       mine.resize(static_cast<size_t>(p.rows));
       std::iota(mine.begin(), mine.end(), 0);
     } else {
-      const DllmCacheStep& dc = *p.seq->dllm_cache;
-      const int64_t p_len = dc.prompt_length, g_len = p.rows - p_len;
-      const bool rp = p.reuse_first || dc.refresh_prompt || layer == 0;
-      const bool rr = p.reuse_first || dc.refresh_response || layer == 0;
-      if (rp)
-        for (int32_t i = 0; i < p_len; ++i) mine.push_back(i);
-      if (rr) {
-        for (int32_t i = static_cast<int32_t>(p_len); i < p.rows; ++i) mine.push_back(i);
-      } else if (dc.rho > 0.0f) {
-        // V of every response row (written to the pool), then the least similar ones refresh:
-        // the similarities come back to the host (a sync per layer — this is a baseline).
-        std::vector<int32_t> staged(static_cast<size_t>(2 * g_len));  // batch rows | pool slots
-        for (int64_t g = 0; g < g_len; ++g) {
-          staged[static_cast<size_t>(g)] = static_cast<int32_t>(p.row_offset + p_len + g);
-          staged[static_cast<size_t>(g_len + g)] =
-              static_cast<int32_t>(p.cache->physical_slot(p_len + g));
-        }
-        DLLM_CUDA_CHECK(cudaMemcpyAsync(layer_ints_.get(), staged.data(),
-                                        staged.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                        stream_));
-        cuda::rms_norm(x_.get(), layer_ints_.get(), L.attn_norm.get(), xn_.get(),
-                       static_cast<int>(g_len), static_cast<int>(h), eps, stream_);
-        cuda::gemm_nt(cublas_, xn_.get(), L.qkv.get() + (qd + kvd) * h, qkv_.get(), CUDA_R_32F,
-                      static_cast<int>(g_len), static_cast<int>(kvd), static_cast<int>(h), false);
-        cuda::value_similarity(qkv_.get(), L.qkv_bias.get() ? L.qkv_bias.get() + qd + kvd : nullptr,
-                               v_pool(layer), layer_ints_.get() + g_len, dlc_sim_.get(),
-                               static_cast<int>(g_len), static_cast<int>(kvd), stream_);
-        std::vector<float> sim(static_cast<size_t>(g_len));
-        DLLM_CUDA_CHECK(cudaMemcpyAsync(sim.data(), dlc_sim_.get(), sim.size() * sizeof(float),
-                                        cudaMemcpyDeviceToHost, stream_));
-        DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-        std::vector<int32_t> order(static_cast<size_t>(g_len));
-        std::iota(order.begin(), order.end(), 0);
-        std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
-          return sim[static_cast<size_t>(a)] < sim[static_cast<size_t>(b)];
-        });
-        order.resize(static_cast<size_t>(static_cast<double>(g_len) * dc.rho));
-        std::sort(order.begin(), order.end());
-        for (int32_t g : order) mine.push_back(static_cast<int32_t>(p_len + g));
-      }
+      ReuseRows chosen = reuse_rows(*p.seq->dllm_cache, p.rows, p.reuse_first, layer);
+      mine = std::move(chosen.rows);
+      if (chosen.by_similarity)
+        for (int32_t row : rows_by_similarity(p, layer)) mine.push_back(row);
     }
     r.first[si] = static_cast<int64_t>(rows.size());
     r.size[si] = static_cast<int64_t>(mine.size());
