@@ -16,6 +16,8 @@
 #include "engine/engine_core.h"
 #include "engine/request_params.h"
 #include "engine/text_codec.h"
+#include "io/json_file.h"
+#include "model/random_model.h"
 
 namespace dllm {
 
@@ -34,8 +36,8 @@ int64_t kv_pool_pages(const EngineConfig& cfg, Backend& backend) {
     bytes = static_cast<int64_t>(cfg.gpu_memory_utilization * double(total)) - used -
             backend.activation_bytes(cfg.max_batch_rows);
     if (bytes <= 0)
-      fail("no GPU memory is left for the KV cache (", used >> 20, " MiB in use of ",
-           total >> 20, " MiB, --gpu-memory-utilization ", cfg.gpu_memory_utilization,
+      fail("no GPU memory is left for the KV cache (", used >> 20, " MiB in use of ", total >> 20,
+           " MiB, --gpu-memory-utilization ", cfg.gpu_memory_utilization,
            "); raise it or lower --max-batch-rows");
   } else if (bytes == 0) {
     bytes = int64_t{1} << 30;
@@ -203,7 +205,8 @@ void Engine::Impl::loop() {
     std::vector<uint64_t> cancelled;
     {
       std::unique_lock lk(mu);
-      work_cv.wait(lk, [&] { return stopping || !inbox.empty() || !cancels.empty() || !core_idle; });
+      work_cv.wait(lk,
+                   [&] { return stopping || !inbox.empty() || !cancels.empty() || !core_idle; });
       if (stopping) break;
       added.swap(inbox);
       cancelled.swap(cancels);
@@ -232,16 +235,19 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.config = config;
   if (config.model.empty()) fail("no model directory given");
-  if (config.max_running <= 0) fail("--max-running must be positive (got ", config.max_running, ")");
+  if (config.max_running <= 0)
+    fail("--max-running must be positive (got ", config.max_running, ")");
   if (config.max_batch_rows <= 0)
     fail("--max-batch-rows must be positive (got ", config.max_batch_rows, ")");
   const int32_t ps = config.kv_page_size;
   if (ps < 8 || ps > 256 || (ps & (ps - 1)) != 0)
     fail("--kv-page-size must be a power of two from 8 to 256 (got ", ps, ")");
-  m.model = Model::load(config.model);
+  m.model = config.random_weights.empty()
+                ? Model::load(config.model)
+                : make_random_model(read_json_file(config.random_weights), /*seed=*/1234);
   m.backend = make_backend(*m.model, config.device);
   m.on_gpu = m.backend->name().rfind("cuda", 0) == 0;
-  m.text = std::make_unique<TextCodec>(*m.model);
+  m.text = std::make_unique<TextCodec>(*m.model, config.model);
   m.backend->create_kv_pool(kv_pool_pages(config, *m.backend), config.kv_page_size);
   SchedulerConfig sc;
   sc.max_running = config.max_running;
@@ -314,11 +320,12 @@ ModelInfo Engine::model_info() const {
   const Impl& m = *impl_;
   const ModelConfig& c = m.model->config();
   ModelInfo i;
-  i.dir = m.model->dir().string();
+  i.dir = m.config.random_weights.empty() ? m.model->dir().string() : m.config.model;
   i.family = c.family;
   i.model_type = c.model_type;
   i.device = m.backend->name();
   i.vocab_size = c.vocab_size;
+  i.mask_token_id = c.mask_token_id;
   i.context_length = c.max_position_embeddings;
   i.parameters = m.model->parameter_count();
   i.has_tokenizer = m.text->tokenizer().has_value();
