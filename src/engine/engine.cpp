@@ -36,8 +36,8 @@ int64_t kv_pool_pages(const EngineConfig& cfg, Backend& backend) {
     bytes = static_cast<int64_t>(cfg.gpu_memory_utilization * double(total)) - used -
             backend.activation_bytes(cfg.max_batch_rows);
     if (bytes <= 0)
-      fail("no GPU memory is left for the KV cache (", used >> 20, " MiB in use of ", total >> 20,
-           " MiB, --gpu-memory-utilization ", cfg.gpu_memory_utilization,
+      fail("no GPU memory is left for the KV cache (", used >> 20, " MiB in use of ",
+           total >> 20, " MiB, --gpu-memory-utilization ", cfg.gpu_memory_utilization,
            "); raise it or lower --max-batch-rows");
   } else if (bytes == 0) {
     bytes = int64_t{1} << 30;
@@ -205,8 +205,7 @@ void Engine::Impl::loop() {
     std::vector<uint64_t> cancelled;
     {
       std::unique_lock lk(mu);
-      work_cv.wait(lk,
-                   [&] { return stopping || !inbox.empty() || !cancels.empty() || !core_idle; });
+      work_cv.wait(lk, [&] { return stopping || !inbox.empty() || !cancels.empty() || !core_idle; });
       if (stopping) break;
       added.swap(inbox);
       cancelled.swap(cancels);
@@ -235,8 +234,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.config = config;
   if (config.model.empty()) fail("no model directory given");
-  if (config.max_running <= 0)
-    fail("--max-running must be positive (got ", config.max_running, ")");
+  if (config.max_running <= 0) fail("--max-running must be positive (got ", config.max_running, ")");
   if (config.max_batch_rows <= 0)
     fail("--max-batch-rows must be positive (got ", config.max_batch_rows, ")");
   const int32_t ps = config.kv_page_size;

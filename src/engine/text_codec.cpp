@@ -28,7 +28,8 @@ TextCodec::TextCodec(const Model& model, std::filesystem::path text_dir)
 
 const Tokenizer& TextCodec::require_tokenizer() const {
   if (!tokenizer_)
-    fail(dir_.string(), ": the checkpoint has no tokenizer.json; pass the prompt as token ids");
+    fail(dir_.string(),
+         ": the checkpoint has no tokenizer.json; pass the prompt as token ids");
   return *tokenizer_;
 }
 
@@ -55,8 +56,8 @@ std::vector<int32_t> TextCodec::prompt_ids(const Request& r) const {
   if (!r.prompt_ids.empty()) return r.prompt_ids;
   const Tokenizer& tok = require_tokenizer();
   if (!r.messages_json.empty())
-    return tok.encode(
-        render_chat(r.messages_json, /*add_generation_prompt=*/true, r.chat_template_kwargs_json));
+    return tok.encode(render_chat(r.messages_json, /*add_generation_prompt=*/true,
+                                  r.chat_template_kwargs_json));
   return tok.encode(r.prompt);
 }
 

@@ -21,9 +21,9 @@ namespace dllm {
 class TextCodec {
  public:
   // Loads the model directory's tokenizer and chat template when it has them (a family built-in
-  // template otherwise, where one exists). `dir` overrides where they are read from (a random-
-  // weight model has no directory of its own).
-  explicit TextCodec(const Model& model, std::filesystem::path dir = {});
+  // template otherwise, where one exists). `text_dir` overrides where they are read from (a
+  // random-weight model has no directory of its own).
+  explicit TextCodec(const Model& model, std::filesystem::path text_dir = {});
 
   const std::optional<Tokenizer>& tokenizer() const { return tokenizer_; }
   const std::optional<ChatTemplate>& chat_template() const { return chat_template_; }
