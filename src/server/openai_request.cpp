@@ -95,7 +95,8 @@ std::string message_content(const Json& c, size_t i) {
     const Json* t = field(part, "text");
     if (!t || !t->is_string())
       bad_request(where, cat("'", where, "' text parts need a string 'text'"));
-    text += (text.empty() ? "" : "\n") + t->get<std::string>();
+    if (!text.empty()) text += '\n';
+    text += t->get_ref<const std::string&>();
   }
   return text;
 }
