@@ -153,7 +153,7 @@ void check_unsupported(const Json& body) {
   if (const Json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
     refuse("tools", "is not supported (no tool calling)");
   if (const Json* v = field(body, "response_format");
-      v && !(v->is_object() && v->value("type", "") == "text"))
+      v && !(v->is_object() && v->contains("type") && (*v)["type"] == "text"))
     refuse("response_format", "is not supported (only {\"type\": \"text\"})");
   if (const Json* v = field(body, "min_tokens"); v && !(v->is_number_integer() && *v == 0))
     refuse("min_tokens", "is not supported");

@@ -39,7 +39,9 @@ class Server:
 
     def stop(self):
         self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout=60)
+        status = self.proc.wait(timeout=60)
+        self.proc.stdout.close()
+        return status
 
 
 class OpenAiClient(unittest.TestCase):
@@ -164,10 +166,26 @@ class ServerOptions(unittest.TestCase):
         finally:
             self.assertEqual(server.stop(), 0)
 
+    @staticmethod
+    def readme_block(language):
+        with open(os.path.join(ROOT, "README.md")) as f:
+            return re.search(r"```" + language + r"\n(.*?)```", f.read(), re.S).group(1)
+
+    def test_readme_curl_verbatim(self):
+        """The README's curl example, run as written against a server on its port."""
+        server = Server()
+        try:
+            cmd = self.readme_block("bash").replace("127.0.0.1:8000", f"127.0.0.1:{server.port}")
+            out = subprocess.run(["bash", "-c", cmd], capture_output=True, text=True, check=True)
+            reply = json.loads(out.stdout)
+            self.assertEqual(reply["object"], "chat.completion")
+            self.assertTrue(reply["choices"][0]["message"]["content"])
+        finally:
+            self.assertEqual(server.stop(), 0)
+
     def test_readme_example_verbatim(self):
         """The README's Python example, run as written against a server on its port."""
-        readme = open(os.path.join(ROOT, "README.md")).read()
-        code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
+        code = self.readme_block("python")
         server = Server()
         try:
             code = code.replace("127.0.0.1:8000", f"127.0.0.1:{server.port}")

@@ -154,21 +154,28 @@ TEST(OpenAiRequest, EngineErrorsNameTheFlagAsField) {
 // must either accept or throw ApiError, never crash or throw anything else. Bounded (CI).
 Json random_value(std::mt19937& rng, int depth) {
   switch (rng() % (depth > 2 ? 7 : 9)) {
-    case 0: return nullptr;
-    case 1: return static_cast<int64_t>(rng() % 20) - 5;
-    case 2: return static_cast<double>(rng() % 1000) / 100.0 - 1.0;
-    case 3: return rng() % 2 == 0;
-    case 4: return std::string(rng() % 4, static_cast<char>('a' + rng() % 26));
-    case 5: return static_cast<uint64_t>(rng()) << 33;
-    case 6: return -static_cast<int64_t>(rng()) * 1000003;
+    case 0:
+      return nullptr;
+    case 1:
+      return static_cast<int64_t>(rng() % 20) - 5;
+    case 2:
+      return static_cast<double>(rng() % 1000) / 100.0 - 1.0;
+    case 3:
+      return rng() % 2 == 0;
+    case 4:
+      return std::string(rng() % 4, static_cast<char>('a' + rng() % 26));
+    case 5:
+      return static_cast<uint64_t>(rng()) << 33;
+    case 6:
+      return -static_cast<int64_t>(rng()) * 1000003;
     case 7: {
       Json a = Json::array();
       for (int i = rng() % 4; i > 0; --i) a.push_back(random_value(rng, depth + 1));
       return a;
     }
     default: {
-      static const char* keys[] = {"role", "content", "type", "text", "include_usage",
-                                   "stream_provisional", "x"};
+      static const char* keys[] = {
+          "role", "content", "type", "text", "include_usage", "stream_provisional", "x"};
       Json o = Json::object();
       for (int i = rng() % 4; i > 0; --i) o[keys[rng() % 7]] = random_value(rng, depth + 1);
       return o;
@@ -177,20 +184,46 @@ Json random_value(std::mt19937& rng, int depth) {
 }
 
 TEST(OpenAiRequest, RandomBodiesNeverCrash) {
-  static const char* fields[] = {
-      "model", "prompt", "messages", "max_tokens", "max_completion_tokens", "temperature",
-      "top_p", "top_k", "seed", "stop", "stop_token_ids", "ignore_eos", "n", "stream",
-      "stream_options", "return_token_ids", "strategy", "block_length", "steps", "threshold",
-      "window", "dllm", "logprobs", "echo", "presence_penalty", "best_of", "tools",
-      "response_format", "chat_template_kwargs", "logit_bias", "suffix", "unknown"};
+  static const char* fields[] = {"model",
+                                 "prompt",
+                                 "messages",
+                                 "max_tokens",
+                                 "max_completion_tokens",
+                                 "temperature",
+                                 "top_p",
+                                 "top_k",
+                                 "seed",
+                                 "stop",
+                                 "stop_token_ids",
+                                 "ignore_eos",
+                                 "n",
+                                 "stream",
+                                 "stream_options",
+                                 "return_token_ids",
+                                 "strategy",
+                                 "block_length",
+                                 "steps",
+                                 "threshold",
+                                 "window",
+                                 "dllm",
+                                 "logprobs",
+                                 "echo",
+                                 "presence_penalty",
+                                 "best_of",
+                                 "tools",
+                                 "response_format",
+                                 "chat_template_kwargs",
+                                 "logit_bias",
+                                 "suffix",
+                                 "unknown"};
   std::mt19937 rng(20);
   int accepted = 0;
   for (int i = 0; i < 20000; ++i) {
     Json body = Json::object();
     if (rng() % 2) body["prompt"] = rng() % 2 ? Json("hello") : Json::array({1, 2, 3});
-    if (rng() % 2)
-      body["messages"] = Json::array({{{"role", "user"}, {"content", "hi"}}});
-    for (int k = rng() % 6; k > 0; --k) body[fields[rng() % std::size(fields)]] = random_value(rng, 0);
+    if (rng() % 2) body["messages"] = Json::array({{{"role", "user"}, {"content", "hi"}}});
+    for (int k = rng() % 6; k > 0; --k)
+      body[fields[rng() % std::size(fields)]] = random_value(rng, 0);
     const Json doc = rng() % 50 == 0 ? random_value(rng, 0) : body;
     try {
       parse_api_request(rng() % 2 ? Endpoint::chat : Endpoint::completions, doc, context());
