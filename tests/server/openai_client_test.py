@@ -125,7 +125,7 @@ class OpenAiClient(unittest.TestCase):
     def test_equal_to_generate_alone(self):
         requests = [
             {"messages": [{"role": "user", "content": f"What is {a}+{b}?"}], "max_tokens": 16,
-             "strategy": s}
+             "strategy": s, "seed": a}
             for a, b, s in [(1, 2, "block"), (40, 2, "ar"), (333, 444, "s2d2"), (9, 9, "block")]
         ]
         with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
@@ -137,7 +137,7 @@ class OpenAiClient(unittest.TestCase):
         for r, a in zip(requests, alone):
             got = self.client.chat.completions.create(
                 model="tiny-block", messages=r["messages"], max_tokens=r["max_tokens"],
-                extra_body={"strategy": r["strategy"], "return_token_ids": True})
+                seed=r["seed"], extra_body={"strategy": r["strategy"], "return_token_ids": True})
             self.assertEqual(got.choices[0].message.content, a["text"])
             self.assertEqual(got.choices[0].model_extra["token_ids"], a["ids"])
 

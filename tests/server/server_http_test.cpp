@@ -334,7 +334,7 @@ TEST(ServeHttp, FullQueueAnswers429WithRetryAfter) {
 }
 
 // 64 clients at once, mixed strategies, endpoints and streaming; each result must equal the same
-// request run alone through `dllm generate` (greedy; the CPU forward is batch-invariant).
+// request run alone through `dllm generate` (greedy, seeded; the CPU forward is batch-invariant).
 TEST(ServeHttp, ConcurrentClientsEqualGenerateAlone) {
   ServerProcess server({});
   ASSERT_TRUE(server.started());
@@ -347,8 +347,12 @@ TEST(ServeHttp, ConcurrentClientsEqualGenerateAlone) {
     const std::string question =
         "What is " + std::to_string(100 + 7 * i) + "+" + std::to_string(300 + 11 * i) + "?";
     const bool chat = i % 2 == 0, streamed = (i / 2) % 2 == 0;
-    Json body = {
-        {"max_tokens", 12 + i % 5}, {"strategy", strategies[i % 3]}, {"return_token_ids", true}};
+    // A seed keys the random stream (S2D2's acceptance draws) by the request, not by its engine
+    // id, which differs between the server and the run alone.
+    Json body = {{"max_tokens", 12 + i % 5},
+                 {"strategy", strategies[i % 3]},
+                 {"seed", 1000 + i},
+                 {"return_token_ids", true}};
     Json line = body;
     line.erase("return_token_ids");
     if (chat) {
