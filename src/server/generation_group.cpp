@@ -52,7 +52,7 @@ void GenerationGroup::submit(const std::vector<Request>& choices) {
 
 void GenerationGroup::Channel::on_output(int choice, const RequestOutput& o) {
   const auto now = std::chrono::steady_clock::now();
-  std::lock_guard lk(mu);
+  std::unique_lock lk(mu);
   Timing& t = timing[choice];
   if (!o.token_ids.empty()) {
     if (t.first)
@@ -67,6 +67,9 @@ void GenerationGroup::Channel::on_output(int choice, const RequestOutput& o) {
     ++finished;
   }
   events.push_back({choice, o});
+  // Wake the HTTP thread after unlocking, so that it does not wake only to wait for the lock
+  // (this runs on the engine thread, once per request per step).
+  lk.unlock();
   cv.notify_one();
 }
 
