@@ -10,9 +10,12 @@ void bad_request(const std::string& param, const std::string& message) {
 
 ApiError engine_error(const std::string& message, const std::string& fallback_param) {
   std::string param = fallback_param;
-  if (message.rfind("--", 0) == 0) {
-    const size_t end = message.find_first_of(" =", 2);
-    param = message.substr(2, end == std::string::npos ? std::string::npos : end - 2);
+  // The first flag the message names ("prompt (9000 tokens) + --max-tokens 64 exceeds ...").
+  size_t at = message.rfind("--", 0) == 0 ? 0 : message.find(" --");
+  if (at != std::string::npos) {
+    at = message.find("--", at) + 2;
+    const size_t end = message.find_first_of(" =,)'", at);
+    param = message.substr(at, end == std::string::npos ? std::string::npos : end - at);
     std::replace(param.begin(), param.end(), '-', '_');
   }
   return ApiError(400, "invalid_request_error", param, message);

@@ -26,8 +26,8 @@ struct ApiError : std::runtime_error {
 [[noreturn]] void bad_request(const std::string& param, const std::string& message);
 
 // A dllm::Error from the engine (submit, tokenizer, chat template) as a 400. Engine messages
-// name command-line flags ("--max-tokens must be positive (got 0)"); the flag becomes the field
-// ("max_tokens"), else `fallback_param`.
+// name command-line flags ("--max-tokens must be positive (got 0)"); the first flag named becomes
+// the field ("max_tokens"), else `fallback_param`.
 ApiError engine_error(const std::string& message, const std::string& fallback_param);
 
 nlohmann::ordered_json error_body(const ApiError& e);

@@ -148,6 +148,9 @@ TEST(OpenAiRequest, EngineErrorsNameTheFlagAsField) {
   EXPECT_EQ(engine_error("--block-length must be positive (got 0)", "prompt").param,
             "block_length");
   EXPECT_EQ(engine_error("the prompt is empty", "prompt").param, "prompt");
+  EXPECT_EQ(
+      engine_error("prompt (9000 tokens) + --max-tokens 64 exceeds the model's context", "").param,
+      "max_tokens");
 }
 
 // Random bodies built from the field names and values the parser knows, plus junk: the parser

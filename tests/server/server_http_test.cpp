@@ -251,6 +251,8 @@ TEST(ServeHttp, ErrorPathsAreOpenAiErrorsNamingTheField) {
   expect_error(post(port, "/v1/completions", Json{{"prompt", "x"}, {"strategy", "nope"}}), 400,
                "strategy");
   expect_error(post(port, "/v1/chat/completions", Json{{"messages", "hi"}}), 400, "messages");
+  expect_error(post(port, "/v1/completions", Json{{"prompt", "x"}, {"max_tokens", 8192}}), 400,
+               "max_tokens");  // prompt + max_tokens past the context (the engine's check)
   expect_error(post(port, "/v1/completions", Json{{"model", "gpt-4"}, {"prompt", "x"}}), 404,
                "model");
   expect_error(post(port, "/v1/completions",
