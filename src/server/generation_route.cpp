@@ -98,7 +98,8 @@ struct ResponseState {
   std::vector<ChoiceResult> choices;
   size_t finished = 0;
   bool started = false, ended = false;
-  std::string error;  // a choice that failed while running
+  std::chrono::steady_clock::time_point last_check;  // of the client's connection
+  std::string error;                                 // a choice that failed while running
 
   Usage usage() const {
     Usage u;
@@ -185,9 +186,16 @@ bool provide(ResponseState& st, httplib::DataSink& sink) {
     sink.done();
     return true;
   }
+  // Whether the client is still there, at most every kPoll (false once it has gone): a
+  // response that writes nothing while it waits (a whole response, a stream between blocks)
+  // would not notice otherwise.
+  const auto now = std::chrono::steady_clock::now();
+  if (now - st.last_check >= kPoll) {
+    st.last_check = now;
+    if (!sink.is_writable()) return false;
+  }
   auto ev = st.group.next(kPoll);
-  if (!ev) return sink.is_writable();  // false once the client has gone
-  return send(apply_event(st, *ev));
+  return !ev || send(apply_event(st, *ev));
 }
 
 }  // namespace

@@ -312,6 +312,22 @@ TEST(ServeHttp, DisconnectMidStreamCancelsTheRequest) {
   EXPECT_LT(metric(server.port(), "dllm_generation_tokens_total"), 4000);
 }
 
+TEST(ServeHttp, DisconnectWhileWaitingForAWholeResponseCancelsTheRequest) {
+  ServerProcess server({});
+  ASSERT_TRUE(server.started());
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(0, 300000);  // gives up (closes the connection) after 0.3 s
+  Json body = long_request();
+  body["stream"] = false;
+  const auto r = c.Post("/v1/completions", body.dump(), "application/json");
+  EXPECT_FALSE(r);  // timed out
+  for (int i = 0; i < 200 && metric(server.port(), "dllm_engine_requests_cancelled_total") < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(metric(server.port(), "dllm_engine_requests_cancelled_total"), 1);
+  EXPECT_EQ(metric(server.port(), "dllm_client_disconnects_total"), 1);
+  EXPECT_EQ(metric(server.port(), "dllm_server_requests_in_flight"), 0);
+}
+
 TEST(ServeHttp, FullQueueAnswers429WithRetryAfter) {
   ServerProcess server({"--max-running", "1", "--max-queued", "0"});
   ASSERT_TRUE(server.started());
