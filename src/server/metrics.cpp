@@ -1,15 +1,20 @@
 #include "server/metrics.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <limits>
 
 namespace dllm::server {
 
 namespace {
 
+// The shortest of %.15g .. %.17g that reads back as x ("0.1", not "0.10000000000000001").
 std::string number(double x) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, "%.17g", x);
+  for (int precision = 15; precision <= 17; ++precision) {
+    std::snprintf(buf, sizeof buf, "%.*g", precision, x);
+    if (std::strtod(buf, nullptr) == x) break;
+  }
   return buf;
 }
 
