@@ -64,8 +64,22 @@ def jinja_seeds(out):
         write(out, "jinja_template", "qwen3.jinja", json.load(f)["chat_template"])
 
 
+def openai_request_seeds(out):
+    bodies = [
+        {"model": "tiny-block", "prompt": "1+2=", "max_tokens": 8, "stop": ["\n"], "n": 2},
+        {"prompt": [[1, 2], [3]], "stream": True, "stream_options": {"include_usage": True}},
+        {"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+         "max_completion_tokens": 4, "temperature": 0.7, "top_p": 0.9, "top_k": -1, "seed": 3,
+         "strategy": "block", "block_length": 4, "dllm": {"stream_provisional": True},
+         "stream": True, "chat_template_kwargs": {"enable_thinking": False}},
+    ]
+    for i, body in enumerate(bodies):
+        write(out, "openai_request", f"body{i}.json", json.dumps(body))
+
+
 def main():
     out = sys.argv[1]
+    openai_request_seeds(out)
     safetensors_seeds(out)
     config_seeds(out)
     tokenizer_seeds(out)

@@ -10,6 +10,8 @@ PACKAGES=(
   libcli11-dev             # command line
   libpcre2-dev             # tokenizer pre-tokenizer regexes (look-ahead, \p{L})
   libutf8proc-dev          # Unicode NFC normalisation
+  libcpp-httplib-dev       # dllm serve: HTTP/1.1 server (and the tests' client)
+  python3-venv             # the server test's venv with the `openai` client (scripts/python-env.sh)
   libgtest-dev libgmock-dev
   libbenchmark-dev
 )

@@ -42,6 +42,10 @@ struct EngineConfig {
   int32_t max_running = 256;       // sequences in one forward at most
   int64_t max_batch_rows = 16384;  // query rows in one forward (a single longer plan runs alone)
   bool prefix_sharing = true;      // reuse the K/V of identical prompt prefixes across requests
+  // Benchmarks: a config.json of a model shape (configs/sdar-8b.json) whose weights are drawn at
+  // random, as `dllm bench` builds them, instead of loading `model`'s weights; `model` still
+  // gives the tokenizer and chat template (if any).
+  std::string random_weights;
 };
 
 struct Request {
@@ -137,6 +141,7 @@ struct EngineStats {
 struct ModelInfo {
   std::string dir, family, model_type, default_strategy, device;
   int64_t vocab_size = 0, context_length = 0, parameters = 0;
+  int64_t mask_token_id = -1;  // the undecided token of RequestOutput::canvas (-1: none)
   bool has_tokenizer = false, has_chat_template = false;
 };
 

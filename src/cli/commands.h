@@ -12,5 +12,6 @@ void add_tokenize_command(CLI::App& app);
 void add_detokenize_command(CLI::App& app);
 void add_chat_template_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_serve_command(CLI::App& app);
 
 }  // namespace dllm::cli

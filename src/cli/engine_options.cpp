@@ -57,6 +57,10 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_flag("--no-prefix-sharing{false}", c.prefix_sharing,
                "Do not reuse the K/V of identical prompt prefixes across requests")
       ->group(g);
+  cmd.add_option("--random-weights", c.random_weights,
+                 "Benchmarks: random weights of this config.json's shape (configs/sdar-8b.json); "
+                 "-m then gives only the tokenizer")
+      ->group(g);
 }
 
 void finish_engine_config(EngineConfig& c) {

@@ -15,7 +15,7 @@ namespace dllm::cli {
 std::string default_model_dir();
 
 // -m/--model, --device, --kv-cache-memory, --gpu-memory-utilization, --kv-page-size,
-// --max-running, --max-batch-rows, --no-prefix-sharing.
+// --max-running, --max-batch-rows, --no-prefix-sharing, --random-weights.
 void add_engine_options(CLI::App& cmd, EngineConfig& config);
 // Fills in the default model when none was given.
 void finish_engine_config(EngineConfig& config);

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   dllm::cli::add_detokenize_command(app);
   dllm::cli::add_chat_template_command(app);
   dllm::cli::add_bench_command(app);
+  dllm::cli::add_serve_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -16,6 +16,8 @@
 #include "engine/engine_core.h"
 #include "engine/request_params.h"
 #include "engine/text_codec.h"
+#include "io/json_file.h"
+#include "model/random_model.h"
 
 namespace dllm {
 
@@ -238,10 +240,12 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   const int32_t ps = config.kv_page_size;
   if (ps < 8 || ps > 256 || (ps & (ps - 1)) != 0)
     fail("--kv-page-size must be a power of two from 8 to 256 (got ", ps, ")");
-  m.model = Model::load(config.model);
+  m.model = config.random_weights.empty()
+                ? Model::load(config.model)
+                : make_random_model(read_json_file(config.random_weights), /*seed=*/1234);
   m.backend = make_backend(*m.model, config.device);
   m.on_gpu = m.backend->name().rfind("cuda", 0) == 0;
-  m.text = std::make_unique<TextCodec>(*m.model);
+  m.text = std::make_unique<TextCodec>(*m.model, config.model);
   m.backend->create_kv_pool(kv_pool_pages(config, *m.backend), config.kv_page_size);
   SchedulerConfig sc;
   sc.max_running = config.max_running;
@@ -314,11 +318,12 @@ ModelInfo Engine::model_info() const {
   const Impl& m = *impl_;
   const ModelConfig& c = m.model->config();
   ModelInfo i;
-  i.dir = m.model->dir().string();
+  i.dir = m.config.random_weights.empty() ? m.model->dir().string() : m.config.model;
   i.family = c.family;
   i.model_type = c.model_type;
   i.device = m.backend->name();
   i.vocab_size = c.vocab_size;
+  i.mask_token_id = c.mask_token_id;
   i.context_length = c.max_position_embeddings;
   i.parameters = m.model->parameter_count();
   i.has_tokenizer = m.text->tokenizer().has_value();

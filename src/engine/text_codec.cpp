@@ -8,8 +8,9 @@
 
 namespace dllm {
 
-TextCodec::TextCodec(const Model& model) : model_(model) {
-  const auto& dir = model.dir();
+TextCodec::TextCodec(const Model& model, std::filesystem::path text_dir)
+    : model_(model), dir_(text_dir.empty() ? model.dir() : std::move(text_dir)) {
+  const auto& dir = dir_;
   if (!dir.empty() && std::filesystem::exists(dir / "tokenizer.json"))
     tokenizer_ = Tokenizer::load(dir);
   if (!dir.empty()) chat_template_ = ChatTemplate::load_if_present(dir);
@@ -27,14 +28,14 @@ TextCodec::TextCodec(const Model& model) : model_(model) {
 
 const Tokenizer& TextCodec::require_tokenizer() const {
   if (!tokenizer_)
-    fail(model_.dir().string(),
+    fail(dir_.string(),
          ": the checkpoint has no tokenizer.json; pass the prompt as token ids");
   return *tokenizer_;
 }
 
 std::string TextCodec::render_chat(const std::string& messages_json, bool add_generation_prompt,
                                    const std::string& kwargs_json) const {
-  if (!chat_template_) fail(model_.dir().string(), ": the checkpoint has no chat template");
+  if (!chat_template_) fail(dir_.string(), ": the checkpoint has no chat template");
   nlohmann::ordered_json messages, vars = nlohmann::ordered_json::object();
   try {
     messages = nlohmann::ordered_json::parse(messages_json);

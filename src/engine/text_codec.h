@@ -21,8 +21,9 @@ namespace dllm {
 class TextCodec {
  public:
   // Loads the model directory's tokenizer and chat template when it has them (a family built-in
-  // template otherwise, where one exists).
-  explicit TextCodec(const Model& model);
+  // template otherwise, where one exists). `text_dir` overrides where they are read from (a
+  // random-weight model has no directory of its own).
+  explicit TextCodec(const Model& model, std::filesystem::path text_dir = {});
 
   const std::optional<Tokenizer>& tokenizer() const { return tokenizer_; }
   const std::optional<ChatTemplate>& chat_template() const { return chat_template_; }
@@ -38,6 +39,7 @@ class TextCodec {
 
  private:
   const Model& model_;
+  std::filesystem::path dir_;
   std::optional<Tokenizer> tokenizer_;
   std::optional<ChatTemplate> chat_template_;
 };

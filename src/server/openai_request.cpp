@@ -1,0 +1,244 @@
+#include "server/openai_request.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "server/api_error.h"
+
+namespace dllm::server {
+
+namespace {
+
+constexpr size_t kMaxStops = 16;
+constexpr size_t kMaxStopTokenIds = 256;
+constexpr size_t kMaxPromptIds = size_t{1} << 24;
+
+void check_model(const Json& body, const ParseContext& ctx) {
+  const auto model = string_field(body, "model");
+  if (model && *model != ctx.served_model)
+    throw ApiError(404, "not_found_error", "model",
+                   cat("The model '", *model, "' does not exist; this server serves '",
+                       ctx.served_model, "'"));
+}
+
+std::vector<int32_t> token_ids(const Json& v, const ParseContext& ctx) {
+  if (v.empty()) bad_request("prompt", "'prompt' has an empty list of token ids");
+  if (v.size() > kMaxPromptIds) bad_request("prompt", "'prompt' has too many token ids");
+  std::vector<int32_t> ids;
+  ids.reserve(v.size());
+  for (const Json& x : v) {
+    if (!x.is_number_integer())
+      bad_request("prompt", cat("'prompt' token ids must be integers (got ", json_type(x), ")"));
+    const int64_t id =
+        x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(INT64_MAX) ? -1 : x.get<int64_t>();
+    if (id < 0 || id >= ctx.vocab_size)
+      bad_request("prompt", cat("'prompt' token id ", json_excerpt(x), " is outside [0, ",
+                                ctx.vocab_size, ")"));
+    ids.push_back(static_cast<int32_t>(id));
+  }
+  return ids;
+}
+
+// Completions: a string, [strings], [ids] or [[ids]]; one Request per prompt.
+std::vector<Request> completion_prompts(const Json& body, const ParseContext& ctx) {
+  const Json* p = field(body, "prompt");
+  if (!p) bad_request("prompt", "'prompt' is required");
+  std::vector<Request> out;
+  auto text = [&](const Json& s) {
+    Request r;
+    r.prompt = s.get<std::string>();
+    if (r.prompt.empty()) bad_request("prompt", "'prompt' must not be empty");
+    out.push_back(std::move(r));
+  };
+  if (p->is_string()) {
+    text(*p);
+  } else if (p->is_array() && !p->empty() && p->front().is_number()) {
+    out.emplace_back().prompt_ids = token_ids(*p, ctx);
+  } else if (p->is_array() && !p->empty()) {
+    if (p->size() > size_t(ctx.max_choices))
+      bad_request("prompt", cat("'prompt' has ", p->size(), " prompts; at most ", ctx.max_choices,
+                                " are accepted"));
+    for (const Json& item : *p) {
+      if (item.is_string())
+        text(item);
+      else if (item.is_array())
+        out.emplace_back().prompt_ids = token_ids(item, ctx);
+      else
+        bad_request("prompt", cat("'prompt' list items must be strings or lists of token ids "
+                                  "(got ",
+                                  json_type(item), ")"));
+    }
+  } else {
+    bad_request("prompt", cat("'prompt' must be a string, a list of strings or a list of token "
+                              "ids (got ",
+                              p->is_array() ? "an empty list" : json_type(*p), ")"));
+  }
+  return out;
+}
+
+// A message's content: a string, or text parts joined by newlines (as vLLM does).
+std::string message_content(const Json& c, size_t i) {
+  const std::string where = cat("messages[", i, "].content");
+  if (c.is_string()) return c.get<std::string>();
+  if (c.is_null()) return "";
+  if (!c.is_array())
+    bad_request(where, cat("'", where, "' must be a string or a list of content parts (got ",
+                           json_type(c), ")"));
+  std::string text;
+  for (const Json& part : c) {
+    const Json* type = part.is_object() ? field(part, "type") : nullptr;
+    if (!type || *type != "text")
+      bad_request(where, cat("'", where,
+                             "' parts must be {\"type\": \"text\", \"text\": ...} "
+                             "(other content types are not supported; got ",
+                             json_excerpt(part), ")"));
+    const Json* t = field(part, "text");
+    if (!t || !t->is_string())
+      bad_request(where, cat("'", where, "' text parts need a string 'text'"));
+    if (!text.empty()) text += '\n';
+    text += t->get_ref<const std::string&>();
+  }
+  return text;
+}
+
+// Chat: the messages as the template's JSON (role and content strings).
+Request chat_prompt(const Json& body) {
+  const Json* m = field(body, "messages");
+  if (!m) bad_request("messages", "'messages' is required");
+  if (!m->is_array() || m->empty())
+    bad_request("messages", "'messages' must be a non-empty list of {role, content} objects");
+  Json messages = Json::array();
+  for (size_t i = 0; i < m->size(); ++i) {
+    const Json& msg = (*m)[i];
+    if (!msg.is_object())
+      bad_request(cat("messages[", i, "]"),
+                  cat("'messages[", i, "]' must be an object (got ", json_type(msg), ")"));
+    const Json* role = field(msg, "role");
+    if (!role || !role->is_string())
+      bad_request(cat("messages[", i, "].role"), cat("'messages[", i, "].role' must be a string"));
+    const auto content = msg.find("content");
+    messages.push_back({{"role", *role},
+                        {"content", message_content(content == msg.end() ? Json() : *content, i)}});
+  }
+  Request r;
+  r.messages_json = messages.dump();
+  if (const Json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object())
+      bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object");
+    r.chat_template_kwargs_json = kw->dump();
+  }
+  return r;
+}
+
+// OpenAI fields dllm cannot honour: fine at their neutral value, refused otherwise.
+void check_unsupported(const Json& body) {
+  auto refuse = [](const std::string& key, const std::string& why) {
+    bad_request(key, cat("'", key, "' ", why));
+  };
+  for (const char* key : {"presence_penalty", "frequency_penalty"})
+    if (const auto x = number_field(body, key, -2, 2); x && *x != 0)
+      refuse(key, "is not supported (only 0)");
+  if (const auto x = number_field(body, "repetition_penalty", 0, 1e6); x && *x != 1)
+    refuse("repetition_penalty", "is not supported (only 1)");
+  if (const Json* v = field(body, "logprobs");
+      v && !(v->is_boolean() && !v->get<bool>()) && !(v->is_number_integer() && *v == 0))
+    refuse("logprobs", "is not supported");
+  if (const auto x = int_field(body, "top_logprobs", 0, 20); x && *x != 0)
+    refuse("top_logprobs", "is not supported");
+  if (bool_field(body, "echo").value_or(false)) refuse("echo", "is not supported");
+  if (const auto s = string_field(body, "suffix"); s && !s->empty())
+    refuse("suffix", "is not supported");
+  if (const Json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
+    refuse("logit_bias", "is not supported");
+  if (const Json* v = field(body, "tools"); v && !(v->is_array() && v->empty()))
+    refuse("tools", "is not supported (no tool calling)");
+  if (const Json* v = field(body, "response_format");
+      v && !(v->is_object() && v->contains("type") && (*v)["type"] == "text"))
+    refuse("response_format", "is not supported (only {\"type\": \"text\"})");
+  if (const Json* v = field(body, "min_tokens"); v && !(v->is_number_integer() && *v == 0))
+    refuse("min_tokens", "is not supported");
+}
+
+// A knob's value as the command line spells it.
+std::string knob_text(const std::string& key, const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_boolean()) return v.get<bool>() ? "true" : "false";
+  if (v.is_number_integer()) return v.dump();
+  if (v.is_number_float()) return v.dump();
+  bad_request(key, cat("'", key, "' must be a string, number or boolean (got ", json_type(v), ")"));
+}
+
+// Sampling fields and dLLM knobs shared by every prompt of the request.
+Request common_fields(Endpoint endpoint, const Json& body, const ParseContext& ctx) {
+  Request r;
+  const int64_t ctx_len = ctx.context_length > 0 ? ctx.context_length : int64_t{1} << 24;
+  std::optional<int64_t> max_tokens = int_field(body, "max_tokens", 1, ctx_len);
+  if (endpoint == Endpoint::chat)
+    if (auto m = int_field(body, "max_completion_tokens", 1, ctx_len)) max_tokens = m;
+  if (max_tokens) r.max_tokens = static_cast<int32_t>(*max_tokens);
+  if (auto t = number_field(body, "temperature", 0, 1e4)) r.temperature = static_cast<float>(*t);
+  if (auto p = number_field(body, "top_p", 0, 1)) {
+    if (*p == 0) bad_request("top_p", "'top_p' must be in (0, 1] (got 0)");
+    r.top_p = static_cast<float>(*p);
+  }
+  if (auto k = int_field(body, "top_k", -1, ctx.vocab_size))
+    r.top_k = static_cast<int32_t>(std::max<int64_t>(*k, 0));
+  if (auto s = int_field(body, "seed", INT64_MIN, INT64_MAX)) r.seed = static_cast<uint64_t>(*s);
+  r.stop = strings_field(body, "stop", kMaxStops);
+  r.stop_token_ids = ints_field(body, "stop_token_ids", 0, ctx.vocab_size - 1, kMaxStopTokenIds);
+  r.ignore_eos = bool_field(body, "ignore_eos").value_or(false);
+  if (auto s = string_field(body, "strategy")) r.strategy = *s;
+  for (const auto& [key, v] : body.items()) {
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '_', '-');
+    if (ctx.option_names.count(name) && !v.is_null()) r.options[name] = knob_text(key, v);
+  }
+  return r;
+}
+
+}  // namespace
+
+ApiRequest parse_api_request(Endpoint endpoint, const Json& body, const ParseContext& ctx) {
+  if (!body.is_object())
+    bad_request("", cat("the request body must be a JSON object (got ", json_type(body), ")"));
+  check_model(body, ctx);
+  check_unsupported(body);
+  ApiRequest out;
+  out.endpoint = endpoint;
+  out.n = static_cast<int>(int_field(body, "n", 1, ctx.max_choices).value_or(1));
+  if (auto best_of = int_field(body, "best_of", 1, ctx.max_choices); best_of && *best_of != out.n)
+    bad_request("best_of", "'best_of' is not supported (only equal to n)");
+  out.stream = bool_field(body, "stream").value_or(false);
+  if (const Json* so = field(body, "stream_options")) {
+    if (!out.stream) bad_request("stream_options", "'stream_options' needs \"stream\": true");
+    if (!so->is_object()) bad_request("stream_options", "'stream_options' must be an object");
+    out.include_usage = bool_field(*so, "include_usage").value_or(false);
+  }
+  if (const Json* d = field(body, "dllm")) {
+    if (!d->is_object()) bad_request("dllm", "'dllm' must be an object");
+    out.stream_provisional = bool_field(*d, "stream_provisional").value_or(false);
+    if (out.stream_provisional && !out.stream)
+      bad_request("dllm.stream_provisional", "'dllm.stream_provisional' needs \"stream\": true");
+  }
+  out.return_token_ids = bool_field(body, "return_token_ids").value_or(false);
+
+  const Request common = common_fields(endpoint, body, ctx);
+  std::vector<Request> prompts = endpoint == Endpoint::chat
+                                     ? std::vector<Request>{chat_prompt(body)}
+                                     : completion_prompts(body, ctx);
+  if (prompts.size() * size_t(out.n) > size_t(ctx.max_choices))
+    bad_request("n", cat(prompts.size(), " prompts x n = ", out.n, " is more than the ",
+                         ctx.max_choices, " choices one request may ask for"));
+  for (Request& p : prompts) {
+    Request r = common;
+    r.prompt = std::move(p.prompt);
+    r.prompt_ids = std::move(p.prompt_ids);
+    r.messages_json = std::move(p.messages_json);
+    r.chat_template_kwargs_json = std::move(p.chat_template_kwargs_json);
+    r.trace = out.stream_provisional;
+    out.prompts.push_back(std::move(r));
+  }
+  return out;
+}
+
+}  // namespace dllm::server

@@ -1,0 +1,49 @@
+// Bodies of POST /v1/completions and /v1/chat/completions as dllm::Requests, following OpenAI's
+// API and vLLM's extensions:
+//   completions: prompt (a string, a list of strings, a list of token ids, or a list of lists)
+//   chat:        messages ([{role, content}], content a string or a list of {type: text} parts),
+//                chat_template_kwargs
+//   both:        model, max_tokens (chat also max_completion_tokens), temperature, top_p, top_k
+//                (-1 or 0: off), seed, stop, stop_token_ids, ignore_eos, n, stream,
+//                stream_options.include_usage, return_token_ids, and dLLM keys: strategy and
+//                every strategy knob by its option name ("block_length": 4, "threshold": 0.9),
+//                "dllm": {"stream_provisional": true}.
+// Fields OpenAI defines that dllm cannot honour (logprobs, echo, penalties, tools, ...) are
+// accepted at their neutral values and refused otherwise; keys nobody defines are ignored, as
+// vLLM does. Pure parsing: no engine, so the fuzz test can drive it alone.
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "dllm/engine.h"
+#include "server/json_fields.h"
+
+namespace dllm::server {
+
+enum class Endpoint { completions, chat };
+
+// What the parser checks against.
+struct ParseContext {
+  std::string served_model;            // `model` must name it (when given)
+  std::set<std::string> option_names;  // Engine::option_names(), '-' spelling
+  int64_t vocab_size = 0;              // token ids in prompts and stop_token_ids
+  int64_t context_length = 0;          // max_tokens at most this
+  int max_choices = 128;               // prompts x n
+};
+
+struct ApiRequest {
+  Endpoint endpoint = Endpoint::completions;
+  std::vector<Request> prompts;  // one per prompt (chat: one); sampling fields and knobs set
+  int n = 1;                     // choices per prompt
+  bool stream = false;
+  bool include_usage = false;       // stream_options.include_usage
+  bool stream_provisional = false;  // dllm.stream_provisional
+  bool return_token_ids = false;
+};
+
+// ApiError (400, or 404 for an unknown model) naming the field at fault.
+ApiRequest parse_api_request(Endpoint endpoint, const Json& body, const ParseContext& ctx);
+
+}  // namespace dllm::server

@@ -1,0 +1,243 @@
+// The request parser alone (no engine): every field's type and range, errors that name the
+// field, and a bounded random-body fuzz run that must never crash or throw anything but ApiError.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "server/api_error.h"
+#include "server/openai_request.h"
+
+namespace dllm::server {
+namespace {
+
+ParseContext context() {
+  ParseContext c;
+  c.served_model = "tiny-block";
+  for (const std::string& n : Engine::option_names()) c.option_names.insert(n);
+  c.vocab_size = 4096;
+  c.context_length = 8192;
+  c.max_choices = 16;
+  return c;
+}
+
+ApiRequest parse(Endpoint e, const std::string& body) {
+  return parse_api_request(e, Json::parse(body), context());
+}
+
+// The ApiError a body gives; fails the test when it parses.
+ApiError error_of(Endpoint e, const std::string& body) {
+  try {
+    parse(e, body);
+  } catch (const ApiError& err) {
+    return err;
+  }
+  ADD_FAILURE() << "accepted: " << body;
+  return ApiError(0, "", "", "");
+}
+
+TEST(OpenAiRequest, CompletionFieldsMapToTheRequest) {
+  const ApiRequest r = parse(Endpoint::completions, R"({
+      "model": "tiny-block", "prompt": "1+2=", "max_tokens": 8, "temperature": 0.5, "top_p": 0.9,
+      "top_k": -1, "seed": 7, "stop": "\n", "n": 2, "stream": true,
+      "stream_options": {"include_usage": true}, "strategy": "ar", "block_length": 4,
+      "threshold": 0.8, "verify-policy": "score", "unknown_field": {"x": 1},
+      "presence_penalty": 0, "logprobs": null, "user": "me"})");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  const Request& q = r.prompts[0];
+  EXPECT_EQ(q.prompt, "1+2=");
+  EXPECT_EQ(q.max_tokens, 8);
+  EXPECT_FLOAT_EQ(*q.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(*q.top_p, 0.9f);
+  EXPECT_EQ(q.top_k, 0);  // -1: off, as vLLM
+  EXPECT_EQ(q.seed, 7u);
+  EXPECT_EQ(q.stop, std::vector<std::string>{"\n"});
+  EXPECT_EQ(q.strategy, "ar");
+  EXPECT_EQ(q.options.at("block-length"), "4");
+  EXPECT_EQ(q.options.at("threshold"), "0.8");
+  EXPECT_EQ(q.options.at("verify-policy"), "score");
+  EXPECT_EQ(q.options.count("unknown-field"), 0u);
+  EXPECT_EQ(r.n, 2);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+}
+
+TEST(OpenAiRequest, PromptForms) {
+  EXPECT_EQ(parse(Endpoint::completions, R"({"prompt": ["a", "b"]})").prompts.size(), 2u);
+  const auto ids = parse(Endpoint::completions, R"({"prompt": [1, 2, 3]})");
+  ASSERT_EQ(ids.prompts.size(), 1u);
+  EXPECT_EQ(ids.prompts[0].prompt_ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_EQ(parse(Endpoint::completions, R"({"prompt": [[1], [2, 3]]})").prompts.size(), 2u);
+}
+
+TEST(OpenAiRequest, ChatMessagesAndContentParts) {
+  const ApiRequest r = parse(Endpoint::chat, R"({"messages": [
+      {"role": "system", "content": "Be brief."},
+      {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]}],
+      "max_completion_tokens": 5, "chat_template_kwargs": {"enable_thinking": false},
+      "dllm": {"stream_provisional": true}, "stream": true})");
+  ASSERT_EQ(r.prompts.size(), 1u);
+  const Json m = Json::parse(r.prompts[0].messages_json);
+  EXPECT_EQ(m[1]["content"], "a\nb");
+  EXPECT_EQ(r.prompts[0].max_tokens, 5);
+  EXPECT_TRUE(r.prompts[0].trace);
+  EXPECT_TRUE(r.stream_provisional);
+}
+
+TEST(OpenAiRequest, WrongValuesNameTheField) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"prompt": "x", "max_tokens": "8"})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": 1.5})", "max_tokens"},
+      {R"({"prompt": "x", "temperature": -1})", "temperature"},
+      {R"({"prompt": "x", "temperature": "hot"})", "temperature"},
+      {R"({"prompt": "x", "top_p": 0})", "top_p"},
+      {R"({"prompt": "x", "top_p": 1.5})", "top_p"},
+      {R"({"prompt": "x", "top_k": -2})", "top_k"},
+      {R"({"prompt": "x", "seed": "one"})", "seed"},
+      {R"({"prompt": "x", "stop": 3})", "stop"},
+      {R"({"prompt": "x", "stop": [""]})", "stop"},
+      {R"({"prompt": "x", "n": 0})", "n"},
+      {R"({"prompt": "x", "n": 17})", "n"},
+      {R"({"prompt": "x", "stream": "yes"})", "stream"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
+      {R"({"prompt": "x", "logprobs": 2})", "logprobs"},
+      {R"({"prompt": "x", "echo": true})", "echo"},
+      {R"({"prompt": "x", "presence_penalty": 1})", "presence_penalty"},
+      {R"({"prompt": "x", "block_length": [4]})", "block_length"},
+      {R"({"prompt": "x", "dllm": {"stream_provisional": true}})", "dllm.stream_provisional"},
+      {R"({"prompt": [5000]})", "prompt"},
+      {R"({"prompt": [-1]})", "prompt"},
+      {R"({"prompt": ""})", "prompt"},
+      {R"({"prompt": []})", "prompt"},
+      {R"({"prompt": {"a": 1}})", "prompt"},
+      {R"({"max_tokens": 3})", "prompt"},
+      {R"({"prompt": ["a", "b"], "n": 9})", "n"},
+      {R"({"prompt": "x", "stop_token_ids": [4096]})", "stop_token_ids"},
+  };
+  for (const auto& [body, param] : cases) {
+    const ApiError e = error_of(Endpoint::completions, body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, param) << body << " -> " << e.what();
+  }
+  const std::vector<std::pair<std::string, std::string>> chat = {
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": [{"content": "hi"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
+       "max_completion_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function"}]})",
+       "tools"},
+  };
+  for (const auto& [body, param] : chat) {
+    const ApiError e = error_of(Endpoint::chat, body);
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.param, param) << body << " -> " << e.what();
+  }
+}
+
+TEST(OpenAiRequest, UnknownModelIs404) {
+  const ApiError e = error_of(Endpoint::completions, R"({"model": "gpt-4", "prompt": "x"})");
+  EXPECT_EQ(e.status, 404);
+  EXPECT_EQ(e.param, "model");
+}
+
+TEST(OpenAiRequest, EngineErrorsNameTheFlagAsField) {
+  EXPECT_EQ(engine_error("--block-length must be positive (got 0)", "prompt").param,
+            "block_length");
+  EXPECT_EQ(engine_error("the prompt is empty", "prompt").param, "prompt");
+  EXPECT_EQ(
+      engine_error("prompt (9000 tokens) + --max-tokens 64 exceeds the model's context", "").param,
+      "max_tokens");
+}
+
+// Random bodies built from the field names and values the parser knows, plus junk: the parser
+// must either accept or throw ApiError, never crash or throw anything else. Bounded (CI).
+Json random_value(std::mt19937& rng, int depth) {
+  switch (rng() % (depth > 2 ? 7 : 9)) {
+    case 0:
+      return nullptr;
+    case 1:
+      return static_cast<int64_t>(rng() % 20) - 5;
+    case 2:
+      return static_cast<double>(rng() % 1000) / 100.0 - 1.0;
+    case 3:
+      return rng() % 2 == 0;
+    case 4:
+      return std::string(rng() % 4, static_cast<char>('a' + rng() % 26));
+    case 5:
+      return static_cast<uint64_t>(rng()) << 33;
+    case 6:
+      return -static_cast<int64_t>(rng()) * 1000003;
+    case 7: {
+      Json a = Json::array();
+      for (int i = rng() % 4; i > 0; --i) a.push_back(random_value(rng, depth + 1));
+      return a;
+    }
+    default: {
+      static const char* keys[] = {
+          "role", "content", "type", "text", "include_usage", "stream_provisional", "x"};
+      Json o = Json::object();
+      for (int i = rng() % 4; i > 0; --i) o[keys[rng() % 7]] = random_value(rng, depth + 1);
+      return o;
+    }
+  }
+}
+
+TEST(OpenAiRequest, RandomBodiesNeverCrash) {
+  static const char* fields[] = {"model",
+                                 "prompt",
+                                 "messages",
+                                 "max_tokens",
+                                 "max_completion_tokens",
+                                 "temperature",
+                                 "top_p",
+                                 "top_k",
+                                 "seed",
+                                 "stop",
+                                 "stop_token_ids",
+                                 "ignore_eos",
+                                 "n",
+                                 "stream",
+                                 "stream_options",
+                                 "return_token_ids",
+                                 "strategy",
+                                 "block_length",
+                                 "steps",
+                                 "threshold",
+                                 "window",
+                                 "dllm",
+                                 "logprobs",
+                                 "echo",
+                                 "presence_penalty",
+                                 "best_of",
+                                 "tools",
+                                 "response_format",
+                                 "chat_template_kwargs",
+                                 "logit_bias",
+                                 "suffix",
+                                 "unknown"};
+  std::mt19937 rng(20);
+  int accepted = 0;
+  for (int i = 0; i < 20000; ++i) {
+    Json body = Json::object();
+    if (rng() % 2) body["prompt"] = rng() % 2 ? Json("hello") : Json::array({1, 2, 3});
+    if (rng() % 2) body["messages"] = Json::array({{{"role", "user"}, {"content", "hi"}}});
+    for (int k = rng() % 6; k > 0; --k)
+      body[fields[rng() % std::size(fields)]] = random_value(rng, 0);
+    const Json doc = rng() % 50 == 0 ? random_value(rng, 0) : body;
+    try {
+      parse_api_request(rng() % 2 ? Endpoint::chat : Endpoint::completions, doc, context());
+      ++accepted;
+    } catch (const ApiError& e) {
+      EXPECT_GE(e.status, 400);
+      EXPECT_FALSE(std::string(e.what()).empty());
+    }
+  }
+  EXPECT_GT(accepted, 100);  // the generator reaches valid bodies too
+}
+
+}  // namespace
+}  // namespace dllm::server
