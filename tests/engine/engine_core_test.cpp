@@ -148,7 +148,9 @@ TEST(EngineCore, RandomSubmitAndCancelLeakNothing) {
     const KvPool& pool = core.kv_pool();
     ASSERT_LE(pool.used_pages(), pool.num_pages());
     ASSERT_EQ(pool.used_pages() + pool.available_pages(), pool.num_pages());
-    if (core.idle()) ASSERT_EQ(pool.used_pages(), 0) << "an idle engine holds no page";
+    if (core.idle()) {
+      ASSERT_EQ(pool.used_pages(), 0) << "an idle engine holds no page";
+    }
   }
   int n_cancelled = 0;
   for (size_t i = 0; i < cases.size(); ++i) {

@@ -217,10 +217,12 @@ TEST(ServeHttp, StopStringsNeverLeak) {
   const Streamed s = collect(events);
   EXPECT_EQ(s.text, expected);
   EXPECT_EQ(s.finish_reason, "stop");
-  for (const Json& e : events)
-    if (e.is_object())
-      for (const Json& c : e["choices"])
-        EXPECT_EQ(c["text"].get<std::string>().find(stop), std::string::npos);
+  for (const Json& e : events) {
+    if (!e.is_object()) continue;
+    for (const Json& c : e["choices"]) {
+      EXPECT_EQ(c["text"].get<std::string>().find(stop), std::string::npos);
+    }
+  }
 }
 
 TEST(ServeHttp, ErrorPathsAreOpenAiErrorsNamingTheField) {
