@@ -11,7 +11,7 @@ PACKAGES=(
   libpcre2-dev             # tokenizer pre-tokenizer regexes (look-ahead, \p{L})
   libutf8proc-dev          # Unicode NFC normalisation
   libcpp-httplib-dev       # dllm serve: HTTP/1.1 server (and the tests' client)
-  python3-venv             # the server test's venv with the `openai` client (scripts/python-env.sh)
+  python3-venv python3-dev # the Python package and the Python tests' venv (scripts/python-env.sh)
   libgtest-dev libgmock-dev
   libbenchmark-dev
 )
