@@ -1,0 +1,100 @@
+"""Every error the C++ side reports is a Python exception (dllm.Error naming the parameter and
+its range), never an abort; wrong Python types are TypeError; a failed batch leaves nothing
+running."""
+import pytest
+
+import dllm
+from conftest import model_dir
+
+
+def test_missing_model_dir(tmp_path):
+    with pytest.raises(dllm.Error, match="nowhere: not a model directory"):
+        dllm.LLM(str(tmp_path / "nowhere"))
+
+
+def test_not_a_checkpoint(tmp_path):
+    (tmp_path / "config.json").write_text("{not json")
+    with pytest.raises(dllm.Error, match="config.json"):
+        dllm.LLM(str(tmp_path))
+
+
+@pytest.mark.parametrize("kwargs,message", [
+    ({"kv_page_size": 12}, "kv-page-size must be a power of two"),
+    ({"max_running": 0}, "max-running must be positive"),
+    ({"device": "tpu"}, "device"),
+])
+def test_bad_engine_option(kwargs, message):
+    with pytest.raises(dllm.Error, match=message):
+        dllm.LLM(model_dir("tiny-block"), **kwargs)
+
+
+def test_engine_option_types():
+    with pytest.raises(TypeError, match="kv_page_size must be a whole number"):
+        dllm.LLM(model_dir("tiny-block"), kv_page_size="16")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        dllm.LLM(model_dir("tiny-block"), kv_pages=16)
+
+
+@pytest.mark.parametrize("params,message", [
+    ({"max_tokens": 0}, r"max-tokens must be positive \(got 0\)"),
+    ({"temperature": -1.0}, "temperature must be >= 0"),
+    ({"top_p": 1.5}, r"top-p must be in \(0, 1\]"),
+    ({"strategy": "beam"}, "strategy"),
+    ({"strategy": "full"}, "full"),  # a full-diffusion strategy on a block model
+    ({"threshold": 2.0}, "threshold"),
+    ({"block_length": -4}, "block-length"),
+    ({"verify_policy": "score"}, "applies to --strategy s2d2 only"),
+])
+def test_bad_request_parameter(engines, params, message):
+    llm = engines("tiny-block")
+    with pytest.raises(dllm.Error, match=message):
+        llm.generate("Q: 1+1? A:", dllm.SamplingParams(**params))
+
+
+def test_bad_prompts(engines):
+    llm = engines("tiny-block")
+    with pytest.raises(dllm.Error, match="vocab|token"):
+        llm.generate({"prompt_token_ids": [10**9]})
+    with pytest.raises(dllm.Error):
+        llm.chat([{"role": "user"}])  # a message without content
+    with pytest.raises(TypeError, match="prompt"):
+        llm.generate(42)
+    with pytest.raises(TypeError, match="exactly one"):
+        llm.generate({"prompt": "a", "prompt_token_ids": [1]})
+    with pytest.raises(TypeError, match="JSON"):
+        llm.chat([{"role": "user", "content": object()}])
+
+
+def test_sampling_params_types():
+    with pytest.raises(TypeError, match="unknown option 'treshold'"):
+        dllm.SamplingParams(treshold=0.9)
+    with pytest.raises(TypeError, match="max_tokens must be a whole number"):
+        dllm.SamplingParams(max_tokens="8")._fill(dllm._dllm.Request())
+
+def test_one_sampling_params_per_prompt(engines):
+    with pytest.raises(ValueError, match="2 given for 3 prompts"):
+        engines("tiny-block").generate(["a", "b", "c"], [dllm.SamplingParams()] * 2)
+
+
+def test_failed_batch_names_the_prompt_and_leaves_nothing_running(engines):
+    llm = engines("tiny-block")
+    before = llm.stats()
+    params = [dllm.SamplingParams(max_tokens=64, ignore_eos=True),
+              dllm.SamplingParams(max_tokens=-1)]
+    with pytest.raises(dllm.Error, match="prompt 1: --max-tokens"):
+        llm.generate(["Once upon a time", "Q: 1+1? A:"], params)
+    after = llm.stats()
+    assert after.cancelled == before.cancelled + 1  # prompt 0 was cancelled, not left running
+
+
+def test_closed_engine():
+    llm = dllm.LLM(model_dir("tiny-block"), device="cpu")
+    llm.close()
+    with pytest.raises(dllm.Error, match="closed"):
+        llm.generate("Q: 1+1? A:")
+    llm.close()  # twice is fine
+
+
+def test_error_is_a_runtime_error():
+    assert issubclass(dllm.Error, RuntimeError)
+    assert issubclass(dllm.RequestError, dllm.Error)
