@@ -171,6 +171,8 @@ class LLM:
     def _abandon(self, submissions) -> None:
         """Cancels submitted requests (an error or Ctrl-C in the middle of a call) and waits for
         their ends, so that nothing of the call keeps running."""
+        if self._engine.closed:
+            return  # closing cancelled them
         for s in submissions:
             self._engine.cancel(s.id)
         for s in submissions:
@@ -310,7 +312,8 @@ def _chat_request(messages, chat_template_kwargs) -> _dllm.Request:
     request = _dllm.Request()
     request.messages_json = _json("messages", list(messages))
     if chat_template_kwargs:
-        request.chat_template_kwargs_json = _json("chat_template_kwargs", dict(chat_template_kwargs))
+        request.chat_template_kwargs_json = _json("chat_template_kwargs",
+                                                  dict(chat_template_kwargs))
     return request
 
 

@@ -78,45 +78,58 @@ struct Submission {
 };
 
 // dllm::Engine with an explicit close(): Python's garbage collector may run the destructor at any
-// time and on any thread, so LLM.close() / `with` end the engine deterministically instead.
+// time and on any thread, so LLM.close() / `with` end the engine deterministically instead. Each
+// call holds its own reference while it runs with the GIL released, so a close() from another
+// thread never frees the engine under a call in flight: the last reference destroys it.
 class PyEngine {
  public:
   explicit PyEngine(const dllm::EngineConfig& config) {
     nb::gil_scoped_release released;  // loading reads the checkpoint, sizes the pool
-    engine_ = std::make_unique<dllm::Engine>(config);
+    engine_ = std::make_shared<dllm::Engine>(config);
   }
 
   Submission submit(const dllm::Request& request) {
     Submission s;
     s.outputs = std::make_shared<OutputQueue>();
     std::shared_ptr<OutputQueue> queue = s.outputs;  // kept alive by the engine's callback
+    std::shared_ptr<dllm::Engine> e = engine();
     nb::gil_scoped_release released;
-    s.id = engine().submit(request, [queue](const dllm::RequestOutput& o) { queue->push(o); });
+    s.id = e->submit(request, [queue](const dllm::RequestOutput& o) { queue->push(o); });
     return s;
   }
 
-  bool cancel(uint64_t id) { return engine().cancel(id); }
+  bool cancel(uint64_t id) { return engine()->cancel(id); }
 
   dllm::RequestResult wait(uint64_t id) {
+    std::shared_ptr<dllm::Engine> e = engine();
     nb::gil_scoped_release released;
-    return engine().wait(id);
+    return e->wait(id);
   }
 
   void close() {
-    std::unique_ptr<dllm::Engine> engine = std::move(engine_);
+    std::shared_ptr<dllm::Engine> e;
+    {
+      std::lock_guard lock(mutex_);
+      e = std::move(engine_);
+    }
     nb::gil_scoped_release released;
-    engine.reset();  // unfinished requests end "cancelled"; joins the engine thread
+    e.reset();  // unless a call still runs: unfinished requests end "cancelled", thread joined
   }
 
-  bool closed() const { return engine_ == nullptr; }
+  bool closed() const {
+    std::lock_guard lock(mutex_);
+    return engine_ == nullptr;
+  }
 
-  dllm::Engine& engine() const {
+  std::shared_ptr<dllm::Engine> engine() const {
+    std::lock_guard lock(mutex_);
     if (!engine_) throw dllm::Error("the engine is closed (LLM.close() was called)");
-    return *engine_;
+    return engine_;
   }
 
  private:
-  std::unique_ptr<dllm::Engine> engine_;
+  mutable std::mutex mutex_;
+  std::shared_ptr<dllm::Engine> engine_;
 };
 
 void bind_config(nb::module_& m) {
@@ -236,20 +249,20 @@ void bind_engine(nb::module_& m) {
       .def("wait", &PyEngine::wait, "id"_a)
       .def("close", &PyEngine::close)
       .def_prop_ro("closed", &PyEngine::closed)
-      .def("stats", [](const PyEngine& e) { return e.engine().stats(); })
-      .def("model_info", [](const PyEngine& e) { return e.engine().model_info(); })
+      .def("stats", [](const PyEngine& e) { return e.engine()->stats(); })
+      .def("model_info", [](const PyEngine& e) { return e.engine()->model_info(); })
       .def("tokenize",
-           [](const PyEngine& e, const std::string& text) { return e.engine().tokenize(text); },
+           [](const PyEngine& e, const std::string& text) { return e.engine()->tokenize(text); },
            "text"_a)
       .def("detokenize",
            [](const PyEngine& e, const std::vector<int32_t>& ids, bool skip_special_tokens) {
-             return e.engine().detokenize(ids, skip_special_tokens);
+             return e.engine()->detokenize(ids, skip_special_tokens);
            },
            "ids"_a, "skip_special_tokens"_a = true)
       .def("apply_chat_template",
            [](const PyEngine& e, const std::string& messages_json, bool add_generation_prompt,
               const std::string& kwargs_json) {
-             return e.engine().apply_chat_template(messages_json, add_generation_prompt,
+             return e.engine()->apply_chat_template(messages_json, add_generation_prompt,
                                                    kwargs_json);
            },
            "messages_json"_a, "add_generation_prompt"_a = true, "kwargs_json"_a = "")

@@ -38,7 +38,8 @@ LM_EVAL_SEED = 1234
 
 
 def start_server(model):
-    proc = subprocess.Popen([DLLM, "serve", "--port", "0", "-m", os.path.join(ROOT, "models", model)],
+    proc = subprocess.Popen([DLLM, "serve", "--port", "0", "-m",
+                             os.path.join(ROOT, "models", model)],
                             stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     line = proc.stdout.readline()
     m = re.search(r"http://127\.0\.0\.1:(\d+)", line)

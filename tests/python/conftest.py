@@ -16,6 +16,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 MODELS = os.environ.get("DLLM_MODELS_DIR", os.path.join(ROOT, "models"))
 FIXTURES = os.environ.get("DLLM_FIXTURES_DIR", os.path.join(ROOT, "tests", "fixtures"))
 DLLM = os.environ.get("DLLM_BINARY", os.path.join(ROOT, "build", "dllm"))
+# cpu, or cuda for the GPU run (ctest PythonPackageCuda, label cuda): the package and the binary
+# compared with run on this device.
+DEVICE = os.environ.get("DLLM_TEST_DEVICE", "cpu")
 
 
 def model_dir(name):
@@ -34,7 +37,8 @@ def cli_generate(model, requests, *args):
         f.writelines(json.dumps(r) + "\n" for r in requests)
         f.flush()
         out = subprocess.run([DLLM, "generate", "-m", model_dir(model), "--requests", f.name,
-                              *args], capture_output=True, text=True, check=True)
+                              "--device", DEVICE, *args],
+                             capture_output=True, text=True, check=True)
     return [json.loads(line) for line in out.stdout.splitlines()]
 
 
@@ -46,7 +50,7 @@ def engines():
     """One dllm.LLM per embedded model, shared by the tests (loaded on first use)."""
     def get(name):
         if name not in _engines:
-            _engines[name] = dllm.LLM(model_dir(name), device="cpu")
+            _engines[name] = dllm.LLM(model_dir(name), device=DEVICE)
         return _engines[name]
     yield get
     for llm in _engines.values():

@@ -3,7 +3,7 @@ while the engine works) and each gets what it gets alone."""
 import threading
 
 import dllm
-from conftest import heldout, model_dir
+from conftest import DEVICE, heldout, model_dir
 
 N_THREADS = 6
 
@@ -22,10 +22,10 @@ def _params(i):
 
 def test_threads_batched_equal_solo():
     conversations = _conversations()
-    with dllm.LLM(model_dir("tiny-block"), device="cpu") as llm:
+    with dllm.LLM(model_dir("tiny-block"), device=DEVICE) as llm:
         solo = [llm.chat(c, _params(i))[0] for i, c in enumerate(conversations)]
         assert llm.stats().sequences_per_step == 1.0
-    with dllm.LLM(model_dir("tiny-block"), device="cpu") as llm:
+    with dllm.LLM(model_dir("tiny-block"), device=DEVICE) as llm:
         results = [None] * N_THREADS
         start = threading.Barrier(N_THREADS)
 

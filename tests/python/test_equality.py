@@ -65,16 +65,18 @@ def test_prompt_text_and_ids_match_cli(engines):
     """Raw-text and token-id prompts, against `dllm generate -p` / `--prompt-ids`."""
     import json
     import subprocess
-    from conftest import DLLM, model_dir
+    from conftest import DEVICE, DLLM, model_dir
 
     llm = engines("tiny-block")
     params = dllm.SamplingParams(max_tokens=12, stop=["\n"])
     text = "Q: 305+196? A:"
     ids = heldout("add3", 1)[0]["prompt_ids"]
     by_text, by_ids = llm.generate([text, {"prompt_token_ids": ids}], params)
-    for args, got in (([ "-p", text], by_text), (["--prompt-ids", ",".join(map(str, ids))], by_ids)):
+    ids_arg = ",".join(map(str, ids))
+    for args, got in ((["-p", text], by_text), (["--prompt-ids", ids_arg], by_ids)):
         out = subprocess.run([DLLM, "generate", "-m", model_dir("tiny-block"), *args,
-                              "--max-tokens", "12", "--stop", "\n", "--format", "json"],
+                              "--max-tokens", "12", "--stop", "\n", "--format", "json",
+                              "--device", DEVICE],
                              capture_output=True, text=True, check=True)
         want = json.loads(out.stdout)
         assert (got.token_ids, got.text, got.finish_reason) == (

@@ -98,3 +98,46 @@ def test_closed_engine():
 def test_error_is_a_runtime_error():
     assert issubclass(dllm.Error, RuntimeError)
     assert issubclass(dllm.RequestError, dllm.Error)
+
+
+def test_ctrl_c_interrupts_and_cancels(engines):
+    """Ctrl-C (SIGINT) while generate() waits raises KeyboardInterrupt and cancels the call's
+    requests instead of leaving them running."""
+    import signal
+    import threading
+
+    llm = engines("tiny-block")
+    before = llm.stats().cancelled
+    timer = threading.Timer(0.3, signal.pthread_kill, (threading.main_thread().ident,
+                                                       signal.SIGINT))
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        llm.generate(["Once upon a time"] * 2,
+                     dllm.SamplingParams(max_tokens=4000, ignore_eos=True, block_length=4))
+    timer.join()
+    assert llm.stats().cancelled == before + 2
+
+
+def test_close_while_another_thread_generates():
+    """close() from one thread while another waits in generate(): the waiting call ends with
+    dllm.Error (its requests were cancelled by the engine's end), nothing crashes."""
+    import threading
+    import time
+
+    llm = dllm.LLM(model_dir("tiny-block"), device="cpu")
+    raised = []
+
+    def run():
+        try:
+            llm.generate("Once upon a time",
+                         dllm.SamplingParams(max_tokens=4000, ignore_eos=True, block_length=4))
+        except dllm.Error as e:
+            raised.append(str(e))
+
+    t = threading.Thread(target=run)
+    t.start()
+    time.sleep(0.3)
+    llm.close()
+    t.join(timeout=60)
+    assert not t.is_alive()
+    assert raised and "closed" in raised[0]
