@@ -113,8 +113,8 @@ class LLM:
         if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
             raise TypeError("messages must be a list of {'role', 'content'} dicts, or a list of "
                             f"such lists (got {type(messages).__name__})")
-        one = len(messages) == 0 or isinstance(messages[0], Mapping)
-        conversations = [messages] if one else list(messages)
+        one = len(messages) > 0 and isinstance(messages[0], Mapping)
+        conversations = [messages] if one else list(messages)  # [] is no conversation
         requests = [(_chat_request(c, chat_template_kwargs), None) for c in conversations]
         return self._run(requests, sampling_params)
 
