@@ -11,10 +11,13 @@ cmake --build build-gpu -j"$(nproc)" --target dllm dllm_cuda_tests
 rm -rf gpu-bundle && mkdir -p gpu-bundle/bin gpu-bundle/lib
 cp build-gpu/dllm build-gpu/tests/dllm_cuda_tests gpu-bundle/bin/
 strip gpu-bundle/bin/*  # the carried tree is size-limited
-# Non-system, non-CUDA shared libraries (PCRE2, utf8proc, OpenMP).
+# Non-system, non-CUDA shared libraries (PCRE2, utf8proc, OpenMP, cpp-httplib and its brotli).
 for lib in $(ldd gpu-bundle/bin/* | awk '/=>/ {print $3}' | sort -u); do
   case "$(basename "$lib")" in
     libc.so*|libm.so*|libpthread.so*|libdl.so*|librt.so*|ld-linux*|libcuda*|libcublas*|libcudart*) ;;
+    # On the GPU image already (its Python and torch need them), and 2.5 MB packed: cpp-httplib's
+    # TLS and zlib, and the C++ runtime that only libcpp-httplib links dynamically.
+    libssl.so*|libcrypto.so*|libz.so*|libstdc++.so*|libgcc_s.so*) ;;
     *) cp -L "$lib" gpu-bundle/lib/ ;;
   esac
 done

@@ -5,8 +5,9 @@
 # request latency, p50 / p99. The load generator:
 #   LOADGEN=aiperf (default)  NVIDIA's aiperf from PyPI (scripts/python-env.sh --bench installs it
 #                             into build/python-env): chat requests, prompts built with TOKENIZER
-#   LOADGEN=dllm              tools/load_serve.py (aiohttp only; for the GPU machine, which can
-#                             install nothing): completions with ISL random token ids, PYTHON
+#   LOADGEN=openai            tools/load_serve.py: the `openai` client from PyPI driven by C
+#                             asyncio clients (for the GPU machine, where aiperf cannot be
+#                             installed): completions with ISL random token ids, PYTHON
 #                             (python3) runs it
 #
 #   tools/bench_serve.sh OUT_DIR [dllm serve options...]

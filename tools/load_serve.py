@@ -1,9 +1,12 @@
-"""A small load generator for `dllm serve`, for machines where aiperf cannot be installed (the GPU
-machine reaches no package registry; its image has aiohttp): C clients send streamed
+"""Load test of `dllm serve` through the `openai` client from PyPI, for machines where aiperf
+cannot be installed (the GPU machine reaches no package registry; scripts/make-gpu-pydeps.sh packs
+the client and its few missing dependencies to travel there): C clients send streamed
 /v1/completions requests with prompts of ISL token ids and exactly OSL output tokens
 (ignore_eos), and the same measures as tools/bench_serve.sh's aiperf table: output tokens/s over
 the measured requests, TTFT (first chunk carrying committed tokens), inter-block latency (between
 such chunks), inter-token latency ((e2e - TTFT) / (tokens - 1)) and request latency, p50 / p99.
+This file only schedules the clients and computes the percentiles; every request goes through
+openai.AsyncOpenAI.
 
     python3 tools/load_serve.py --url http://127.0.0.1:8000 --concurrency 1,8,32,128 \
         [--isl 128] [--osl 64] [--requests-per-client 4] [--extra '{"block_length": 4}']
@@ -15,7 +18,7 @@ import json
 import random
 import time
 
-import aiohttp
+import openai
 
 
 def percentile(xs, q):
@@ -27,57 +30,51 @@ def percentile(xs, q):
     return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
 
 
-async def one_request(session, url, body):
-    """Streams one request; returns (ttft, [inter-block gaps], e2e, completion tokens)."""
+async def one_request(client, model, body):
+    """Streams one request; returns (ttft, [inter-block gaps], e2e, completion tokens, start, end)."""
     t0 = time.perf_counter()
     first, last, gaps, usage = None, None, [], 0
-    async with session.post(url + "/v1/completions", json=body) as resp:
-        if resp.status != 200:
-            raise RuntimeError(f"HTTP {resp.status}: {await resp.text()}")
-        buffer = b""
-        async for data in resp.content.iter_any():
-            buffer += data
-            while b"\n\n" in buffer:
-                event, buffer = buffer.split(b"\n\n", 1)
-                payload = event[len(b"data: "):]
-                if payload == b"[DONE]":
-                    continue
-                chunk = json.loads(payload)
-                if chunk.get("usage"):
-                    usage = chunk["usage"]["completion_tokens"]
-                if any(c.get("token_ids") for c in chunk.get("choices", [])):
-                    now = time.perf_counter()
-                    if first is None:
-                        first = now
-                    else:
-                        gaps.append(now - last)
-                    last = now
+    prompt, extra = body["prompt"], {k: v for k, v in body.items() if k != "prompt"}
+    stream = await client.completions.create(
+        model=model, prompt=prompt, max_tokens=extra.pop("max_tokens"), stream=True,
+        stream_options={"include_usage": True}, extra_body=extra)
+    async for chunk in stream:
+        if chunk.usage:
+            usage = chunk.usage.completion_tokens
+        # One chunk per committed block; its token ids (return_token_ids) say it carries
+        # tokens even when their text is empty (end-of-text filled by ignore_eos).
+        if any(getattr(c, "token_ids", None) or c.text for c in chunk.choices):
+            now = time.perf_counter()
+            if first is None:
+                first = now
+            else:
+                gaps.append(now - last)
+            last = now
     end = time.perf_counter()
     return (first - t0 if first else float("nan")), gaps, end - t0, usage, t0, end
 
 
 async def run_level(url, concurrency, n, args, rng):
-    base = {"max_tokens": args.osl, "ignore_eos": True, "stream": True, "return_token_ids": True,
-            "stream_options": {"include_usage": True}, **json.loads(args.extra)}
-    if args.model:
-        base["model"] = args.model
+    base = {"max_tokens": args.osl, "ignore_eos": True, "return_token_ids": True,
+            **json.loads(args.extra)}
 
     def body():
         return {**base, "prompt": [rng.randrange(args.vocab) for _ in range(args.isl)]}
 
-    timeout = aiohttp.ClientTimeout(total=None, sock_read=3600)
-    connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-        await asyncio.gather(*(one_request(session, url, body()) for _ in range(concurrency)))
-        queue = list(range(n))
-        results = []
+    client = openai.AsyncOpenAI(base_url=url + "/v1", api_key=args.api_key, timeout=3600,
+                                max_retries=0)
+    model = args.model or (await client.models.list()).data[0].id
+    await asyncio.gather(*(one_request(client, model, body()) for _ in range(concurrency)))
+    queue = list(range(n))
+    results = []
 
-        async def client():
-            while queue:
-                queue.pop()
-                results.append(await one_request(session, url, body()))
+    async def one_client():
+        while queue:
+            queue.pop()
+            results.append(await one_request(client, model, body()))
 
-        await asyncio.gather(*(client() for _ in range(concurrency)))
+    await asyncio.gather(*(one_client() for _ in range(concurrency)))
+    await client.close()
     ttft = [r[0] for r in results]
     gaps = [g for r in results for g in r[1]]
     e2e = [r[2] for r in results]
@@ -93,7 +90,8 @@ async def run_level(url, concurrency, n, args, rng):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--url", default="http://127.0.0.1:8000")
-    p.add_argument("--model", default="")
+    p.add_argument("--model", default="", help="default: the server's first model")
+    p.add_argument("--api-key", default="none")
     p.add_argument("--concurrency", default="1,8,32,128")
     p.add_argument("--isl", type=int, default=128)
     p.add_argument("--osl", type=int, default=64)

@@ -3,6 +3,7 @@
 // (--requests FILE.jsonl, vLLM's offline LLM.generate(prompts)). Only the public API
 // (include/dllm/engine.h) is used.
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -25,6 +26,23 @@ namespace dllm::cli {
 
 namespace {
 
+// A whole number in 64 bits: 0..2^64-1, or a negative one down to -2^63 taken in two's
+// complement, as the server reads a JSON seed; anything else is refused, never wrapped.
+uint64_t parse_seed(const std::string& v) {
+  const char* end = v.data() + v.size();
+  if (!v.empty() && v[0] == '-') {
+    int64_t x = 0;
+    const auto [p, ec] = std::from_chars(v.data(), end, x);
+    if (ec == std::errc() && p == end) return static_cast<uint64_t>(x);
+  } else {
+    uint64_t x = 0;
+    const auto [p, ec] = std::from_chars(v.data(), end, x);
+    if (ec == std::errc() && p == end && !v.empty()) return x;
+  }
+  fail("--seed must be a whole number in [-9223372036854775808, 18446744073709551615] (got '", v,
+       "')");
+}
+
 struct GenerateArgs {
   EngineConfig engine;
   std::string prompt, system, prompt_ids, format = "text", enable_thinking;
@@ -32,7 +50,7 @@ struct GenerateArgs {
   std::vector<std::string> stops;
   float temperature = 0.0f, top_p = 1.0f;
   int32_t top_k = 0;
-  uint64_t seed = 0;
+  std::string seed = "0";
   std::vector<CLI::Option*> sampling;  // temperature, top-k, top-p: set only when given
   std::map<std::string, std::string> knob_values;
   std::map<std::string, CLI::Option*> knobs;
@@ -105,7 +123,7 @@ Request request_from_args(const GenerateArgs& a) {
   if (a.sampling[0]->count()) r.temperature = a.temperature;
   if (a.sampling[1]->count()) r.top_k = a.top_k;
   if (a.sampling[2]->count()) r.top_p = a.top_p;
-  r.seed = a.seed;
+  r.seed = parse_seed(a.seed);
   r.stop = a.stops;
   r.trace = a.trace;
   for (const auto& [name, opt] : a.knobs)

@@ -1,6 +1,7 @@
 #include "cli/request_json.h"
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.h"
 
@@ -15,6 +16,33 @@ T get(const nlohmann::json& j, const char* key) {
   } catch (const nlohmann::json::exception&) {
     fail("request key \"", key, "\" has the wrong type (", j.at(key).type_name(), ")");
   }
+}
+
+// A JSON whole number that fits int32: floats and values out of range are refused, never cut.
+int32_t whole(const nlohmann::json& v, const char* key) {
+  constexpr int64_t lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+  if (v.is_number_integer() && !v.is_number_unsigned()) {
+    const int64_t x = v.get<int64_t>();
+    if (x >= lo && x <= hi) return static_cast<int32_t>(x);
+  } else if (v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(hi)) {
+    return static_cast<int32_t>(v.get<uint64_t>());
+  }
+  fail("request key \"", key, "\" must be a whole number in [", lo, ", ", hi, "] (got ", v.dump(),
+       ")");
+}
+
+std::vector<int32_t> whole_list(const nlohmann::json& v, const char* key) {
+  if (!v.is_array()) fail("request key \"", key, "\" must be a list of token ids");
+  std::vector<int32_t> out;
+  for (const auto& x : v) out.push_back(whole(x, key));
+  return out;
+}
+
+// As the server reads it: 0..2^64-1, or a negative 64-bit number in two's complement.
+uint64_t seed_value(const nlohmann::json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer()) return static_cast<uint64_t>(v.get<int64_t>());
+  fail("request key \"seed\" must be a whole number in [-2^63, 2^64-1] (got ", v.dump(), ")");
 }
 
 // A knob's value as the command line spells it.
@@ -35,7 +63,7 @@ Request request_from_json(const nlohmann::json& j) {
     if (key == "prompt") {
       r.prompt = get<std::string>(j, "prompt");
     } else if (key == "prompt_ids") {
-      r.prompt_ids = get<std::vector<int32_t>>(j, "prompt_ids");
+      r.prompt_ids = whole_list(v, "prompt_ids");
       if (r.prompt_ids.empty()) fail("request key \"prompt_ids\" is empty");
     } else if (key == "messages") {
       if (!v.is_array()) fail("request key \"messages\" must be an array of messages");
@@ -46,20 +74,20 @@ Request request_from_json(const nlohmann::json& j) {
     } else if (key == "strategy") {
       r.strategy = get<std::string>(j, "strategy");
     } else if (key == "max_tokens") {
-      r.max_tokens = get<int32_t>(j, "max_tokens");
+      r.max_tokens = whole(v, "max_tokens");
     } else if (key == "temperature") {
       r.temperature = get<float>(j, "temperature");
     } else if (key == "top_k") {
-      r.top_k = get<int32_t>(j, "top_k");
+      r.top_k = whole(v, "top_k");
     } else if (key == "top_p") {
       r.top_p = get<float>(j, "top_p");
     } else if (key == "seed") {
-      r.seed = get<uint64_t>(j, "seed");
+      r.seed = seed_value(v);
     } else if (key == "stop") {
       r.stop = v.is_string() ? std::vector<std::string>{v.get<std::string>()}
                              : get<std::vector<std::string>>(j, "stop");
     } else if (key == "stop_token_ids") {
-      r.stop_token_ids = get<std::vector<int32_t>>(j, "stop_token_ids");
+      r.stop_token_ids = whole_list(v, "stop_token_ids");
     } else if (key == "ignore_eos") {
       r.ignore_eos = get<bool>(j, "ignore_eos");
     } else if (key == "custom_id") {

@@ -147,7 +147,7 @@ void Scheduler::preempt(Sequence& s) {
 }
 
 void Scheduler::retire(Sequence& s) {
-  s.finish(s.result().finish_reason);
+  s.finish(s.result().finish_reason, s.result().error);
   std::erase_if(running_, [&](const auto& r) { return r.get() == &s; });
 }
 

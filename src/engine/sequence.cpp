@@ -1,6 +1,7 @@
 #include "engine/sequence.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "backend/sequence_slots.h"
 #include "core/error.h"
@@ -112,7 +113,12 @@ void Sequence::reserve_pages() {
 bool Sequence::observe(std::span<const SequenceResult> results) {
   for (const SequenceForward& f : forwards_)
     result_.stats.query_rows += static_cast<int64_t>(f.tokens.size());
+  if (const auto bad = non_finite_output(results)) return stop_with_error(*bad);
   decoder_->observe_step(results);
+  if (decoder_->forwards() > forward_cap())
+    return stop_with_error(cat("the request made ", decoder_->forwards(),
+                               " forwards without finishing (at most 4 x (prompt + max_tokens) + ",
+                               "64 = ", forward_cap(), "): its decoder makes no progress"));
   forwards_.clear();
   scratch_.clear();
   const SequenceCallbacks& cb = request_.callbacks;
@@ -153,6 +159,32 @@ bool Sequence::observe(std::span<const SequenceResult> results) {
     emitted_ = keep;
   }
   return done;
+}
+
+std::optional<std::string> Sequence::non_finite_output(
+    std::span<const SequenceResult> results) const {
+  for (const SequenceResult& r : results) {
+    const bool stats_ok = std::all_of(r.stats.begin(), r.stats.end(), [](const TokenStats& t) {
+      return std::isfinite(t.p_max) && std::isfinite(t.entropy) && std::isfinite(t.p_token);
+    });
+    const bool logits_ok =
+        std::all_of(r.logits.begin(), r.logits.end(), [](float x) { return !std::isnan(x); });
+    if (!stats_ok || !logits_ok)
+      return std::string(
+          "the model produced non-finite logits (NaN or infinity): the checkpoint's weights or "
+          "the activations are broken, and no decoder can choose a token from them");
+  }
+  return std::nullopt;
+}
+
+int64_t Sequence::forward_cap() const {
+  return 4 * (static_cast<int64_t>(request_.prompt.size()) + request_.params.max_tokens) + 64;
+}
+
+bool Sequence::stop_with_error(const std::string& error) {
+  result_.finish_reason = "error";
+  result_.error = error;
+  return true;
 }
 
 void Sequence::finish(const std::string& reason, const std::string& error) {

@@ -8,6 +8,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "backend/backend.h"
@@ -77,6 +80,14 @@ class Sequence {
   GenerationResult& result() { return result_; }
 
  private:
+  // An error when a result carries non-finite logits or statistics (broken weights): a NaN
+  // confidence never passes a threshold, so decoding would emit garbage or never end.
+  std::optional<std::string> non_finite_output(std::span<const SequenceResult> results) const;
+  // Forwards a decoder may take at most: 4 x (prompt + max_tokens) + 64. Every decoder commits at
+  // least one token per step, so only one that makes no progress reaches it.
+  int64_t forward_cap() const;
+  bool stop_with_error(const std::string& error);  // marks the result; true (finished)
+
   SequenceRequest request_;
   uint64_t arrival_order_;
   const ModelConfig* config_ = nullptr;

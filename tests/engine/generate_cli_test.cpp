@@ -117,6 +117,9 @@ TEST_F(GenerateCli, BadInputIsAClearError) {
       {" --system x -p hi", "--system needs --chat"},
       {" --prompt-ids 1,999999", "outside the vocabulary"},
       {" -p hi --format xml", "--format 'xml'"},
+      {" -p hi --seed 18446744073709551616", "--seed must be a whole number in"},
+      {" -p hi --seed 1.5", "--seed must be a whole number in"},
+      {" -p hi --seed -9223372036854775809", "--seed must be a whole number in"},
   };
   for (const auto& [args, needle] : cases) {
     const auto r = test::run_command(bin + args);
