@@ -1,6 +1,8 @@
 """Every error the C++ side reports is a Python exception (dllm.Error naming the parameter and
 its range), never an abort; wrong Python types are TypeError; a failed batch leaves nothing
 running."""
+import os
+
 import pytest
 
 import dllm
@@ -141,3 +143,40 @@ def test_close_while_another_thread_generates():
     t.join(timeout=60)
     assert not t.is_alive()
     assert raised and "closed" in raised[0]
+
+
+def _nan_model(tmp_path, model, final_norm):
+    """A copy of an embedded model whose final norm weight is all NaN (bf16 0x7fc0), so every
+    logit is NaN (as tests/hostile/numerics_hostile_test.cpp makes it)."""
+    import json
+    import struct
+
+    source = model_dir(model)
+    for name in os.listdir(source):
+        if name != "model.safetensors":
+            os.symlink(os.path.join(source, name), tmp_path / name)
+    with open(os.path.join(source, "model.safetensors"), "rb") as f:
+        data = bytearray(f.read())
+    (header_len,) = struct.unpack("<Q", data[:8])
+    tensor = json.loads(data[8:8 + header_len])[final_norm]
+    assert tensor["dtype"] == "BF16"
+    begin, end = (8 + header_len + o for o in tensor["data_offsets"])
+    data[begin:end] = b"\xc0\x7f" * ((end - begin) // 2)
+    (tmp_path / "model.safetensors").write_bytes(bytes(data))
+    return str(tmp_path)
+
+
+def test_failure_while_running_is_request_error(tmp_path):
+    """A request accepted but failing while it runs (NaN logits) raises dllm.RequestError with
+    the engine's message and the output; streaming raises it at the end; the engine lives on."""
+    with dllm.LLM(_nan_model(tmp_path, "tiny-block", "model.norm.weight"), device="cpu") as llm:
+        params = dllm.SamplingParams(max_tokens=16)
+        failed = "prompt 0 failed while it ran: .*non-finite"
+        with pytest.raises(dllm.RequestError, match=failed) as e:
+            llm.generate({"prompt_token_ids": [5, 6, 7]}, params)
+        assert e.value.output.finish_reason == "error"
+        assert isinstance(e.value, dllm.Error)
+        with pytest.raises(dllm.RequestError, match="non-finite"):
+            for _ in llm.stream({"prompt_token_ids": [5, 6, 7]}, params):
+                pass
+        assert llm.tokenize("still alive")
