@@ -138,8 +138,6 @@ void CpuBackend::project_qkv(const CpuLayer& L, const float* xn, int64_t rows,
 
 void CpuBackend::attend(int64_t layer, SequenceRun& run, const float* q, float* out,
                         SequenceResult& result) const {
-  const ModelConfig& c = config_;
-  const int64_t qd = c.q_dim();
   auto& self = const_cast<CpuBackend&>(*this);
   std::vector<const float*> krows, vrows;
   krows.reserve(run.key_slots.size());
@@ -149,6 +147,18 @@ void CpuBackend::attend(int64_t layer, SequenceRun& run, const float* q, float* 
     krows.push_back(self.k_row(layer, phys));
     vrows.push_back(self.v_row(layer, phys));
   }
+  if (run.seq->sparse && layer >= run.seq->sparse->exact_layers)
+    attend_sparse(layer, run, krows, vrows, q, out, result);
+  else
+    attend_exact(layer, run, krows, vrows, q, out, result);
+}
+
+void CpuBackend::attend_exact(int64_t layer, SequenceRun& run,
+                              std::span<const float* const> krows,
+                              std::span<const float* const> vrows, const float* q, float* out,
+                              SequenceResult& result) const {
+  const ModelConfig& c = config_;
+  const int64_t qd = c.q_dim();
   const int64_t m = static_cast<int64_t>(run.active.size());
   const int64_t n_k = static_cast<int64_t>(run.key_slots.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -191,6 +201,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
   for (size_t i = 0; i < batch.size(); ++i)
     if (batch[i].state && !dynamic_cast<CpuMethodState*>(batch[i].state))
       fail("forward request ", i, ": the method state was not created by the CPU backend");
+  for (size_t i = 0; i < batch.size(); ++i) check_sparse_state(batch[i], i);
   // Lay out every sequence (slots, pages) before any K/V is written.
   std::vector<SequenceRun> runs;
   int64_t total = 0;
@@ -208,6 +219,9 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     results[si].attention_rows.assign(
         static_cast<size_t>(c.num_layers * runs[si].rows * width), 0.0f);
   }
+  for (size_t si = 0; si < batch.size(); ++si)
+    if (batch[si].sparse && batch[si].sparse->want_selection)
+      results[si].sparse_selection.resize(static_cast<size_t>(c.num_layers * c.num_kv_heads));
 
   const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
   Scratch& sc = scratch_;
