@@ -13,6 +13,7 @@
 #include "backend/sequence_slots.h"
 #include "core/error.h"
 #include "decode/d2cache_selection.h"
+#include "model/rope.h"
 
 namespace dllm::cpu_backend {
 namespace {
@@ -44,7 +45,9 @@ CpuBackend::CpuBackend(const Model& model)
                                to_f32(l.o), to_f32(l.q_bias), to_f32(l.k_bias), to_f32(l.v_bias),
                                to_f32(l.q_norm), to_f32(l.k_norm), to_f32(l.mlp_norm),
                                to_f32(l.gate), to_f32(l.up), to_f32(l.down)});
-  inv_freq_ = cpu::rope_inv_freq(config_.rope_theta, config_.rotary_dim);
+  const RopeTable rope = rope_table(config_);
+  inv_freq_ = rope.inv_freq;
+  rope_scale_ = rope.attention_factor;
 }
 
 void CpuBackend::allocate_kv_storage(int64_t num_slots) {
@@ -132,8 +135,11 @@ void CpuBackend::project_qkv(const CpuLayer& L, const float* xn, int64_t rows,
     if (q) cpu::rms_norm(q, hd, L.q_norm.ptr(), q, hd, rows * c.num_heads, hd, eps);
     if (k) cpu::rms_norm(k, hd, L.k_norm.ptr(), k, hd, rows * c.num_kv_heads, hd, eps);
   }
-  if (q) cpu::rope_neox(q, qd, rows, c.num_heads, hd, c.rotary_dim, positions, inv_freq_);
-  if (k) cpu::rope_neox(k, kvd, rows, c.num_kv_heads, hd, c.rotary_dim, positions, inv_freq_);
+  if (q)
+    cpu::rope_neox(q, qd, rows, c.num_heads, hd, c.rotary_dim, positions, inv_freq_, rope_scale_);
+  if (k)
+    cpu::rope_neox(k, kvd, rows, c.num_kv_heads, hd, c.rotary_dim, positions, inv_freq_,
+                   rope_scale_);
 }
 
 void CpuBackend::attend(int64_t layer, SequenceRun& run, const float* q, float* out,

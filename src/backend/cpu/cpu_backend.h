@@ -121,7 +121,8 @@ class CpuBackend final : public Backend {
   HostTensor embed_, final_norm_, lm_head_;
   bool tied_ = false;
   std::vector<CpuLayer> layers_;
-  std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_;  // RoPE (model/rope.h)
+  float rope_scale_ = 1.0f;
   // The KV pool's storage: per layer, [num_slots, kv_dim] for K and V (left uninitialised: the OS
   // commits only the pages sequences touch).
   std::vector<std::unique_ptr<float[]>> k_, v_;
