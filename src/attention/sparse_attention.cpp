@@ -18,10 +18,14 @@ SparseMethod parse_sparse_method(const std::string& text) {
 
 std::string to_string(SparseMethod method) {
   switch (method) {
-    case SparseMethod::kNone: return "none";
-    case SparseMethod::kMage: return "mage";
-    case SparseMethod::kQuest: return "quest";
-    case SparseMethod::kSparseD: return "sparsed";
+    case SparseMethod::kNone:
+      return "none";
+    case SparseMethod::kMage:
+      return "mage";
+    case SparseMethod::kQuest:
+      return "quest";
+    case SparseMethod::kSparseD:
+      return "sparsed";
   }
   return "none";
 }
@@ -67,8 +71,8 @@ double top_k_recall(std::span<const SparseSet> step1, std::span<const SparseSet>
       hit = static_cast<int64_t>(exact.slots.size());
     } else {
       std::vector<int32_t> common;
-      std::set_intersection(s.slots.begin(), s.slots.end(), exact.slots.begin(),
-                            exact.slots.end(), std::back_inserter(common));
+      std::set_intersection(s.slots.begin(), s.slots.end(), exact.slots.begin(), exact.slots.end(),
+                            std::back_inserter(common));
       hit = static_cast<int64_t>(common.size());
     }
     sum += static_cast<double>(hit) / static_cast<double>(exact.slots.size());

@@ -30,11 +30,11 @@ std::string to_string(SparseMethod method);
 // A request's knobs (--sparse ...).
 struct SparseParams {
   SparseMethod method = SparseMethod::kNone;
-  int32_t k = 1024;               // prefix keys kept per (layer, KV head)
-  int32_t exact_layers = 2;       // layers [0, exact_layers) always attend exactly (§1.2)
-  int32_t select_queries = 0;     // MAGE: select from this many of the block's queries; 0: all
-  int32_t page_size = 16;         // Quest: keys per page
-  float dense_fraction = 0.2f;    // SparseD: share of all steps attended exactly before capture
+  int32_t k = 1024;             // prefix keys kept per (layer, KV head)
+  int32_t exact_layers = 2;     // layers [0, exact_layers) always attend exactly (§1.2)
+  int32_t select_queries = 0;   // MAGE: select from this many of the block's queries; 0: all
+  int32_t page_size = 16;       // Quest: keys per page
+  float dense_fraction = 0.2f;  // SparseD: share of all steps attended exactly before capture
 };
 
 // What one forward asks of the backend (SequenceForward::sparse). The index sets live in the
@@ -72,10 +72,10 @@ std::vector<int32_t> selection_query_rows(int64_t rows, int32_t select_queries);
 // The paper's diagnostic (MAGE §5, Fig. 3), for benchmarks: forward the block's first step with
 // select = kMage and want_selection, every later step with select = kMage, keep_selection = false
 // and want_selection (its exact top-k, leaving the stored sets alone), then
-// top_k_recall(first.sparse_selection, later.sparse_selection): |S ∩ S*| / |S*| of a block's step-1 selection S
-// against the exact top-k S* of a later step, averaged over every (layer, KV head) with a
-// non-dense exact set. Both are SequenceResult::sparse_selection of the same layout. Returns
-// -1 when no set was sparse.
+// top_k_recall(first.sparse_selection, later.sparse_selection): |S ∩ S*| / |S*| of a block's step-1
+// selection S against the exact top-k S* of a later step, averaged over every (layer, KV head) with
+// a non-dense exact set. Both are SequenceResult::sparse_selection of the same layout. Returns -1
+// when no set was sparse.
 double top_k_recall(std::span<const SparseSet> step1, std::span<const SparseSet> later);
 
 }  // namespace dllm

@@ -32,9 +32,9 @@ class SparseSchedule {
 
   SparseParams params_;
   int64_t capture_step_ = 0;
-  int64_t denoise_steps_ = 0;   // SparseD: denoising forwards planned so far
-  int32_t selected_block_ = -1; // MAGE: the block whose set is stored
-  bool captured_ = false;       // SparseD
+  int64_t denoise_steps_ = 0;    // SparseD: denoising forwards planned so far
+  int32_t selected_block_ = -1;  // MAGE: the block whose set is stored
+  bool captured_ = false;        // SparseD
 };
 
 }  // namespace dllm

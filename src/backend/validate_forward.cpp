@@ -12,7 +12,8 @@ void validate_sparse_step(const ModelConfig& config, const SequenceForward& seq,
   if (!seq.cache || !seq.state)
     fail(where, "sparse attention needs the sequence's cache and method state");
   if (seq.visible_slots || seq.write == CacheWrite::kAtSlots || seq.dllm_cache)
-    fail(where, "sparse attention reads the committed cache as its prefix (no visible slot "
+    fail(where,
+         "sparse attention reads the committed cache as its prefix (no visible slot "
          "list, no write at slots, no dLLM-Cache)");
   if (seq.want_attention_rows || seq.want_attention_rollout)
     fail(where, "sparse attention does not return attention rows");

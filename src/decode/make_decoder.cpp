@@ -166,8 +166,10 @@ void resolve_fastdllm_v1(DecodeParams& p) {
 void resolve_sparse(const ModelConfig& c, const DecodeParams& p) {
   const std::string name = to_string(p.sparse.method);
   if (p.strategy != "block" || (c.family != "sdar" && c.family != "fast_dllm_v2"))
-    fail("--sparse ", name, " applies to --strategy block on SDAR and Fast-dLLM v2 checkpoints "
-         "(not --strategy ", p.strategy, " on ", c.family, ")");
+    fail("--sparse ", name,
+         " applies to --strategy block on SDAR and Fast-dLLM v2 checkpoints "
+         "(not --strategy ",
+         p.strategy, " on ", c.family, ")");
   if (p.fuse_commit) fail("--sparse ", name, " does not combine with --fuse-commit");
   if (p.sparse.exact_layers > c.num_layers)
     fail("--sparse-exact-layers must be in [0, ", c.num_layers, "] (got ", p.sparse.exact_layers,

@@ -13,8 +13,8 @@ namespace {
 std::vector<float> position_frequencies(double theta, int64_t dim) {
   std::vector<float> f(static_cast<size_t>(dim / 2));
   for (int64_t i = 0; i < dim / 2; ++i)
-    f[static_cast<size_t>(i)] = std::pow(
-        static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(dim));
+    f[static_cast<size_t>(i)] =
+        std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(dim));
   return f;
 }
 
@@ -58,8 +58,8 @@ RopeTable yarn(const ModelConfig& c, const RopeScaling& s) {
   const std::vector<float> pos = position_frequencies(c.rope_theta, dim);
   t.inv_freq.resize(pos.size());
   for (size_t i = 0; i < pos.size(); ++i) {
-    const float ramp = std::clamp(
-        static_cast<float>((static_cast<double>(i) - low) / (high - low)), 0.0f, 1.0f);
+    const float ramp =
+        std::clamp(static_cast<float>((static_cast<double>(i) - low) / (high - low)), 0.0f, 1.0f);
     const float extrapolation = 1.0f - ramp;
     const float interpolated = 1.0f / (static_cast<float>(factor) * pos[i]);
     t.inv_freq[i] = interpolated * (1.0f - extrapolation) + (1.0f / pos[i]) * extrapolation;

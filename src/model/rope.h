@@ -22,8 +22,8 @@
 namespace dllm {
 
 struct RopeTable {
-  std::vector<float> inv_freq;   // [rotary_dim / 2]
-  float attention_factor = 1.0f; // cos and sin are multiplied by it
+  std::vector<float> inv_freq;    // [rotary_dim / 2]
+  float attention_factor = 1.0f;  // cos and sin are multiplied by it
 };
 
 RopeTable rope_table(const ModelConfig& config);

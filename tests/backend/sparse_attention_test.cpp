@@ -19,7 +19,9 @@
 namespace dllm {
 namespace {
 
-std::filesystem::path sparse_dir() { return test::fixtures_dir() / "sparse"; }
+std::filesystem::path sparse_dir() {
+  return test::fixtures_dir() / "sparse";
+}
 
 std::vector<const float*> rows_of(const std::vector<float>& m, int64_t n, int64_t stride,
                                   int64_t offset) {
@@ -75,15 +77,15 @@ TEST_P(RandomSparseCase, SelectionAndAttentionMatchReference) {
       if (n_prefix <= k) {
         set.dense = true;
       } else if (method == "quest") {
-        scores = cpu::quest_page_scores(qh, qd, selection_query_rows(n_q, 0), g, d, keys,
-                                        n_prefix, page);
-        set.slots = cpu::page_slots(top_k_indices(scores, std::max<int64_t>(1, k / page)), page,
-                                    n_prefix);
+        scores = cpu::quest_page_scores(qh, qd, selection_query_rows(n_q, 0), g, d, keys, n_prefix,
+                                        page);
+        set.slots =
+            cpu::page_slots(top_k_indices(scores, std::max<int64_t>(1, k / page)), page, n_prefix);
       } else {
         const bool mage = method == "mage";
-        scores = cpu::mean_attention_scores(qh, qd, selection_query_rows(n_q, mage ? select_q : 0),
-                                            g, d, keys, n_prefix, mage ? n_prefix : n_k, vis, n_k,
-                                            scale);
+        scores =
+            cpu::mean_attention_scores(qh, qd, selection_query_rows(n_q, mage ? select_q : 0), g, d,
+                                       keys, n_prefix, mage ? n_prefix : n_k, vis, n_k, scale);
         set.slots = top_k_indices(scores, k);
       }
       const SparseSet want = reference_set(ref["sets"][h], n_prefix);
@@ -95,8 +97,8 @@ TEST_P(RandomSparseCase, SelectionAndAttentionMatchReference) {
         // Both sum in double; the engine's softmax scale is a float (1 / sqrt(d) rounded).
         EXPECT_NEAR(scores[j], want_scores[j], 1e-6 * std::abs(want_scores[j]) + 1e-12) << j;
       const auto cols = cpu::sparse_key_columns(set, n_k);
-      cpu::gathered_attention(qh, qd, keys, vals, vis, cols, out.data() + h * g * d, qd, n_q, g,
-                              d, scale);
+      cpu::gathered_attention(qh, qd, keys, vals, vis, cols, out.data() + h * g * d, qd, n_q, g, d,
+                              scale);
     }
     const auto want_out = read_npy(dir / ("out_" + method + ".npy")).f32;
     EXPECT_LT(max_abs_diff(out, want_out), 2e-5);
@@ -104,8 +106,8 @@ TEST_P(RandomSparseCase, SelectionAndAttentionMatchReference) {
   // Every key kept: the gathered path is cpu::attention itself, bit for bit, and matches the
   // reference's exact attention.
   std::vector<float> exact(static_cast<size_t>(n_q * qd)), all_kept(exact.size());
-  cpu::attention(q.data(), qd, rows_of(kk, n_k, kvd, 0), rows_of(v, n_k, kvd, 0), vis,
-                 exact.data(), qd, n_q, heads, hkv, d, scale);
+  cpu::attention(q.data(), qd, rows_of(kk, n_k, kvd, 0), rows_of(v, n_k, kvd, 0), vis, exact.data(),
+                 qd, n_q, heads, hkv, d, scale);
   for (int64_t h = 0; h < hkv; ++h) {
     SparseSet every;
     every.prefix = n_prefix;
@@ -212,15 +214,15 @@ TEST_F(SparseForward, SetsAndLogitsMatchReference) {
     ASSERT_EQ(r.sparse_selection.size(), size_t(layers * hkv));
     for (int64_t l = 0; l < layers; ++l)
       for (int64_t h = 0; h < hkv; ++h) {
-        const SparseSet want =
-            reference_set(c["sets"][l][h], static_cast<int64_t>(prompt.size()));
+        const SparseSet want = reference_set(c["sets"][l][h], static_cast<int64_t>(prompt.size()));
         const SparseSet& got = r.sparse_selection[size_t(l * hkv + h)];
         EXPECT_EQ(got.slots, want.slots) << "layer " << l << " kv head " << h;
         EXPECT_EQ(got.dense, want.dense);
         EXPECT_EQ(got.prefix, want.prefix);
       }
-    EXPECT_LT(max_abs_diff(logits1, read_npy(sparse_dir() / c["select_logits"].get<std::string>()).f32),
-              1e-4);
+    EXPECT_LT(
+        max_abs_diff(logits1, read_npy(sparse_dir() / c["select_logits"].get<std::string>()).f32),
+        1e-4);
     SequenceForward att = request(c["later"].get<std::vector<int32_t>>(), pos0, false);
     att.sparse = step_of(c["params"]);
     att.sparse->attend_selected = true;

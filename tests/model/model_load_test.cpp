@@ -129,7 +129,10 @@ TEST(ModelLoad, BadConfigFieldsAreNamed) {
          j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 0.5}};
        },
        "field 'factor' is 0.5, outside the accepted range"},
-      {[](auto& j) { j["rope_scaling"] = {{"rope_type", "linear"}}; }, "missing field 'factor'"},
+      {[](auto& j) {
+         j["rope_scaling"] = {{"rope_type", "linear"}};
+       },
+       "missing field 'factor'"},
       {[](auto& j) { j["mask_token_id"] = 100000; },
        "mask_token_id 100000 is outside the vocabulary"},
       {[](auto& j) { j["hidden_act"] = "gelu"; }, "activation 'gelu'"},

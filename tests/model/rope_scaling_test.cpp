@@ -50,9 +50,8 @@ TEST(RopeScaling, TablesAndRotationMatchReference) {
     const auto positions = c["positions"].get<std::vector<int32_t>>();
     for (size_t p = 0; p < positions.size(); ++p) {
       std::vector<float> v = x;
-      cpu::rope_neox(v.data(), static_cast<int64_t>(v.size()), 1, 1,
-                     static_cast<int64_t>(v.size()), cfg.rotary_dim,
-                     std::span(&positions[p], 1), t.inv_freq, t.attention_factor);
+      cpu::rope_neox(v.data(), static_cast<int64_t>(v.size()), 1, 1, static_cast<int64_t>(v.size()),
+                     cfg.rotary_dim, std::span(&positions[p], 1), t.inv_freq, t.attention_factor);
       const auto r = c["rotated"][p].get<std::vector<double>>();
       for (size_t i = 0; i < r.size(); ++i)
         EXPECT_NEAR(v[i], r[i], 2e-3) << "position " << positions[p] << " dim " << i;

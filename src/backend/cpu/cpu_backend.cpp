@@ -159,8 +159,7 @@ void CpuBackend::attend(int64_t layer, SequenceRun& run, const float* q, float* 
     attend_exact(layer, run, krows, vrows, q, out, result);
 }
 
-void CpuBackend::attend_exact(int64_t layer, SequenceRun& run,
-                              std::span<const float* const> krows,
+void CpuBackend::attend_exact(int64_t layer, SequenceRun& run, std::span<const float* const> krows,
                               std::span<const float* const> vrows, const float* q, float* out,
                               SequenceResult& result) const {
   const ModelConfig& c = config_;

@@ -16,7 +16,9 @@ namespace dllm::cpu_backend {
 namespace {
 
 // A set that was never selected (a selected one is dense or has slots).
-bool unselected(const SparseSet& s) { return !s.dense && s.slots.empty(); }
+bool unselected(const SparseSet& s) {
+  return !s.dense && s.slots.empty();
+}
 
 }  // namespace
 
@@ -26,9 +28,8 @@ void CpuBackend::check_sparse_state(const SequenceForward& seq, size_t index) co
   if (sp.select != SparseMethod::kNone && sp.keep_selection) return;  // selects first
   const auto& sets = static_cast<const CpuMethodState*>(seq.state)->sparse_sets;
   const int64_t hkv = config_.num_kv_heads;
-  const bool complete =
-      static_cast<int64_t>(sets.size()) == config_.num_layers * hkv &&
-      std::none_of(sets.begin() + sp.exact_layers * hkv, sets.end(), unselected);
+  const bool complete = static_cast<int64_t>(sets.size()) == config_.num_layers * hkv &&
+                        std::none_of(sets.begin() + sp.exact_layers * hkv, sets.end(), unselected);
   if (!complete)
     fail("forward request ", index,
          ": sparse attention attends stored index sets, but no selection is stored for layers >= ",
@@ -40,8 +41,7 @@ void CpuBackend::check_sparse_state(const SequenceForward& seq, size_t index) co
 }
 
 SparseSet CpuBackend::select_sparse_set(const SequenceRun& run, int64_t kv_head,
-                                        std::span<const float* const> krows,
-                                        const float* q) const {
+                                        std::span<const float* const> krows, const float* q) const {
   const ModelConfig& c = config_;
   const SparseStep& sp = *run.seq->sparse;
   const int64_t n_k = static_cast<int64_t>(run.key_slots.size());
@@ -76,8 +76,7 @@ SparseSet CpuBackend::select_sparse_set(const SequenceRun& run, int64_t kv_head,
   return set;
 }
 
-void CpuBackend::attend_sparse(int64_t layer, SequenceRun& run,
-                               std::span<const float* const> krows,
+void CpuBackend::attend_sparse(int64_t layer, SequenceRun& run, std::span<const float* const> krows,
                                std::span<const float* const> vrows, const float* q, float* out,
                                SequenceResult& result) const {
   const ModelConfig& c = config_;

@@ -21,8 +21,8 @@ std::vector<double> mean_attention_scores(const float* q, int64_t q_stride,
                                           std::span<const int32_t> rows, int64_t group,
                                           int64_t head_dim, std::span<const float* const> keys,
                                           int64_t n_prefix, int64_t n_norm,
-                                          std::span<const uint8_t> visible,
-                                          int64_t visible_stride, float scale) {
+                                          std::span<const uint8_t> visible, int64_t visible_stride,
+                                          float scale) {
   std::vector<double> acc(static_cast<size_t>(n_prefix), 0.0);
   std::vector<double> s(static_cast<size_t>(n_norm));
   const double weight = 1.0 / static_cast<double>(rows.size() * static_cast<size_t>(group));
@@ -33,9 +33,8 @@ std::vector<double> mean_attention_scores(const float* q, int64_t q_stride,
       double mx = -std::numeric_limits<double>::infinity();
       for (int64_t j = 0; j < n_norm; ++j) {
         const bool seen = !vis || vis[j];
-        s[static_cast<size_t>(j)] =
-            seen ? dot(qr, keys[static_cast<size_t>(j)], head_dim) * scale
-                 : -std::numeric_limits<double>::infinity();
+        s[static_cast<size_t>(j)] = seen ? dot(qr, keys[static_cast<size_t>(j)], head_dim) * scale
+                                         : -std::numeric_limits<double>::infinity();
         mx = std::max(mx, s[static_cast<size_t>(j)]);
       }
       if (mx == -std::numeric_limits<double>::infinity()) continue;  // sees nothing
@@ -104,8 +103,8 @@ std::vector<int64_t> sparse_key_columns(const SparseSet& set, int64_t n_keys) {
 
 void gathered_attention(const float* q, int64_t q_stride, std::span<const float* const> k_rows,
                         std::span<const float* const> v_rows, std::span<const uint8_t> visible,
-                        std::span<const int64_t> cols, float* out, int64_t out_stride,
-                        int64_t n_q, int64_t group, int64_t head_dim, float scale) {
+                        std::span<const int64_t> cols, float* out, int64_t out_stride, int64_t n_q,
+                        int64_t group, int64_t head_dim, float scale) {
   const int64_t n_keys = static_cast<int64_t>(k_rows.size());
   const int64_t n_cols = static_cast<int64_t>(cols.size());
   std::vector<const float*> kr(cols.size()), vr(cols.size());

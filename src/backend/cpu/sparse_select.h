@@ -23,8 +23,8 @@ std::vector<double> mean_attention_scores(const float* q, int64_t q_stride,
                                           std::span<const int32_t> rows, int64_t group,
                                           int64_t head_dim, std::span<const float* const> keys,
                                           int64_t n_prefix, int64_t n_norm,
-                                          std::span<const uint8_t> visible,
-                                          int64_t visible_stride, float scale);
+                                          std::span<const uint8_t> visible, int64_t visible_stride,
+                                          float scale);
 
 // Quest with MAGE's averaging (§6.1): per page of page_size prefix keys (the last may be
 // partial), the mean over the rows and G heads of sum_d max(q_d * max_d, q_d * min_d), where
@@ -48,7 +48,7 @@ std::vector<int64_t> sparse_key_columns(const SparseSet& set, int64_t n_keys);
 // naming every key give exact attention bit for bit. visible: [n_q, n_keys] over all keys.
 void gathered_attention(const float* q, int64_t q_stride, std::span<const float* const> k_rows,
                         std::span<const float* const> v_rows, std::span<const uint8_t> visible,
-                        std::span<const int64_t> cols, float* out, int64_t out_stride,
-                        int64_t n_q, int64_t group, int64_t head_dim, float scale);
+                        std::span<const int64_t> cols, float* out, int64_t out_stride, int64_t n_q,
+                        int64_t group, int64_t head_dim, float scale);
 
 }  // namespace dllm::cpu

@@ -144,13 +144,13 @@ void read_context_limit(const ConfigReader& r, const std::string& key, ModelConf
 }
 
 // rope_scaling / rope_parameters' scaling fields (model/rope.h says what they mean).
-static void read_rope_scaling(const ConfigReader& r, const char* key,
-                              const ConfigReader& nested, ModelConfig& c) {
+static void read_rope_scaling(const ConfigReader& r, const char* key, const ConfigReader& nested,
+                              ModelConfig& c) {
   RopeScaling& s = c.rope_scaling;
   s.type = nested.get_string("rope_type", nested.get_string("type", "default"));
   if (s.type != "default" && s.type != "linear" && s.type != "dynamic" && s.type != "yarn")
-    r.unsupported(key, "RoPE scaling type '" + s.type +
-                           "' (supported: default, linear, dynamic, yarn)");
+    r.unsupported(key,
+                  "RoPE scaling type '" + s.type + "' (supported: default, linear, dynamic, yarn)");
   if (s.type == "default") return;
   if (nested.has("original_max_position_embeddings"))
     s.original_max_position_embeddings = nested.get_int("original_max_position_embeddings");
