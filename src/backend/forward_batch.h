@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "attention/attention_rule.h"
+#include "attention/sparse_attention.h"
 #include "backend/method_state.h"
 #include "decode/token_stats.h"
 #include "kv/kv_cache.h"
@@ -90,6 +91,11 @@ struct SequenceForward {
 
   std::optional<DllmCacheStep> dllm_cache;
 
+  // Sparse attention over the cached prefix (MAGE, Quest, SparseD; attention/sparse_attention.h):
+  // select index sets per (layer, KV head) into `state` and/or attend through them. Needs the
+  // cache, the state, the committed range as the visible prefix, and no write at slots.
+  std::optional<SparseStep> sparse;
+
   // S2D2 (SpanVerify above): keep this forward's output-row logits in `state` (replacing what
   // was kept), and/or verify this forward's output rows against the kept rows.
   bool retain_logits = false;
@@ -117,6 +123,9 @@ struct SequenceResult {
   std::vector<SpanRowStats> span_stats;  // [output_rows.size()] when want_span_stats
   // want_attention_rollout: [attention_width], indexed by key slot (d2cache::rollout_importance).
   std::vector<double> attention_importance;
+  // sparse->want_selection: the sets selected in this forward, [num_layers * num_kv_heads]
+  // (index layer * num_kv_heads + kv_head); the exact layers' entries are empty.
+  std::vector<SparseSet> sparse_selection;
 };
 
 }  // namespace dllm

@@ -4,6 +4,29 @@
 #include "core/error.h"
 
 namespace dllm {
+namespace {
+
+void validate_sparse_step(const ModelConfig& config, const SequenceForward& seq,
+                          const std::string& where) {
+  const SparseStep& sp = *seq.sparse;
+  if (!seq.cache || !seq.state)
+    fail(where, "sparse attention needs the sequence's cache and method state");
+  if (seq.visible_slots || seq.write == CacheWrite::kAtSlots || seq.dllm_cache)
+    fail(where,
+         "sparse attention reads the committed cache as its prefix (no visible slot "
+         "list, no write at slots, no dLLM-Cache)");
+  if (seq.want_attention_rows || seq.want_attention_rollout)
+    fail(where, "sparse attention does not return attention rows");
+  if (sp.k < 1) fail(where, "sparse k must be positive (got ", sp.k, ")");
+  if (sp.exact_layers < 0 || sp.exact_layers > config.num_layers)
+    fail(where, "sparse exact layers must be in [0, ", config.num_layers, "] (got ",
+         sp.exact_layers, ")");
+  if (sp.page_size < 1) fail(where, "sparse page size must be positive (got ", sp.page_size, ")");
+  if (sp.select_queries < 0)
+    fail(where, "sparse select queries must be >= 0 (got ", sp.select_queries, ")");
+}
+
+}  // namespace
 
 void validate_forward(const ModelConfig& config, const SequenceForward& seq, size_t index) {
   const std::string where = "forward request " + std::to_string(index) + ": ";
@@ -61,6 +84,7 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
     if (len != 0 && len != static_cast<int64_t>(n))
       fail(where, "dLLM-Cache canvas of ", n, " tokens over a cache of ", len);
   }
+  if (seq.sparse) validate_sparse_step(config, seq, where);
   if (seq.want_span_stats && !seq.want_stats)
     fail(where, "want_span_stats needs want_stats (the statistics are of each row's token)");
   if ((seq.retain_logits || seq.verify) && !seq.state)

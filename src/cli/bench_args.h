@@ -31,6 +31,10 @@ struct BenchArgs {
   // finished blocks committed in the next block's first denoising forward.
   std::string concurrency;
   bool fuse_commit = false;
+  // Sparse attention of --step block (attention/sparse_attention.h): step 1 (selection) and
+  // steps 2..T (attending through the sets) are timed apart.
+  std::string sparse = "none";
+  int sparse_k = 1024, sparse_exact_layers = 2;
 };
 
 // Concurrent block-diffusion requests through the engine core for each --block and

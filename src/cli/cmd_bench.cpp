@@ -33,6 +33,19 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Median ms of `reps` forwards of `step` (after one warm-up).
+double median_forward_ms(Backend& backend, const SequenceForward& step, int reps) {
+  backend.forward(std::span(&step, 1));
+  std::vector<double> times;
+  for (int i = 0; i < reps; ++i) {
+    const double s = now_s();
+    backend.forward(std::span(&step, 1));
+    times.push_back((now_s() - s) * 1e3);
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
 void write_json(const BenchArgs& a, const std::string& device, const nlohmann::json& rows) {
   std::FILE* f = std::fopen(a.json_out.c_str(), "w");
   if (!f) fail(a.json_out, ": cannot open for writing");
@@ -175,6 +188,12 @@ void run_bench(const BenchArgs& a) {
     fail("--write-at-slots is its own step kind; it does not combine with --step ", a.step);
   if (a.attention_rows && !a.at_slots)
     fail("--attention-rows needs --write-at-slots (a bidirectional canvas step)");
+  const SparseMethod sparse = parse_sparse_method(a.sparse);
+  if (sparse != SparseMethod::kNone && (a.step != "block" || a.at_slots))
+    fail("--sparse ", a.sparse, " times --step block (a block-diffusion denoising step)");
+  if (a.sparse_k < 1) fail("--sparse-k must be positive (got ", a.sparse_k, ")");
+  if (a.sparse_exact_layers < 0)
+    fail("--sparse-exact-layers must be >= 0 (got ", a.sparse_exact_layers, ")");
   const auto contexts = parse_int_list(a.contexts, "--context");
   for (int32_t c : contexts)
     if (c < 0) fail("--context values must be >= 0");
@@ -286,6 +305,21 @@ void run_bench(const BenchArgs& a) {
       step.output_rows.resize(static_cast<size_t>(block));
       std::iota(step.output_rows.begin(), step.output_rows.end(), out_first);
       step.want_stats = true;
+      // Sparse: step 1 selects (Quest: and attends), the steps after it attend through the sets.
+      std::unique_ptr<MethodState> state;
+      double step1_ms = 0;
+      if (sparse != SparseMethod::kNone) {
+        state = backend->create_method_state();
+        step.state = state.get();
+        step.sparse = SparseStep{};
+        step.sparse->k = a.sparse_k;
+        step.sparse->exact_layers = a.sparse_exact_layers;
+        step.sparse->select = sparse;
+        step.sparse->attend_selected = sparse == SparseMethod::kQuest;
+        step1_ms = median_forward_ms(*backend, step, a.reps);
+        step.sparse->select = sparse == SparseMethod::kQuest ? sparse : SparseMethod::kNone;
+        step.sparse->attend_selected = true;
+      }
       for (int i = 0; i < 3; ++i) backend->forward(std::span(&step, 1));
       std::vector<double> times;
       for (int i = 0; i < a.reps; ++i) {
@@ -319,6 +353,13 @@ void run_bench(const BenchArgs& a) {
                             {"attention_gbs", attn_gbs},
                             {"prefill_tokens_per_s", prefill_tps},
                             {"copy_gbs", bw / 1e9}};
+      if (sparse != SparseMethod::kNone) {
+        row["sparse"] = a.sparse;
+        row["sparse_k"] = a.sparse_k;
+        row["step1_ms"] = step1_ms;  // ms_per_step: the steps after it
+        std::printf("  sparse %s k=%d: step 1 (selection) %.2f ms, steps 2..T %.2f ms\n",
+                    a.sparse.c_str(), a.sparse_k, step1_ms, ms);
+      }
       nlohmann::json ops = nlohmann::json::object();
       for (const auto& [op, t] : prof) ops[op] = t;
       ops["launch gaps + host"] = std::max(0.0, ms - prof_total);
@@ -381,6 +422,12 @@ void add_bench_command(CLI::App& app) {
                   "--decode / --concurrency: prompt tokens (default 512)");
   cmd->add_option("--max-tokens", a->max_tokens,
                   "--decode / --concurrency: generated tokens (default 256)");
+  cmd->add_option("--sparse", a->sparse,
+                  "--step block: none (default) | mage | quest | sparsed sparse attention; step 1 "
+                  "(selection) and steps 2..T are timed apart");
+  cmd->add_option("--sparse-k", a->sparse_k, "--sparse: prefix keys per layer and KV head (1024)");
+  cmd->add_option("--sparse-exact-layers", a->sparse_exact_layers,
+                  "--sparse: the first N layers attend exactly (default 2)");
   cmd->add_option("--device", a->device, "auto | cpu | cuda");
   cmd->add_option("--reps", a->reps, "Timed repetitions per context (default 20)");
   cmd->add_option("--prefill", a->prefill, "Tokens of the timed prefill (default 2048)");

@@ -11,7 +11,11 @@ BlockDiffusionDecoder::BlockDiffusionDecoder(const ModelConfig& config, const De
                                              const std::vector<int32_t>& prompt)
     : params_(params),
       mask_id_(static_cast<int32_t>(config.mask_token_id)),
-      prompt_len_(static_cast<int32_t>(prompt.size())) {
+      prompt_len_(static_cast<int32_t>(prompt.size())),
+      sparse_(params.sparse, static_cast<int64_t>(params.steps) *
+                                 ((prompt_len_ + params.max_tokens + params.block_length - 1) /
+                                      params.block_length -
+                                  prompt_len_ / params.block_length)) {
   const int32_t b = params_.block_length;
   num_blocks_ = (prompt_len_ + params_.max_tokens + b - 1) / b;
   x_.assign(static_cast<size_t>(num_blocks_ * b), mask_id_);
@@ -44,6 +48,7 @@ bool BlockDiffusionDecoder::plan(SequenceForward& fwd) {
   const int32_t s = block_start();
   if (phase_ == Phase::kDenoise) {
     plan_denoise(fwd, 0, rng_steps_++);
+    sparse_.plan(fwd, block_, /*denoise=*/true);
     return true;
   }
   // Commit: the finished block's rows are appended to the cache.
@@ -51,6 +56,7 @@ bool BlockDiffusionDecoder::plan(SequenceForward& fwd) {
   for (int32_t i = 0; i < b; ++i) fwd.positions.push_back(s + i);
   fwd.write = CacheWrite::kAppend;
   ++rng_steps_;
+  if (!params_.fuse_commit) sparse_.plan(fwd, block_, /*denoise=*/false);
   if (params_.fuse_commit && block_ + 1 < num_blocks_) {
     fused_ = true;
     fwd.append_count = b;

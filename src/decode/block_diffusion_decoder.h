@@ -4,6 +4,7 @@
 // with fuse_commit, the commit rows in front of the next block's first denoising step.
 #pragma once
 
+#include "attention/sparse_schedule.h"
 #include "decode/decoder.h"
 
 namespace dllm {
@@ -39,6 +40,7 @@ class BlockDiffusionDecoder final : public Decoder {
   bool fused_ = false;       // the last plan committed a block and denoised the next
   uint32_t rng_steps_ = 0;   // forwards as the unfused loop counts them (keys the random stream)
   std::vector<int32_t> pending_rows_;  // block offsets of the masks asked about in the last plan
+  SparseSchedule sparse_;
 };
 
 }  // namespace dllm

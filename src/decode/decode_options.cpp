@@ -103,6 +103,16 @@ DecodeOption s2d2_flag(std::string name, std::string help, bool S2d2Params::*fie
   return {name, std::move(help), kS2d2, true, std::move(f)};
 }
 
+// Sparse-attention knobs (SparseParams; checked against the model by resolve_decode_params).
+const char* kSparse = "Sparse attention (--strategy block, SDAR / Fast-dLLM v2)";
+DecodeOption sparse_integer(std::string name, std::string help, int32_t SparseParams::*field,
+                            int64_t lo, int64_t hi) {
+  Apply f = [name, field, lo, hi](DecodeParams& p, const std::string& v) {
+    p.sparse.*field = static_cast<int32_t>(parse_integer(name, v, lo, hi));
+  };
+  return {name, std::move(help), kSparse, false, std::move(f)};
+}
+
 std::vector<DecodeOption> make_table() {
   using P = DecodeParams;
   using S = S2d2Params;
@@ -206,6 +216,27 @@ std::vector<DecodeOption> make_table() {
        "WeDLM: pad each step's forward to 2*window queries, one fixed shape: true (default on "
        "CUDA, for graph capture) | false (default on the CPU)",
        {}, false, [](P& p, const std::string& v) { p.pad_window = parse_bool("pad-window", v); }},
+      {"sparse",
+       "none (default) | mage | quest | sparsed: sparse attention over the cached prefix "
+       "(method-specs §1, §6.1, §6.2)",
+       kSparse, false,
+       [](P& p, const std::string& v) { p.sparse.method = parse_sparse_method(v); }},
+      sparse_integer("sparse-k", "prefix keys kept per layer and KV head (default 1024)",
+                     &SparseParams::k, 1, kMaxCount),
+      sparse_integer("sparse-exact-layers",
+                     "the first N layers always attend exactly (default 2)",
+                     &SparseParams::exact_layers, 0, kMaxCount),
+      sparse_integer("sparse-select-queries",
+                     "mage: select from N of the block's queries, spread evenly (default 0: all)",
+                     &SparseParams::select_queries, 0, kMaxCount),
+      sparse_integer("sparse-page-size", "quest: keys per page (default 16)",
+                     &SparseParams::page_size, 1, 4096),
+      {"sparse-dense-fraction",
+       "sparsed: share of all denoising steps attended exactly before the capture (default 0.2)",
+       kSparse, false,
+       [](P& p, const std::string& v) {
+         p.sparse.dense_fraction = parse_in("sparse-dense-fraction", v, 0, 1, "in [0, 1]");
+       }},
       s2d2_word("verify-policy", "span | score | hysteresis | bandit (default span: always verify)",
                 &S::policy),
       s2d2_integer("verify-span-min", "span: verify iff |C| >= N (default 1)", &S::span_min,
@@ -254,7 +285,7 @@ std::string canonical_option_name(std::string_view name) {
 }
 
 void apply_decode_options(DecodeParams& params, const std::map<std::string, std::string>& options) {
-  std::vector<std::string> s2d2_given;
+  std::vector<std::string> s2d2_given, sparse_given;
   for (const auto& [raw, value] : options) {
     const std::string name = canonical_option_name(raw);
     const auto& table = decode_options();
@@ -263,7 +294,10 @@ void apply_decode_options(DecodeParams& params, const std::map<std::string, std:
     if (it == table.end()) fail("unknown decoding option '", raw, "'");
     it->apply(params, value);
     if (it->group == kS2d2) s2d2_given.push_back(name);
+    if (it->group == kSparse && name != "sparse") sparse_given.push_back(name);
   }
+  if (!sparse_given.empty() && params.sparse.method == SparseMethod::kNone)
+    fail("--", sparse_given.front(), " needs --sparse mage, quest or sparsed");
   if (!s2d2_given.empty() && params.strategy != "s2d2")
     fail("--", s2d2_given.front(), " applies to --strategy s2d2 only");
 }

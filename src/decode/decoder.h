@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/sparse_attention.h"
 #include "backend/forward_batch.h"
 #include "decode/s2d2_policy.h"
 #include "model/model_config.h"
@@ -77,6 +78,8 @@ struct DecodeParams {
   int32_t dlc_kr = 0;
   float dlc_rho = 0.25f;
   S2d2Params s2d2;  // --strategy s2d2 (method-specs §5)
+  // Sparse attention over the cached prefix (--sparse; --strategy block on SDAR / Fast-dLLM v2).
+  SparseParams sparse;
   SamplerConfig sampler;
   uint64_t seed = 0;
   uint32_t sequence_id = 0;

@@ -9,7 +9,12 @@ FastDllmV2Decoder::FastDllmV2Decoder(const ModelConfig& config, const DecodePara
     : params_(params),
       mask_id_(static_cast<int32_t>(config.mask_token_id)),
       prompt_len_(static_cast<int32_t>(prompt.size())),
-      x_(prompt) {
+      x_(prompt),
+      // SparseD's nominal steps: one per token of every block to decode.
+      sparse_(params.sparse, static_cast<int64_t>(params.block_length) *
+                                 ((prompt_len_ + params.max_tokens + params.block_length - 1) /
+                                      params.block_length -
+                                  prompt_len_ / params.block_length)) {
   const int32_t b = params_.block_length;
   if (prompt_len_ >= b) {
     phase_ = Phase::kPrefill;
@@ -51,6 +56,7 @@ bool FastDllmV2Decoder::plan(SequenceForward& fwd) {
     phase_ = Phase::kCommit;
     fwd.write = CacheWrite::kAppend;
     fwd.output_rows = {b - 1};  // the next block's first token
+    sparse_.plan(fwd, s / b, /*denoise=*/false);
     ++forwards_;
     return true;
   }
@@ -67,6 +73,7 @@ bool FastDllmV2Decoder::plan(SequenceForward& fwd) {
     fwd.output_rows.push_back(std::max(j - 1, 0));
     fwd.rng_positions.push_back(s + j);
   }
+  sparse_.plan(fwd, s / b, /*denoise=*/true);
   ++forwards_;
   return true;
 }

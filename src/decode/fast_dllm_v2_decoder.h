@@ -7,6 +7,7 @@
 // reference skips the prefill when P == B and then decodes the first block without the prompt.
 #pragma once
 
+#include "attention/sparse_schedule.h"
 #include "decode/decoder.h"
 
 namespace dllm {
@@ -34,6 +35,7 @@ class FastDllmV2Decoder final : public Decoder {
   int32_t cached_ = 0;  // tokens committed to the KV cache == start of the current block
   Phase phase_ = Phase::kDenoise;
   std::vector<int32_t> pending_;  // block offsets asked about in the last denoising plan
+  SparseSchedule sparse_;
 };
 
 }  // namespace dllm

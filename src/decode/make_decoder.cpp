@@ -162,6 +162,20 @@ void resolve_fastdllm_v1(DecodeParams& p) {
 }
 
 // dLLM-Cache (method-specs §6.3) over vanilla decoding: blocks of 32, one token per step.
+// Sparse attention (method-specs §1, §6.1, §6.2): block diffusion's cached prefix only.
+void resolve_sparse(const ModelConfig& c, const DecodeParams& p) {
+  const std::string name = to_string(p.sparse.method);
+  if (p.strategy != "block" || (c.family != "sdar" && c.family != "fast_dllm_v2"))
+    fail("--sparse ", name,
+         " applies to --strategy block on SDAR and Fast-dLLM v2 checkpoints "
+         "(not --strategy ",
+         p.strategy, " on ", c.family, ")");
+  if (p.fuse_commit) fail("--sparse ", name, " does not combine with --fuse-commit");
+  if (p.sparse.exact_layers > c.num_layers)
+    fail("--sparse-exact-layers must be in [0, ", c.num_layers, "] (got ", p.sparse.exact_layers,
+         ")");
+}
+
 void resolve_dllm_cache(const ModelConfig& c, DecodeParams& p) {
   refuse_llada_knobs(p, "--strategy dllmcache");
   refuse_dream_knobs(p, "--strategy dllmcache");
@@ -225,6 +239,7 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (c.mask_token_id < 0 && !(p.strategy == "ar" && c.shifted_logits))
     fail("the checkpoint has no mask token id (set mask_token_id in config.json)");
 
+  if (p.sparse.method != SparseMethod::kNone) resolve_sparse(c, p);
   if (p.strategy == "s2d2") {
     p.s2d2.validate();
     if (c.family == "fast_dllm_v2" && (p.s2d2.cache_ver || p.s2d2.draft_ver))

@@ -10,6 +10,18 @@
 
 namespace dllm {
 
+// RoPE scaling as config.json's rope_scaling / rope_parameters asks (model/rope.h turns it into
+// frequencies the way Hugging Face transformers does).
+struct RopeScaling {
+  std::string type = "default";  // default | linear | dynamic (NTK-aware) | yarn
+  double factor = 1.0;
+  int64_t original_max_position_embeddings = 0;  // 0: not given (max_position_embeddings)
+  double attention_factor = 0.0;                 // yarn: 0 = derived from factor and mscale
+  double beta_fast = 32.0, beta_slow = 1.0;      // yarn
+  double mscale = 0.0, mscale_all_dim = 0.0;     // yarn (DeepSeek style); 0 = not given
+  bool truncate = true;                          // yarn: round the correction range outward
+};
+
 struct ModelConfig {
   std::string family;        // "sdar", "wedlm", "fast_dllm_v2", "dream", "llada"
   std::string model_type;    // config.json model_type as written
@@ -29,6 +41,7 @@ struct ModelConfig {
   bool context_limit_is_default = false;
 
   double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
   double partial_rotary_factor = 1.0;
   int64_t rotary_dim = 0;  // head_dim * partial_rotary_factor, even
   double norm_eps = 1e-6;

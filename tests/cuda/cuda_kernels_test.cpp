@@ -71,6 +71,9 @@ TEST(CudaKernels, QkvPostNormRopeAndCacheWrite) {
     p.positions = dpos.get();
     p.slots = dslots.get();
     p.inv_freq = dinv.get();
+    // YaRN's attention factor scales cos and sin (model/rope.h); 1 for unscaled RoPE.
+    const float rope_scale = s.d == 16 ? 1.17f : 1.0f;
+    p.rope_scale = rope_scale;
     p.q_out = q.get();
     p.k_cache = kc.get();
     p.v_cache = vc.get();
@@ -93,7 +96,7 @@ TEST(CudaKernels, QkvPostNormRopeAndCacheWrite) {
                       &ref[i * width + s.heads * s.d], s.d, s.kv, s.d, 1e-6f);
       }
     }
-    cpu::rope_neox(ref.data(), width, n, s.heads + s.kv, s.d, s.rotary, pos, inv);
+    cpu::rope_neox(ref.data(), width, n, s.heads + s.kv, s.d, s.rotary, pos, inv, rope_scale);
     const auto gq = test::bf16_to_floats(test::to_host(q));
     const auto gk = test::bf16_to_floats(test::to_host(kc)),
                gv = test::bf16_to_floats(test::to_host(vc));

@@ -54,7 +54,10 @@ TEST_P(BatchInvariance, RequestsBatchedEqualRequestsAlone) {
 
 INSTANTIATE_TEST_SUITE_P(
     EmbeddedModels, BatchInvariance,
-    ::testing::Values(InvarianceCase{"tiny-block", {"block", "s2d2", "ar"}, 24},
+    ::testing::Values(InvarianceCase{"tiny-block",
+                                     {"block", "s2d2", "ar", "block+mage", "block+quest",
+                                      "block+sparsed"},
+                                     24},
                       InvarianceCase{"tiny-full", {"full", "d2cache", "fastdllm", "dllmcache"}, 12},
                       InvarianceCase{"tiny-causal", {"wedlm", "ar"}, 16}),
     [](const auto& info) {

@@ -122,9 +122,17 @@ TEST(ModelLoad, BadConfigFieldsAreNamed) {
       {[](auto& j) { j.erase("num_hidden_layers"); }, "missing field 'num_hidden_layers'"},
       {[](auto& j) { j["num_key_value_heads"] = 3; }, "not a multiple of num_key_value_heads"},
       {[](auto& j) {
-         j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4}};
+         j["rope_scaling"] = {{"rope_type", "longrope"}, {"factor", 4}};
        },
-       "RoPE scaling type 'yarn'"},
+       "RoPE scaling type 'longrope'"},
+      {[](auto& j) {
+         j["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 0.5}};
+       },
+       "field 'factor' is 0.5, outside the accepted range"},
+      {[](auto& j) {
+         j["rope_scaling"] = {{"rope_type", "linear"}};
+       },
+       "missing field 'factor'"},
       {[](auto& j) { j["mask_token_id"] = 100000; },
        "mask_token_id 100000 is outside the vocabulary"},
       {[](auto& j) { j["hidden_act"] = "gelu"; }, "activation 'gelu'"},

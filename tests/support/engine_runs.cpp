@@ -43,6 +43,13 @@ std::vector<EngineCase> mixed_cases(const Model& model, const std::vector<std::s
       e.prompt.insert(e.prompt.begin(), e.prompt[static_cast<size_t>(k) % e.prompt.size()]);
     DecodeParams p;
     p.strategy = strategies[static_cast<size_t>(i) % strategies.size()];
+    // "block+mage": block diffusion with sparse attention, k small enough to select.
+    if (const size_t plus = p.strategy.find('+'); plus != std::string::npos) {
+      p.sparse.method = parse_sparse_method(p.strategy.substr(plus + 1));
+      p.sparse.k = 8;
+      p.sparse.page_size = 4;
+      p.strategy.resize(plus);
+    }
     p.max_tokens = 6 + (i * 7) % 15;
     if (p.strategy == "full" || p.strategy == "d2cache" || p.strategy == "fastdllm" ||
         p.strategy == "dllmcache")

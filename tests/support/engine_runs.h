@@ -27,7 +27,8 @@ struct EngineOutcome {
 
 // Requests for `model`: `n` of them cycling through `strategies` (greedy, every third one sampled
 // with a seed), prompts of different lengths from the held-out arithmetic set (or random ids),
-// max_tokens 6..20, arrivals spread over the first `spread` steps.
+// max_tokens 6..20, arrivals spread over the first `spread` steps. "block+mage" (quest, sparsed)
+// is --strategy block with that sparse attention at k = 8.
 std::vector<EngineCase> mixed_cases(const Model& model, const std::vector<std::string>& strategies,
                                     int n, int spread);
 

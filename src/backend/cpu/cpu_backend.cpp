@@ -13,6 +13,7 @@
 #include "backend/sequence_slots.h"
 #include "core/error.h"
 #include "decode/d2cache_selection.h"
+#include "model/rope.h"
 
 namespace dllm::cpu_backend {
 namespace {
@@ -44,7 +45,9 @@ CpuBackend::CpuBackend(const Model& model)
                                to_f32(l.o), to_f32(l.q_bias), to_f32(l.k_bias), to_f32(l.v_bias),
                                to_f32(l.q_norm), to_f32(l.k_norm), to_f32(l.mlp_norm),
                                to_f32(l.gate), to_f32(l.up), to_f32(l.down)});
-  inv_freq_ = cpu::rope_inv_freq(config_.rope_theta, config_.rotary_dim);
+  const RopeTable rope = rope_table(config_);
+  inv_freq_ = rope.inv_freq;
+  rope_scale_ = rope.attention_factor;
 }
 
 void CpuBackend::allocate_kv_storage(int64_t num_slots) {
@@ -132,14 +135,15 @@ void CpuBackend::project_qkv(const CpuLayer& L, const float* xn, int64_t rows,
     if (q) cpu::rms_norm(q, hd, L.q_norm.ptr(), q, hd, rows * c.num_heads, hd, eps);
     if (k) cpu::rms_norm(k, hd, L.k_norm.ptr(), k, hd, rows * c.num_kv_heads, hd, eps);
   }
-  if (q) cpu::rope_neox(q, qd, rows, c.num_heads, hd, c.rotary_dim, positions, inv_freq_);
-  if (k) cpu::rope_neox(k, kvd, rows, c.num_kv_heads, hd, c.rotary_dim, positions, inv_freq_);
+  if (q)
+    cpu::rope_neox(q, qd, rows, c.num_heads, hd, c.rotary_dim, positions, inv_freq_, rope_scale_);
+  if (k)
+    cpu::rope_neox(k, kvd, rows, c.num_kv_heads, hd, c.rotary_dim, positions, inv_freq_,
+                   rope_scale_);
 }
 
 void CpuBackend::attend(int64_t layer, SequenceRun& run, const float* q, float* out,
                         SequenceResult& result) const {
-  const ModelConfig& c = config_;
-  const int64_t qd = c.q_dim();
   auto& self = const_cast<CpuBackend&>(*this);
   std::vector<const float*> krows, vrows;
   krows.reserve(run.key_slots.size());
@@ -149,6 +153,17 @@ void CpuBackend::attend(int64_t layer, SequenceRun& run, const float* q, float* 
     krows.push_back(self.k_row(layer, phys));
     vrows.push_back(self.v_row(layer, phys));
   }
+  if (run.seq->sparse && layer >= run.seq->sparse->exact_layers)
+    attend_sparse(layer, run, krows, vrows, q, out, result);
+  else
+    attend_exact(layer, run, krows, vrows, q, out, result);
+}
+
+void CpuBackend::attend_exact(int64_t layer, SequenceRun& run, std::span<const float* const> krows,
+                              std::span<const float* const> vrows, const float* q, float* out,
+                              SequenceResult& result) const {
+  const ModelConfig& c = config_;
+  const int64_t qd = c.q_dim();
   const int64_t m = static_cast<int64_t>(run.active.size());
   const int64_t n_k = static_cast<int64_t>(run.key_slots.size());
   const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
@@ -191,6 +206,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
   for (size_t i = 0; i < batch.size(); ++i)
     if (batch[i].state && !dynamic_cast<CpuMethodState*>(batch[i].state))
       fail("forward request ", i, ": the method state was not created by the CPU backend");
+  for (size_t i = 0; i < batch.size(); ++i) check_sparse_state(batch[i], i);
   // Lay out every sequence (slots, pages) before any K/V is written.
   std::vector<SequenceRun> runs;
   int64_t total = 0;
@@ -208,6 +224,9 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     results[si].attention_rows.assign(
         static_cast<size_t>(c.num_layers * runs[si].rows * width), 0.0f);
   }
+  for (size_t si = 0; si < batch.size(); ++si)
+    if (batch[si].sparse && batch[si].sparse->want_selection)
+      results[si].sparse_selection.resize(static_cast<size_t>(c.num_layers * c.num_kv_heads));
 
   const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
   Scratch& sc = scratch_;

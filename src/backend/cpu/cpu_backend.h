@@ -2,6 +2,7 @@
 //   cpu_backend.cpp   weights, KV storage, the one forward over a batch (layer by layer)
 //   cpu_outputs.cpp   final norm, LM head, TokenStats, S2D2's kept rows and verification
 //   cpu_dllm_cache.cpp dLLM-Cache's per-layer reuse, an option of that forward
+//   cpu_sparse.cpp    sparse attention's selection and gathered attention (MAGE, Quest, SparseD)
 // fp32 compute from bf16/f16/f32 weights (converted once at load); the GEMMs run over the rows
 // of every sequence at once, attention per sequence over its K/V pages.
 #pragma once
@@ -28,6 +29,9 @@ class CpuMethodState final : public MethodState {
   // dLLM-Cache: per layer, the attention output (after o_proj) and the FFN output of every canvas
   // row, [layer][row * hidden]; empty until the first dLLM-Cache forward.
   std::vector<std::vector<float>> attn_out, ffn_out;
+  // Sparse attention: the stored index sets, [layer * num_kv_heads + kv_head]; empty until the
+  // first selection (attention/sparse_attention.h).
+  std::vector<SparseSet> sparse_sets;
 };
 
 // One sequence of a forward: where its rows sit in the batch and its keys in the pool.
@@ -83,6 +87,19 @@ class CpuBackend final : public Backend {
   // Attention of the active rows of one sequence; `q` / `out` hold those rows only.
   void attend(int64_t layer, SequenceRun& run, const float* q, float* out,
               SequenceResult& result) const;
+  // Exact attention of the active rows over the keys krows / vrows (run.key_slots' rows).
+  void attend_exact(int64_t layer, SequenceRun& run, std::span<const float* const> krows,
+                    std::span<const float* const> vrows, const float* q, float* out,
+                    SequenceResult& result) const;
+  // Sparse attention (cpu_sparse.cpp): selects into the method state and/or attends the prefix
+  // through its sets, per KV head; exact attention when the step attends no sets.
+  void attend_sparse(int64_t layer, SequenceRun& run, std::span<const float* const> krows,
+                     std::span<const float* const> vrows, const float* q, float* out,
+                     SequenceResult& result) const;
+  SparseSet select_sparse_set(const SequenceRun& run, int64_t kv_head,
+                              std::span<const float* const> krows, const float* q) const;
+  // Fails (before any cache is modified) when a sparse forward attends sets the state lacks.
+  void check_sparse_state(const SequenceForward& seq, size_t index) const;
   // Adds one sub-block's output rows (the active rows', in order) to the residual stream `x` of
   // the whole batch.
   void add_block_output(int64_t layer, SequenceRun& run, const float* out, bool ffn,
@@ -104,7 +121,8 @@ class CpuBackend final : public Backend {
   HostTensor embed_, final_norm_, lm_head_;
   bool tied_ = false;
   std::vector<CpuLayer> layers_;
-  std::vector<float> inv_freq_;
+  std::vector<float> inv_freq_;  // RoPE (model/rope.h)
+  float rope_scale_ = 1.0f;
   // The KV pool's storage: per layer, [num_slots, kv_dim] for K and V (left uninitialised: the OS
   // commits only the pages sequences touch).
   std::vector<std::unique_ptr<float[]>> k_, v_;

@@ -41,7 +41,7 @@ std::vector<float> rope_inv_freq(double theta, int64_t rotary_dim) {
 
 void rope_neox(float* x, int64_t stride, int64_t rows, int64_t heads, int64_t head_dim,
                int64_t rotary_dim, std::span<const int32_t> positions,
-               std::span<const float> inv_freq) {
+               std::span<const float> inv_freq, float scale) {
   const int64_t half = rotary_dim / 2;
 #pragma omp parallel if (rows * heads * head_dim > 32768)
   {
@@ -51,8 +51,8 @@ void rope_neox(float* x, int64_t stride, int64_t rows, int64_t heads, int64_t he
       const float pos = static_cast<float>(positions[static_cast<size_t>(r)]);
       for (int64_t i = 0; i < half; ++i) {
         const float angle = pos * inv_freq[static_cast<size_t>(i)];
-        cs[static_cast<size_t>(i)] = std::cos(angle);
-        sn[static_cast<size_t>(i)] = std::sin(angle);
+        cs[static_cast<size_t>(i)] = std::cos(angle) * scale;
+        sn[static_cast<size_t>(i)] = std::sin(angle) * scale;
       }
       for (int64_t h = 0; h < heads; ++h) {
         float* v = x + r * stride + h * head_dim;

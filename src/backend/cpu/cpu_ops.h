@@ -23,10 +23,11 @@ std::vector<float> rope_inv_freq(double theta, int64_t rotary_dim);
 
 // Applies NeoX (rotate-half) RoPE in place to `rows` rows of `heads` heads of `head_dim` each
 // (row stride `stride`), rotating the first `rotary_dim` dims of every head; row r is at logical
-// position positions[r]. Dims past rotary_dim pass through (partial rotary).
+// position positions[r]. Dims past rotary_dim pass through (partial rotary). cos and sin are
+// multiplied by `scale` (YaRN's attention factor, model/rope.h; 1 otherwise).
 void rope_neox(float* x, int64_t stride, int64_t rows, int64_t heads, int64_t head_dim,
                int64_t rotary_dim, std::span<const int32_t> positions,
-               std::span<const float> inv_freq);
+               std::span<const float> inv_freq, float scale = 1.0f);
 
 // out = silu(gate) * up, elementwise over n values.
 void silu_mul(const float* gate, const float* up, float* out, int64_t n);

@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_query.h"
 #include "core/dtype.h"
+#include "model/rope.h"
 
 namespace dllm::cuda_backend {
 
@@ -99,12 +100,9 @@ CudaBackend::CudaBackend(const Model& model, int device)
   tied_ = t.lm_head == t.embed;
   if (!tied_) lm_head_ = upload_bf16({t.lm_head}, "the LM head");
   for (const LayerTensors& l : t.layers) layers_.push_back(upload_layer(l));
-  std::vector<float> inv(static_cast<size_t>(config_.rotary_dim / 2));
-  for (int64_t i = 0; i < config_.rotary_dim / 2; ++i)  // fp32, as Hugging Face computes it
-    inv[static_cast<size_t>(i)] =
-        1.0f / std::pow(static_cast<float>(config_.rope_theta),
-                        static_cast<float>(2 * i) / static_cast<float>(config_.rotary_dim));
-  inv_freq_ = upload(inv, "RoPE frequencies");
+  const RopeTable rope = rope_table(config_);  // fp32, as Hugging Face computes it
+  inv_freq_ = upload(rope.inv_freq, "RoPE frequencies");
+  rope_scale_ = rope.attention_factor;
 }
 
 CudaBackend::~CudaBackend() {

@@ -125,7 +125,8 @@ class CudaBackend final : public Backend {
   DeviceBuffer<bf16> embed_, final_norm_, lm_head_;
   bool tied_ = false;
   std::vector<CudaLayer> layers_;
-  DeviceBuffer<float> inv_freq_;
+  DeviceBuffer<float> inv_freq_;  // RoPE (model/rope.h)
+  float rope_scale_ = 1.0f;
 
   // The KV pool: per layer [num_slots, kv_dim] for K and V, and each slot's logical position.
   int64_t pool_slots_ = 0;

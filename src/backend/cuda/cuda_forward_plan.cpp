@@ -98,6 +98,12 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
     p.rows = static_cast<int64_t>(seq.tokens.size());
     if (seq.state && !dynamic_cast<CudaMethodState*>(seq.state))
       fail("forward request ", si, ": the method state was not created by the CUDA backend");
+    // Sparse attention (MAGE, Quest, SparseD) runs on the CPU backend so far; never silently
+    // exact here.
+    if (seq.sparse)
+      fail("forward request ", si,
+           ": sparse attention (--sparse) is not implemented on the CUDA backend yet (use "
+           "--device cpu)");
     if (wants_rows(seq) && seq.rule.kind != AttentionKind::kBidirectional)
       fail("forward request ", si,
            ": attention rows (d2Cache rollout) need bidirectional attention on the CUDA backend");

@@ -211,6 +211,7 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
     qp.positions = rows.positions;
     qp.slots = rows.slots;
     qp.inv_freq = inv_freq_.get();
+    qp.rope_scale = rope_scale_;
     qp.q_out = q_.get();
     qp.k_cache = k_pool(li);
     qp.v_cache = v_pool(li);

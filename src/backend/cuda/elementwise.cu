@@ -83,6 +83,8 @@ __global__ void qkv_post_kernel(QkvPostParams p) {
       for (int d = lane; d < half; d += 32) {
         float s, c;
         sincosf(pos * p.inv_freq[d], &s, &c);
+        s *= p.rope_scale;
+        c *= p.rope_scale;
         const float a = v[d], b = v[d + half];
         v[d] = a * c - b * s;
         v[d + half] = b * c + a * s;

@@ -35,6 +35,7 @@ struct QkvPostParams {
   const int32_t* positions = nullptr;  // [n]
   const int32_t* slots = nullptr;      // [n]
   const float* inv_freq = nullptr;     // [rotary_dim / 2]
+  float rope_scale = 1.0f;             // cos and sin times this (YaRN's attention factor)
   bf16* q_out = nullptr;
   bf16* k_cache = nullptr;
   bf16* v_cache = nullptr;

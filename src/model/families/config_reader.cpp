@@ -28,6 +28,7 @@ std::optional<IntRange> config_key_range(const std::string& key) {
       {"max_sequence_length", {1, 1 << 24}},
       {"block_size", {1, 65536}},
       {"bd_size", {1, 65536}},
+      {"original_max_position_embeddings", {1, 1 << 24}},
   };
   const auto it = ranges.find(key);
   if (it == ranges.end()) return std::nullopt;
@@ -40,6 +41,12 @@ std::optional<RealRange> config_key_real_range(const std::string& key) {
       {"partial_rotary_factor", {0.0, 1.0, false}},
       {"rms_norm_eps", {0.0, 1.0, false}},
       {"mlp_ratio", {0.0, 1024.0, false}},
+      {"factor", {1.0, 1e6, true}},  // RoPE scaling (model/rope.h)
+      {"attention_factor", {0.0, 100.0, false}},
+      {"beta_fast", {0.0, 1e6, false}},
+      {"beta_slow", {0.0, 1e6, false}},
+      {"mscale", {0.0, 1e3, true}},
+      {"mscale_all_dim", {0.0, 1e3, true}},
   };
   const auto it = ranges.find(key);
   if (it == ranges.end()) return std::nullopt;
@@ -136,6 +143,35 @@ void read_context_limit(const ConfigReader& r, const std::string& key, ModelConf
   c.max_position_embeddings = r.has(key) ? r.get_int(key) : kDefaultContextCap;
 }
 
+// rope_scaling / rope_parameters' scaling fields (model/rope.h says what they mean).
+static void read_rope_scaling(const ConfigReader& r, const char* key, const ConfigReader& nested,
+                              ModelConfig& c) {
+  RopeScaling& s = c.rope_scaling;
+  s.type = nested.get_string("rope_type", nested.get_string("type", "default"));
+  if (s.type != "default" && s.type != "linear" && s.type != "dynamic" && s.type != "yarn")
+    r.unsupported(key,
+                  "RoPE scaling type '" + s.type + "' (supported: default, linear, dynamic, yarn)");
+  if (s.type == "default") return;
+  if (nested.has("original_max_position_embeddings"))
+    s.original_max_position_embeddings = nested.get_int("original_max_position_embeddings");
+  if (nested.has("factor")) {
+    s.factor = nested.get_double("factor", 1.0);
+  } else if (s.type == "yarn" && s.original_max_position_embeddings > 0) {
+    // transformers 5: the factor defaults to the ratio of the context lengths.
+    s.factor = static_cast<double>(c.max_position_embeddings) /
+               static_cast<double>(s.original_max_position_embeddings);
+  } else {
+    fail(nested.source(), ": missing field 'factor' (RoPE scaling '", s.type, "')");
+  }
+  if (s.type != "yarn") return;
+  s.attention_factor = nested.get_double("attention_factor", 0.0);
+  s.beta_fast = nested.get_double("beta_fast", 32.0);
+  s.beta_slow = nested.get_double("beta_slow", 1.0);
+  s.mscale = nested.get_double("mscale", 0.0);
+  s.mscale_all_dim = nested.get_double("mscale_all_dim", 0.0);
+  s.truncate = nested.get_bool("truncate", true);
+}
+
 void read_qwen_style_config(const ConfigReader& r, ModelConfig& c) {
   read_common_fields(r, c);
   c.vocab_size = r.get_int("vocab_size");
@@ -150,7 +186,8 @@ void read_qwen_style_config(const ConfigReader& r, ModelConfig& c) {
   c.tied_embeddings = r.get_bool("tie_word_embeddings", false);
 
   // RoPE: transformers >= 5 writes rope_parameters {rope_type, rope_theta, ...}; older configs
-  // write rope_theta + rope_scaling. Only plain (unscaled) RoPE is supported.
+  // write rope_theta + rope_scaling. Scaling: default, linear, dynamic (NTK-aware), yarn
+  // (model/rope.h).
   c.rope_theta = r.get_double("rope_theta", 10000.0);
   c.partial_rotary_factor = r.get_double("partial_rotary_factor", 1.0);
   for (const char* key : {"rope_scaling", "rope_parameters"}) {
@@ -158,8 +195,7 @@ void read_qwen_style_config(const ConfigReader& r, ModelConfig& c) {
     const auto& rp = r.json()[key];
     if (!rp.is_object()) fail(r.source(), ": field '", key, "' must be an object or null");
     const ConfigReader nested(rp, cat(r.source(), " (", key, ")"));
-    const std::string type = nested.get_string("rope_type", nested.get_string("type", "default"));
-    if (type != "default") r.unsupported(key, "RoPE scaling type '" + type + "'");
+    read_rope_scaling(r, key, nested, c);
     c.rope_theta = nested.get_double("rope_theta", c.rope_theta);
     c.partial_rotary_factor = nested.get_double("partial_rotary_factor", c.partial_rotary_factor);
   }
