@@ -20,13 +20,13 @@ void Scheduler::add(std::unique_ptr<Sequence> seq) {
 bool Scheduler::cancel(uint64_t id) {
   auto by_id = [id](const std::unique_ptr<Sequence>& s) { return s->id() == id; };
   if (auto it = std::find_if(waiting_.begin(), waiting_.end(), by_id); it != waiting_.end()) {
-    (*it)->finish("cancelled");
+    std::unique_ptr<Sequence> owned = std::move(*it);
     waiting_.erase(it);
+    owned->finish("cancelled");  // after leaving the queue: see retire()
     return true;
   }
   if (auto it = std::find_if(running_.begin(), running_.end(), by_id); it != running_.end()) {
-    (*it)->finish("cancelled");
-    running_.erase(it);
+    retire(**it, "cancelled", "");
     return true;
   }
   return false;
@@ -63,7 +63,7 @@ StepBatch Scheduler::schedule() {
 bool Scheduler::plan_running(Sequence& s, const std::set<Sequence*>& planned) {
   try {
     if (!s.plan(backend_)) {
-      retire(s);
+      retire(s, s.result().finish_reason, s.result().error);
       return false;
     }
     const int64_t need = s.pages_needed();
@@ -88,8 +88,7 @@ bool Scheduler::plan_running(Sequence& s, const std::set<Sequence*>& planned) {
     s.reserve_pages();
     return true;
   } catch (const Error& e) {
-    s.finish("error", e.what());
-    std::erase_if(running_, [&](const auto& r) { return r.get() == &s; });
+    retire(s, "error", e.what());
     return false;
   }
 }
@@ -108,8 +107,9 @@ Scheduler::Admission Scheduler::admit(Sequence& s) {
     }
     s.reserve_pages();
   } catch (const Error& e) {
-    s.finish("error", e.what());
+    std::unique_ptr<Sequence> owned = std::move(waiting_.front());
     waiting_.pop_front();
+    owned->finish("error", e.what());  // after leaving the queue: see retire()
     return Admission::kFailed;
   }
   s.status = SequenceStatus::kRunning;
@@ -146,9 +146,14 @@ void Scheduler::preempt(Sequence& s) {
   running_.erase(it);
 }
 
-void Scheduler::retire(Sequence& s) {
-  s.finish(s.result().finish_reason, s.result().error);
-  std::erase_if(running_, [&](const auto& r) { return r.get() == &s; });
+void Scheduler::retire(Sequence& s, std::string reason, std::string error) {
+  // Out of the running list before finish() reports the result, so a waiter woken by it reads
+  // engine statistics that no longer count this sequence as running.
+  auto it = std::find_if(running_.begin(), running_.end(),
+                         [&](const auto& r) { return r.get() == &s; });
+  std::unique_ptr<Sequence> owned = std::move(*it);
+  running_.erase(it);
+  owned->finish(reason, error);
 }
 
 void Scheduler::postprocess(StepBatch& batch, std::span<const SequenceResult> results) {
@@ -158,15 +163,12 @@ void Scheduler::postprocess(StepBatch& batch, std::span<const SequenceResult> re
     s->publish_prefix();
     const bool done = s->observe(results.subspan(at, n));
     at += n;
-    if (done) retire(*s);
+    if (done) retire(*s, s->result().finish_reason, s->result().error);
   }
 }
 
 void Scheduler::fail_batch(StepBatch& batch, const std::string& error) {
-  for (Sequence* s : batch.sequences) {
-    s->finish("error", error);
-    std::erase_if(running_, [&](const auto& r) { return r.get() == s; });
-  }
+  for (Sequence* s : batch.sequences) retire(*s, "error", error);
 }
 
 }  // namespace dllm

@@ -60,7 +60,8 @@ class Scheduler {
   enum class Admission { kAdmitted, kNoRoom, kFailed };
   Admission admit(Sequence& seq);
   void preempt(Sequence& seq);
-  void retire(Sequence& seq);
+  // Takes the sequence out of the running list, then ends it (frees its memory, reports).
+  void retire(Sequence& seq, std::string reason, std::string error);
   // Pages the whole request needs at most; Error when the pool can never hold it.
   void check_fits(Sequence& seq) const;
 

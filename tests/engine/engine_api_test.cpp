@@ -48,6 +48,19 @@ TEST(EngineApi, StreamedTextAddsUpToTheResult) {
   EXPECT_EQ(engine.stats().finished, 1);
 }
 
+// A waiter woken by its result reads statistics that already count the request as finished and
+// no longer as running (the sequence leaves the running list before it reports).
+TEST(EngineApi, StatsAfterWaitCountNothingRunning) {
+  Engine engine(tiny_block());
+  for (int i = 0; i < 5; ++i) {
+    engine.generate(question("What is 1" + std::to_string(i) + " + 2?", 8));
+    const EngineStats s = engine.stats();
+    EXPECT_EQ(s.running, 0) << "after request " << i;
+    EXPECT_EQ(s.waiting, 0) << "after request " << i;
+    EXPECT_EQ(s.finished, i + 1);
+  }
+}
+
 TEST(EngineApi, ManyThreadsSubmitAtOnce) {
   Engine engine(tiny_block());
   const RequestResult alone = engine.generate(question("What is 602 + 416?"));
