@@ -51,7 +51,9 @@ DeviceBuffer<bf16> upload_bf16(std::initializer_list<const TensorEntry*> parts, 
 CudaLayer upload_layer(const LayerTensors& l) {
   CudaLayer c;
   c.attn_norm = upload_bf16({l.attn_norm}, "attention norms");
-  c.qkv = upload_bf16({l.q, l.k, l.v}, "q/k/v projections");
+  // Fused [Q | K | V] checkpoints (LLaDA2.x) already have the layout the GEMM wants.
+  c.qkv = l.qkv ? upload_bf16({l.qkv}, "q/k/v projections")
+                : upload_bf16({l.q, l.k, l.v}, "q/k/v projections");
   c.o = upload_bf16({l.o}, "output projections");
   c.mlp_norm = upload_bf16({l.mlp_norm}, "MLP norms");
   c.gate_up = upload_bf16({l.gate, l.up}, "gate/up projections");
@@ -76,6 +78,10 @@ CudaLayer upload_layer(const LayerTensors& l) {
 
 CudaBackend::CudaBackend(const Model& model, int device)
     : config_(model.config()), desc_(describe_layers(model.config())) {
+  for (const LayerDesc& d : desc_)
+    if (d.ffn != FfnKind::kDenseSwiGlu)
+      fail("the CUDA backend does not run mixture-of-experts layers yet (", config_.family,
+           " checkpoints); use --device cpu");
   int count = 0;
   DLLM_CUDA_CHECK(cudaGetDeviceCount(&count));
   if (device < 0 || device >= count)
