@@ -28,7 +28,8 @@ void route_token(const MoeConfig& moe, std::span<const float> logits,
   for (int64_t e = 0; e < n; ++e) {
     const float s = 1.0f / (1.0f + std::exp(-logits[static_cast<size_t>(e)]));
     score[static_cast<size_t>(e)] = s;
-    biased[static_cast<size_t>(e)] = expert_bias.empty() ? s : s + expert_bias[static_cast<size_t>(e)];
+    biased[static_cast<size_t>(e)] =
+        expert_bias.empty() ? s : s + expert_bias[static_cast<size_t>(e)];
   }
   // Group scores: the sum of each group's two best biased scores.
   std::vector<float> group_score(static_cast<size_t>(moe.num_groups));
@@ -50,15 +51,15 @@ void route_token(const MoeConfig& moe, std::span<const float> logits,
   for (size_t i = 0; i < chosen.size(); ++i) {
     const float s = score[static_cast<size_t>(chosen[i])];
     experts[i] = chosen[i];
-    weights[i] = (normalise ? s / (total + 1e-20f) : s) *
-                 static_cast<float>(moe.routed_scaling_factor);
+    weights[i] =
+        (normalise ? s / (total + 1e-20f) : s) * static_cast<float>(moe.routed_scaling_factor);
   }
 }
 
 }  // namespace
 
-MoeRouting route_experts(const MoeConfig& moe, std::span<const float> router_logits,
-                         int64_t tokens, std::span<const float> expert_bias) {
+MoeRouting route_experts(const MoeConfig& moe, std::span<const float> router_logits, int64_t tokens,
+                         std::span<const float> expert_bias) {
   MoeRouting r;
   const int64_t k = moe.experts_per_token;
   r.experts_per_token = k;

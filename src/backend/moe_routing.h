@@ -26,7 +26,7 @@ struct MoeRouting {
 
 // Routes `tokens` rows of router logits ([tokens, num_experts], fp32); `expert_bias` is empty or
 // num_experts long.
-MoeRouting route_experts(const MoeConfig& moe, std::span<const float> router_logits,
-                         int64_t tokens, std::span<const float> expert_bias);
+MoeRouting route_experts(const MoeConfig& moe, std::span<const float> router_logits, int64_t tokens,
+                         std::span<const float> expert_bias);
 
 }  // namespace dllm

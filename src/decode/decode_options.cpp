@@ -191,14 +191,18 @@ std::vector<DecodeOption> make_table() {
            &P::d2c_frozen_conf),
       flag("d2c-select-all", "d2cache: recompute every row every step (verification)",
            &P::d2c_select_all),
-      {"window", "WeDLM window: slots after the committed prefix (default 16)", {}, false,
+      {"window",
+       "WeDLM window: slots after the committed prefix (default 16)",
+       {},
+       false,
        [](P& p, const std::string& v) {
          p.window = static_cast<int32_t>(parse_integer("window", v, 1, 4096));
        }},
       {"entropy-threshold",
        "WeDLM: fill every mask whose entropy (nats) + pos-penalty * distance is below this "
        "(default 0.4); none = one token per step",
-       {}, false,
+       {},
+       false,
        [](P& p, const std::string& v) {
          if (v == "none") {
            p.entropy_threshold = -std::numeric_limits<float>::infinity();
@@ -211,8 +215,10 @@ std::vector<DecodeOption> make_table() {
          if (x < 0) fail("--entropy-threshold must be >= 0 or 'none' (got ", v, ")");
          p.entropy_threshold = static_cast<float>(x);
        }},
-      {"pos-penalty", "WeDLM: entropy penalty per window slot from the first mask (default 0.02)",
-       {}, false,
+      {"pos-penalty",
+       "WeDLM: entropy penalty per window slot from the first mask (default 0.02)",
+       {},
+       false,
        [](P& p, const std::string& v) {
          const double x = parse_number("pos-penalty", v);
          if (x < 0) fail("--pos-penalty must be a finite number >= 0 (got ", v, ")");
@@ -221,7 +227,9 @@ std::vector<DecodeOption> make_table() {
       {"pad-window",
        "WeDLM: pad each step's forward to 2*window queries, one fixed shape: true (default on "
        "CUDA, for graph capture) | false (default on the CPU)",
-       {}, false, [](P& p, const std::string& v) { p.pad_window = parse_bool("pad-window", v); }},
+       {},
+       false,
+       [](P& p, const std::string& v) { p.pad_window = parse_bool("pad-window", v); }},
       s2d2_word("verify-policy", "span | score | hysteresis | bandit (default span: always verify)",
                 &S::policy),
       s2d2_integer("verify-span-min", "span: verify iff |C| >= N (default 1)", &S::span_min,

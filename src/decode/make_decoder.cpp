@@ -221,8 +221,9 @@ void resolve_llada2_edit(const ModelConfig& c, DecodeParams& p) {
   if (p.block_length == 0) p.block_length = static_cast<int32_t>(c.block_size);
   if (p.block_length <= 0) fail("--block-length must be positive (got ", p.block_length, ")");
   if (p.steps != 0)
-    fail("--steps does not apply to --strategy edit (each block runs until its masks are filled "
-         "and its edits stop)");
+    fail(
+        "--steps does not apply to --strategy edit (each block runs until its masks are filled "
+        "and its edits stop)");
   if (!p.remasking.empty()) fail("--remasking does not apply to --strategy edit");
   if (p.edit_mode.empty()) p.edit_mode = "s";
   if (p.edit_mode != "s" && p.edit_mode != "q")
@@ -262,10 +263,12 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (p.strategy != "dllmcache" &&
       (p.dlc_kp != 0 || p.dlc_kr != 0 || p.dlc_rho != DecodeParams{}.dlc_rho))
     fail("--dlc-* options apply to --strategy dllmcache only, not --strategy ", p.strategy);
-  if (p.strategy != "edit" && (!p.edit_mode.empty() || p.editing_threshold >= 0 ||
-                               p.max_post_steps >= 0))
-    fail("--edit-mode, --editing-threshold and --max-post-steps apply to --strategy edit only "
-         "(LLaDA2.1 token editing), not --strategy ", p.strategy);
+  if (p.strategy != "edit" &&
+      (!p.edit_mode.empty() || p.editing_threshold >= 0 || p.max_post_steps >= 0))
+    fail(
+        "--edit-mode, --editing-threshold and --max-post-steps apply to --strategy edit only "
+        "(LLaDA2.1 token editing), not --strategy ",
+        p.strategy);
   if (p.hf_sampling_quirk && c.family != "llada2_moe")
     fail("--hf-sampling-quirk applies to LLaDA2.x checkpoints only, not ", c.family);
   if (p.fuse_commit && (p.strategy != "block" || c.family != "sdar"))

@@ -101,8 +101,8 @@ void TokenEditingDecoder::observe_denoise(const SequenceResult& result) {
   // The block ends when a forward without masks edited nothing, or when the next forward would
   // exceed the post-mask budget (the reference checks that before forwarding).
   const bool masks_left = block_has_mask();
-  const bool finished = (!had_mask_ && edit.empty()) ||
-                        (!masks_left && post_steps_ + 1 > params_.max_post_steps);
+  const bool finished =
+      (!had_mask_ && edit.empty()) || (!masks_left && post_steps_ + 1 > params_.max_post_steps);
   if (!finished) return;
   const size_t end = static_cast<size_t>(s + params_.block_length);
   for (size_t i = static_cast<size_t>(prompt_len_) + final_.size(); i < end; ++i)

@@ -38,12 +38,12 @@ class TokenEditingDecoder final : public Decoder {
   int32_t num_blocks_ = 0;
   int32_t block_ = 0;
   Phase phase_ = Phase::kPrefill;
-  uint32_t rng_steps_ = 0;        // forwards so far (keys the random stream)
-  int32_t post_steps_ = 0;        // forwards of this block that started without masks
-  bool had_mask_ = false;         // the current forward's block had masks when planned
-  std::vector<int32_t> rows_;     // block offsets of the rows asked about in the last plan
-  int64_t edits_ = 0;             // T2T overwrites, for the stats
-  int64_t post_forwards_ = 0;     // forwards spent after a block's masks were gone
+  uint32_t rng_steps_ = 0;     // forwards so far (keys the random stream)
+  int32_t post_steps_ = 0;     // forwards of this block that started without masks
+  bool had_mask_ = false;      // the current forward's block had masks when planned
+  std::vector<int32_t> rows_;  // block offsets of the rows asked about in the last plan
+  int64_t edits_ = 0;          // T2T overwrites, for the stats
+  int64_t post_forwards_ = 0;  // forwards spent after a block's masks were gone
 };
 
 }  // namespace dllm

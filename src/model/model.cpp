@@ -146,9 +146,9 @@ void for_each_used(const ModelTensors& t, F f) {
   visit(t.lm_head);
   for (const auto& l : t.layers) {
     for (const TensorEntry* e :
-         {l.attn_norm, l.qkv, l.q, l.k, l.v, l.o, l.q_bias, l.k_bias, l.v_bias, l.q_norm, l.k_norm,
-          l.mlp_norm, l.gate, l.up, l.down, l.router, l.expert_bias, l.shared.gate, l.shared.up,
-          l.shared.down})
+         {l.attn_norm, l.qkv,    l.q,           l.k,           l.v,         l.o,          l.q_bias,
+          l.k_bias,    l.v_bias, l.q_norm,      l.k_norm,      l.mlp_norm,  l.gate,       l.up,
+          l.down,      l.router, l.expert_bias, l.shared.gate, l.shared.up, l.shared.down})
       visit(e);
     for (const FfnTensors& x : l.experts)
       for (const TensorEntry* e : {x.gate, x.up, x.down}) visit(e);

@@ -30,8 +30,8 @@ std::optional<int64_t> sum(std::initializer_list<std::optional<int64_t>> parts) 
 // Elements of a layer's attention, norms and biases, or nullopt on overflow.
 std::optional<int64_t> attention_elements(const ModelConfig& c) {
   const int64_t h = c.hidden_size;
-  return sum({mul_add(c.q_dim() + 2 * c.kv_dim(), h),                   // q, k, v
-              mul_add(h, c.q_dim()),                                    // o
+  return sum({mul_add(c.q_dim() + 2 * c.kv_dim(), h),                        // q, k, v
+              mul_add(h, c.q_dim()),                                         // o
               mul_add(2, h, 2 * c.head_dim + c.q_dim() + 2 * c.kv_dim())});  // norms, biases
 }
 
@@ -72,8 +72,8 @@ void validate_moe(const ModelConfig& c, const std::string& source) {
   in_range(m.num_experts, "num_experts", 1, 65536);
   in_range(m.num_groups, "n_group", 1, m.num_experts);
   if (m.num_experts % m.num_groups != 0)
-    fail(source, ": num_experts (", m.num_experts, ") is not a multiple of n_group (",
-         m.num_groups, ")");
+    fail(source, ": num_experts (", m.num_experts, ") is not a multiple of n_group (", m.num_groups,
+         ")");
   if (m.experts_per_group() < 2)
     fail(source, ": n_group ", m.num_groups, " leaves ", m.experts_per_group(),
          " expert(s) per group; group scores sum each group's top 2, so at least 2 are needed");

@@ -25,17 +25,13 @@ struct MoeConfig {
   double routed_scaling_factor = 1.0;
   bool expert_bias = false;  // moe_router_enable_expert_bias: mlp.gate.expert_bias exists
 
-  bool is_moe_layer(int64_t layer) const {
-    return num_experts > 0 && layer >= first_dense_layers;
-  }
+  bool is_moe_layer(int64_t layer) const { return num_experts > 0 && layer >= first_dense_layers; }
   int64_t experts_per_group() const { return num_experts / num_groups; }
-  int64_t shared_intermediate_size() const {
-    return num_shared_experts * expert_intermediate_size;
-  }
+  int64_t shared_intermediate_size() const { return num_shared_experts * expert_intermediate_size; }
 };
 
 struct ModelConfig {
-  std::string family;  // "sdar", "wedlm", "fast_dllm_v2", "dream", "llada", "llada2_moe"
+  std::string family;        // "sdar", "wedlm", "fast_dllm_v2", "dream", "llada", "llada2_moe"
   std::string model_type;    // config.json model_type as written
   std::string architecture;  // config.json architectures[0]
   std::string torch_dtype;   // as declared ("bfloat16"), informational

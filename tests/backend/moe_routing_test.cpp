@@ -15,7 +15,9 @@ namespace dllm {
 namespace {
 
 // a ranks before b: larger value, or equal value and lower index.
-bool ranks_before(float va, int a, float vb, int b) { return va > vb || (va == vb && a < b); }
+bool ranks_before(float va, int a, float vb, int b) {
+  return va > vb || (va == vb && a < b);
+}
 
 // The `k` best of `values` as a set, by counting how many rank before each entry.
 std::set<int> best_set(const std::vector<float>& values, int k) {
@@ -73,7 +75,8 @@ TEST(MoeRouting, MatchesBruteForceWithTiesAndGroups) {
     std::mt19937 rng(experts * 31 + k);
     std::normal_distribution<float> normal(0.0f, 1.5f);
     const int tokens = 64;
-    std::vector<float> logits(static_cast<size_t>(tokens * experts)), bias(static_cast<size_t>(experts));
+    std::vector<float> logits(static_cast<size_t>(tokens * experts)),
+        bias(static_cast<size_t>(experts));
     for (float& b : bias) b = 0.1f * normal(rng);
     for (float& l : logits) l = normal(rng);
     // Exact ties: in every other token, copy some experts' logits (and biases) onto others, so

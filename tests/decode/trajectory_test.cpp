@@ -1,8 +1,9 @@
 // Decoder trajectories against independent PyTorch implementations of the reference loops, run
 // with transformers on the tiny fixtures: tools/reference_decode.py (SDAR, Fast-dLLM v2, AR) and
 // tools/reference_full_diffusion.py (LLaDA, Dream), tools/reference_d2cache.py (d2Cache on LLaDA
-// and Dream), tools/reference_llada2.py (LLaDA2.0 block diffusion, LLaDA2.1 token editing). Checked: the canvas after every forward, the generated ids, the finish reason and
-// the number of forwards.
+// and Dream), tools/reference_llada2.py (LLaDA2.0 block diffusion, LLaDA2.1 token editing).
+// Checked: the canvas after every forward, the generated ids, the finish reason and the number of
+// forwards.
 #include <gtest/gtest.h>
 
 #include "engine/engine_core.h"
@@ -88,8 +89,8 @@ TEST_P(Trajectory, MatchesReferenceAfterEveryForward) {
 
 INSTANTIATE_TEST_SUITE_P(Families, Trajectory,
                          ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny", "llada-tiny",
-                                           "dream-tiny", "llada-tiny-d2cache",
-                                           "dream-tiny-d2cache", "llada2-tiny", "llada2-tiny-edit"),
+                                           "dream-tiny", "llada-tiny-d2cache", "dream-tiny-d2cache",
+                                           "llada2-tiny", "llada2-tiny-edit"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

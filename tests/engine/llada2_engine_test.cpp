@@ -116,8 +116,8 @@ TEST(Llada2Engine, FamilyDefaultsAndBadKnobs) {
 TEST(Llada2Engine, TokenizerAndChatTemplateFromTheCheckpoint) {
   const auto dir = test::model_fixture("llada2-tiny");
   const auto tmpl = ChatTemplate::load(dir);
-  const std::string text = tmpl.render(
-      nlohmann::json::parse(R"([{"role": "user", "content": "the cat"}])"), true);
+  const std::string text =
+      tmpl.render(nlohmann::json::parse(R"([{"role": "user", "content": "the cat"}])"), true);
   EXPECT_EQ(text,
             "<role>SYSTEM</role>detailed thinking off<|role_end|><role>HUMAN</role>the "
             "cat<|role_end|><role>ASSISTANT</role>");

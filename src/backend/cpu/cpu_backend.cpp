@@ -31,12 +31,23 @@ HostTensor row_slice(const HostTensor& t, int64_t first, int64_t count) {
   return out;
 }
 
-CpuFfn to_f32(const FfnTensors& f) { return {to_f32(f.gate), to_f32(f.up), to_f32(f.down)}; }
+CpuFfn to_f32(const FfnTensors& f) {
+  return {to_f32(f.gate), to_f32(f.up), to_f32(f.down)};
+}
 
 CpuLayer load_layer(const LayerTensors& l, const ModelConfig& c) {
-  CpuLayer L{to_f32(l.attn_norm), to_f32(l.q), to_f32(l.k), to_f32(l.v), to_f32(l.o),
-             to_f32(l.q_bias), to_f32(l.k_bias), to_f32(l.v_bias), to_f32(l.q_norm),
-             to_f32(l.k_norm), to_f32(l.mlp_norm), CpuFfn{to_f32(l.gate), to_f32(l.up), to_f32(l.down)},
+  CpuLayer L{to_f32(l.attn_norm),
+             to_f32(l.q),
+             to_f32(l.k),
+             to_f32(l.v),
+             to_f32(l.o),
+             to_f32(l.q_bias),
+             to_f32(l.k_bias),
+             to_f32(l.v_bias),
+             to_f32(l.q_norm),
+             to_f32(l.k_norm),
+             to_f32(l.mlp_norm),
+             CpuFfn{to_f32(l.gate), to_f32(l.up), to_f32(l.down)},
              {}};
   if (l.qkv) {  // fused [Q | K | V] rows (LLaDA2.x): split on the head axis
     const HostTensor qkv = to_f32(l.qkv);

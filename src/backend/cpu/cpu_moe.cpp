@@ -47,8 +47,10 @@ void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, in
     x.resize(static_cast<size_t>(count * hidden));
     y.resize(x.size());
     for (int64_t i = 0; i < count; ++i)
-      std::copy_n(xn + r[static_cast<size_t>(i)] * hidden, hidden, &x[static_cast<size_t>(i * hidden)]);
-    swiglu_ffn(weights.experts[static_cast<size_t>(e)], x.data(), count, hidden, y.data(), gate, up);
+      std::copy_n(xn + r[static_cast<size_t>(i)] * hidden, hidden,
+                  &x[static_cast<size_t>(i * hidden)]);
+    swiglu_ffn(weights.experts[static_cast<size_t>(e)], x.data(), count, hidden, y.data(), gate,
+               up);
     for (int64_t i = 0; i < count; ++i) {
       const float w = row_weights[static_cast<size_t>(e)][static_cast<size_t>(i)];
       float* o = out + r[static_cast<size_t>(i)] * hidden;

@@ -44,10 +44,8 @@ std::optional<IntRange> config_key_range(const std::string& key) {
 
 std::optional<RealRange> config_key_real_range(const std::string& key) {
   static const std::map<std::string, RealRange, std::less<>> ranges = {
-      {"rope_theta", {0.0, 1e12, false}},
-      {"partial_rotary_factor", {0.0, 1.0, false}},
-      {"rms_norm_eps", {0.0, 1.0, false}},
-      {"mlp_ratio", {0.0, 1024.0, false}},
+      {"rope_theta", {0.0, 1e12, false}},           {"partial_rotary_factor", {0.0, 1.0, false}},
+      {"rms_norm_eps", {0.0, 1.0, false}},          {"mlp_ratio", {0.0, 1024.0, false}},
       {"routed_scaling_factor", {0.0, 1e6, false}},
   };
   const auto it = ranges.find(key);

@@ -28,10 +28,10 @@ enum class LayerTensor {
   kUp,
   kDown,
   // Fused projections and mixture-of-experts FFNs (LLaDA2.x).
-  kQkv,          // query_key_value: rows [Q | K | V]
-  kRouter,       // [num_experts, hidden]
-  kExpertBias,   // [num_experts], selection only
-  kSharedGate,   // shared experts' SwiGLU
+  kQkv,         // query_key_value: rows [Q | K | V]
+  kRouter,      // [num_experts, hidden]
+  kExpertBias,  // [num_experts], selection only
+  kSharedGate,  // shared experts' SwiGLU
   kSharedUp,
   kSharedDown
 };
