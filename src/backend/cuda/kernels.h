@@ -283,6 +283,21 @@ struct SpanVerifyParams {
 };
 void span_verify(const SpanVerifyParams& p, cudaStream_t stream);
 
+// LLaDA2.x mixture-of-experts routing (model-specs §6.3) of n tokens, one thread per token, the
+// same rule and tie-breaking as the CPU reference (backend/moe_routing.h): sigmoid scores, the
+// expert bias for the selection only, the groups_per_token best groups by the sum of their two
+// best biased scores, the top_k biased scores among them; weights = the chosen un-biased scores
+// normalised (top_k > 1) x scaling. Limits (checked): experts <= 512, groups <= 64, top_k <= 32.
+struct MoeRouteParams {
+  const float* logits = nullptr;       // [n, experts] router logits (fp32)
+  const float* expert_bias = nullptr;  // [experts] or null
+  int32_t* experts_out = nullptr;      // [n, top_k], best first
+  float* weights_out = nullptr;        // [n, top_k]
+  int n = 0, experts = 0, groups = 1, groups_per_token = 1, top_k = 1;
+  float scaling = 1.0f;
+};
+void moe_route(const MoeRouteParams& p, cudaStream_t stream);
+
 // Benchmark helpers: uniform random bf16 in [-1, 1); p[i] = i.
 void fill_random_bf16(bf16* data, int64_t n, uint64_t seed, cudaStream_t stream);
 void fill_iota(int32_t* p, int64_t n, cudaStream_t stream);
