@@ -73,10 +73,8 @@ double measure_gemm_rate(const std::string& device) {
 std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device) {
   if (device == "cpu") return make_cpu_backend(model);
   if (device == "cuda") return make_cuda_backend(model, 0);
-  // The CUDA backend has no mixture-of-experts layers yet (LLaDA2.x): those run on the CPU.
   if (device == "auto")
-    return cuda_available() && model.config().moe.num_experts == 0 ? make_cuda_backend(model, 0)
-                                                                   : make_cpu_backend(model);
+    return cuda_available() ? make_cuda_backend(model, 0) : make_cpu_backend(model);
   fail("--device '", device, "' (expected auto, cpu or cuda)");
 }
 

@@ -1,4 +1,6 @@
-// The CUDA MoE router (kernels.h moe_route) against the CPU reference (backend/moe_routing.h) on
+// The CUDA MoE kernels: dispatch + grouped GEMM + combine against a naive CPU computation on fresh
+// random inputs (experts with no rows, odd sizes), and the router (kernels.h moe_route) against
+// the CPU reference (backend/moe_routing.h) on
 // fresh random logits of the LLaDA2.0-mini shape (256 experts, 8 groups, top 4 groups, top 8) and
 // smaller ones, with exact ties planted: the same experts, in the same order, except where the
 // reference's decision is a near-tie that one ulp of the sigmoid can flip; weights to 1e-5.
@@ -84,6 +86,65 @@ TEST(CudaMoeRouter, MatchesTheCpuReference) {
     }
     EXPECT_LE(differing, n / 50) << "differences must be rare near-ties";
   }
+}
+
+TEST(CudaMoe, DispatchGroupedGemmAndCombine) {
+  std::mt19937 rng(17);
+  const int n = 37, k = 3, experts = 7, h = 72, n_out = 40;
+  auto x = test::random_floats(size_t(n * h), rng);
+  auto w = test::random_floats(size_t(experts * n_out * h), rng, 0.2f);
+  const auto xb = test::round_bf16(x);
+  const auto wb = test::round_bf16(w);
+  std::vector<int32_t> routed(static_cast<size_t>(n * k));
+  for (int t = 0; t < n; ++t) {  // three distinct experts per token: two of 0..4, and 6; 5 never
+    routed[size_t(t * k + 0)] = t % 5;
+    routed[size_t(t * k + 1)] = (t + 1) % 5;
+    routed[size_t(t * k + 2)] = 6;
+  }
+  auto weights = test::random_floats(size_t(n * k), rng);
+  auto d_x = test::to_device(xb);
+  auto d_w = test::to_device(wb);
+  auto d_routed = test::to_device(routed);
+  auto d_weights = test::to_device(weights);
+  cuda::DeviceBuffer<int32_t> offsets(size_t(experts + 1), "offsets"),
+      order(size_t(n * k), "order"), position(size_t(n * k), "position");
+  cuda::moe_sort(d_routed.get(), n, k, experts, offsets.get(), order.get(), position.get(),
+                 nullptr);
+  cuda::DeviceBuffer<float> y(size_t(n * k * n_out), "y"), out(size_t(n * n_out), "out");
+  cuda::MoeGemmParams p;
+  p.in = reinterpret_cast<const cuda::bf16*>(d_x.get());
+  p.order = order.get();
+  p.top_k = k;
+  p.offsets = offsets.get();
+  p.w = reinterpret_cast<const cuda::bf16*>(d_w.get());
+  p.experts = experts;
+  p.n_out = n_out;
+  p.k = h;
+  p.out = y.get();
+  cuda::moe_grouped_gemm(p, nullptr);
+  cuda::moe_combine(y.get(), position.get(), d_weights.get(), n, k, n_out, out.get(), false,
+                    nullptr);
+  const auto got_offsets = test::to_host(offsets);
+  const auto got_position = test::to_host(position);
+  const auto got_y = test::to_host(y);
+  const auto got = test::to_host(out);
+  EXPECT_EQ(got_offsets[5], got_offsets[6]) << "expert 5 has no rows";
+  EXPECT_EQ(got_offsets[size_t(experts)], n * k);
+  std::vector<float> ref(size_t(n * n_out), 0.0f);
+  for (int t = 0; t < n; ++t)
+    for (int j = 0; j < k; ++j) {
+      const int a = t * k + j, e = routed[size_t(a)], at = got_position[size_t(a)];
+      ASSERT_GE(at, got_offsets[size_t(e)]);
+      ASSERT_LT(at, got_offsets[size_t(e + 1)]);
+      for (int c = 0; c < n_out; ++c) {
+        double dot = 0;
+        for (int d = 0; d < h; ++d)
+          dot += double(x[size_t(t * h + d)]) * w[size_t((e * n_out + c) * h + d)];
+        EXPECT_NEAR(got_y[size_t(at * n_out + c)], dot, 1e-3 * (1 + std::abs(dot)));
+        ref[size_t(t * n_out + c)] += weights[size_t(a)] * float(dot);
+      }
+    }
+  EXPECT_LT(test::rel_error(got, ref), 1e-4);
 }
 
 TEST(CudaMoeRouter, UnsupportedShapeIsAnError) {
