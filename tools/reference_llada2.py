@@ -205,8 +205,18 @@ def random_state_dict(gen):
 
 
 # ------------------------------------------------------------------------------------- forward
+# When set, activations are rounded to bf16 where the CUDA backend stores them (normed rows, q|k|v,
+# attention output, SwiGLU activations): the fixture's routing must not change under that, so
+# that the GPU parity test sees no routing flip (only exact ties, which stay ties).
+BF16_ACTIVATIONS = False
+
+
+def r16(x):
+    return x.to(torch.bfloat16).float() if BF16_ACTIVATIONS else x
+
+
 def rms(x, w):
-    return w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + F["eps"]))
+    return r16(w * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + F["eps"])))
 
 
 def rotate_half(x):
@@ -274,7 +284,7 @@ def route(h, W, bias, stats):
 def swiglu(sd, p, x):
     g = x @ sd[p + "gate_proj.weight"].T
     u = x @ sd[p + "up_proj.weight"].T
-    return (torch.nn.functional.silu(g) * u) @ sd[p + "down_proj.weight"].T
+    return r16(torch.nn.functional.silu(g) * u) @ sd[p + "down_proj.weight"].T
 
 
 def moe_per_token(sd, p, h, idx, w):
@@ -315,14 +325,14 @@ def forward(sd, ids, positions, visible, stats=None):
     for i in range(F["layers"]):
         p = f"model.layers.{i}."
         h = rms(x, sd[p + "input_layernorm.weight"])
-        qkv = (h @ sd[p + "attention.query_key_value.weight"].T).view(n, H + 2 * KV, D)
+        qkv = r16(h @ sd[p + "attention.query_key_value.weight"].T).view(n, H + 2 * KV, D)
         q, k, v = qkv[:, :H], qkv[:, H:H + KV], qkv[:, H + KV:]
         q, k = rms(q, sd[p + "attention.query_layernorm.weight"]), rms(k, sd[p + "attention.key_layernorm.weight"])
         q = torch.cat([q[..., :rot] * cos + rotate_half(q[..., :rot]) * sin, q[..., rot:]], -1)
         k = torch.cat([k[..., :rot] * cos + rotate_half(k[..., :rot]) * sin, k[..., rot:]], -1)
         k, v = k.repeat_interleave(H // KV, 1), v.repeat_interleave(H // KV, 1)
         scores = torch.einsum("qhd,khd->hqk", q, k) / math.sqrt(D) + additive[None]
-        o = torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(n, H * D)
+        o = r16(torch.einsum("hqk,khd->qhd", scores.softmax(-1), v).reshape(n, H * D))
         x = x + o @ sd[p + "attention.dense.weight"].T
         h = rms(x, sd[p + "post_attention_layernorm.weight"])
         if i < F["first_dense"]:
@@ -330,7 +340,7 @@ def forward(sd, ids, positions, visible, stats=None):
             continue
         idx, w = route(h, sd[p + "mlp.gate.weight"], sd[p + "mlp.gate.expert_bias"], stats)
         y = moe_dispatch(sd, p, h, idx, w)
-        if stats is not None:  # the logits fixtures: cross-check against the per-token form
+        if stats is not None and not BF16_ACTIVATIONS:  # logits fixtures: the per-token form too
             alt = moe_per_token(sd, p, h, idx, w)
             assert torch.allclose(y, alt, rtol=1e-5, atol=1e-5), "moe per-token vs dispatch"
         x = x + y + swiglu(sd, p + "mlp.shared_experts.", h)
@@ -664,8 +674,24 @@ def main():
     ap.add_argument("--trajectory-out", default="tests/fixtures/trajectories")
     ap.add_argument("--seed", type=int, default=2024)
     args = ap.parse_args()
-    gen = torch.Generator().manual_seed(args.seed)
-    SD = random_state_dict(gen)
+    global BF16_ACTIVATIONS
+    for seed in range(args.seed, args.seed + 40):
+        gen = torch.Generator().manual_seed(seed)
+        SD = random_state_dict(gen)
+        cases = logit_cases(gen)
+        exact, rounded = Routing(), Routing()
+        for c in cases:
+            vis = visibility(c["attention"], c["positions"])
+            forward(SD, c["ids"], c["positions"], vis, exact)
+            BF16_ACTIVATIONS = True
+            forward(SD, c["ids"], c["positions"], vis, rounded)
+            BF16_ACTIVATIONS = False
+        flips = sum(a != b for a, b in zip(exact.choices, rounded.choices))
+        print(f"seed {seed}: {flips} routing changes under bf16 activations, margin {exact.min_margin:.1e}")
+        if flips == 0 and exact.boundary_ties > 0 and exact.min_margin > 1e-4:
+            break
+    else:
+        raise SystemExit("no seed gives routing robust to bf16 activations")
     tune_eos()
 
     out = os.path.join(args.model_out, NAME)
@@ -683,7 +709,6 @@ def main():
             json.dump(obj, fh, indent=1 if fname != "tokenizer.json" else None, ensure_ascii=False)
 
     stats = Routing()
-    cases = logit_cases(gen)
     for k, c in enumerate(cases):
         logits = forward(SD, c["ids"], c["positions"], visibility(c["attention"], c["positions"]), stats)
         c["logits"] = f"case_{k}.npy"
