@@ -52,7 +52,20 @@ void run_info(const std::string& dir) {
               static_cast<long long>(c.rotary_dim), static_cast<long long>(c.head_dim));
   std::printf("norm             RMSNorm eps %g%s\n", c.norm_eps,
               c.qk_norm ? ", per-head q/k norm" : "");
-  std::printf("qkv bias         %s\n", c.qkv_bias ? "yes" : "no");
+  std::printf("qkv bias         %s%s\n", c.qkv_bias ? "yes" : "no",
+              c.fused_qkv ? " (fused query_key_value)" : "");
+  if (const MoeConfig& m = c.moe; m.num_experts > 0) {
+    std::printf(
+        "experts          %lld routed (top %lld, intermediate %lld) + %lld shared, layers "
+        "%lld..%lld (the first %lld dense)\n",
+        static_cast<long long>(m.num_experts), static_cast<long long>(m.experts_per_token),
+        static_cast<long long>(m.expert_intermediate_size),
+        static_cast<long long>(m.num_shared_experts), static_cast<long long>(m.first_dense_layers),
+        static_cast<long long>(c.num_layers - 1), static_cast<long long>(m.first_dense_layers));
+    std::printf("router           sigmoid%s, %lld groups (top %lld), scaling %g\n",
+                m.expert_bias ? " + selection bias" : "", static_cast<long long>(m.num_groups),
+                static_cast<long long>(m.groups_per_token), m.routed_scaling_factor);
+  }
   std::printf("tied embeddings  %s\n", c.tied_embeddings ? "yes" : "no");
   std::printf("attention        %s\n",
               c.attention == AttentionKind::kBlockCausal

@@ -119,7 +119,7 @@ std::vector<DecodeOption> make_table() {
   std::vector<DecodeOption> t = {
       word("strategy",
            "block | ar | s2d2 (SDAR, Fast-dLLM v2) | full | d2cache | fastdllm | dllmcache "
-           "(LLaDA, Dream) | wedlm | ar (WeDLM) (default: the family's)",
+           "(LLaDA, Dream) | wedlm | ar (WeDLM) | block | edit (LLaDA2.x) (default: the family's)",
            &P::strategy),
       integer("max-tokens",
               "Maximum generated tokens; full diffusion: the canvas length (default 128 for "
@@ -153,6 +153,22 @@ std::vector<DecodeOption> make_table() {
            fail("--confidence '", v, "' (expected tempered or filtered)");
          p.confidence = v == "tempered" ? ConfidenceKind::kTempered : ConfidenceKind::kFiltered;
        }},
+      flag("hf-sampling-quirk",
+           "LLaDA2.x: at temperature 0 sample at T = 1 and use the sampled token's probability, "
+           "as LLaDA2.0's Hugging Face generate() does (default: true greedy)",
+           &P::hf_sampling_quirk),
+      word("edit-mode",
+           "LLaDA2.1 --strategy edit presets: s (speed: threshold 0.5, editing threshold 0; "
+           "default) | q (quality: 0.7 / 0.5)",
+           &P::edit_mode),
+      number("editing-threshold",
+             "LLaDA2.1 --strategy edit: overwrite a generated token when the model's token differs "
+             "with probability above this (default: the --edit-mode's)",
+             &P::editing_threshold, 0, 1, "in [0, 1]"),
+      integer("max-post-steps",
+              "LLaDA2.1 --strategy edit: editing forwards after a block's masks are gone "
+              "(default 16)",
+              &P::max_post_steps, 0, 1 << 16),
       number("cfg-scale", "LLaDA classifier-free guidance scale (default 0 = off)", &P::cfg_scale,
              0, 1e4, ">= 0 (at most 10000)"),
       flag("logits-eos-inf", "LLaDA: never generate EOS", &P::logits_eos_inf),
@@ -185,14 +201,18 @@ std::vector<DecodeOption> make_table() {
            &P::d2c_frozen_conf),
       flag("d2c-select-all", "d2cache: recompute every row every step (verification)",
            &P::d2c_select_all),
-      {"window", "WeDLM window: slots after the committed prefix (default 16)", {}, false,
+      {"window",
+       "WeDLM window: slots after the committed prefix (default 16)",
+       {},
+       false,
        [](P& p, const std::string& v) {
          p.window = static_cast<int32_t>(parse_integer("window", v, 1, 4096));
        }},
       {"entropy-threshold",
        "WeDLM: fill every mask whose entropy (nats) + pos-penalty * distance is below this "
        "(default 0.4); none = one token per step",
-       {}, false,
+       {},
+       false,
        [](P& p, const std::string& v) {
          if (v == "none") {
            p.entropy_threshold = -std::numeric_limits<float>::infinity();
@@ -205,8 +225,10 @@ std::vector<DecodeOption> make_table() {
          if (x < 0) fail("--entropy-threshold must be >= 0 or 'none' (got ", v, ")");
          p.entropy_threshold = static_cast<float>(x);
        }},
-      {"pos-penalty", "WeDLM: entropy penalty per window slot from the first mask (default 0.02)",
-       {}, false,
+      {"pos-penalty",
+       "WeDLM: entropy penalty per window slot from the first mask (default 0.02)",
+       {},
+       false,
        [](P& p, const std::string& v) {
          const double x = parse_number("pos-penalty", v);
          if (x < 0) fail("--pos-penalty must be a finite number >= 0 (got ", v, ")");

@@ -31,7 +31,7 @@ enum class ConfidenceKind {
 struct DecodeParams {
   static constexpr int32_t kFamilyDefault = std::numeric_limits<int32_t>::min();
 
-  // "block" | "ar" | "s2d2" | "full" | "d2cache" | "fastdllm" | "dllmcache" | "wedlm"
+  // "block" | "ar" | "s2d2" | "full" | "d2cache" | "fastdllm" | "dllmcache" | "wedlm" | "edit"
   std::string strategy;
   // Generated tokens at most (stop token excluded); full diffusion: the canvas length.
   int32_t max_tokens = kFamilyDefault;  // LLaDA full 128, otherwise 256
@@ -80,6 +80,15 @@ struct DecodeParams {
   S2d2Params s2d2;  // --strategy s2d2 (method-specs §5)
   // Sparse attention over the cached prefix (--sparse; --strategy block on SDAR / Fast-dLLM v2).
   SparseParams sparse;
+  // LLaDA2.x (model-specs §6.5/6.6). LLaDA2.0's HF generate() has no greedy branch: at
+  // temperature 0 it samples at T = 1 and its confidence is the sampled token's probability; this
+  // flag reproduces that (default: temperature 0 is true greedy).
+  bool hf_sampling_quirk = false;
+  // --strategy edit (LLaDA2.1 M2T + T2T): "s" (threshold 0.5, editing 0.0) or "q" (0.7 / 0.5)
+  // presets; explicit --threshold / --editing-threshold override them.
+  std::string edit_mode;
+  float editing_threshold = -1.0f;  // < 0: the mode's
+  int32_t max_post_steps = -1;      // < 0: 16
   SamplerConfig sampler;
   uint64_t seed = 0;
   uint32_t sequence_id = 0;

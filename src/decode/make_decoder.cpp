@@ -12,6 +12,7 @@
 #include "decode/fast_dllm_v2_decoder.h"
 #include "decode/full_diffusion_decoder.h"
 #include "decode/s2d2_decoder.h"
+#include "decode/token_editing_decoder.h"
 #include "decode/wedlm_decoder.h"
 
 namespace dllm {
@@ -19,7 +20,7 @@ namespace dllm {
 namespace {
 
 std::string default_strategy(const ModelConfig& c) {
-  if (c.family == "sdar" || c.family == "fast_dllm_v2") return "block";
+  if (c.family == "sdar" || c.family == "fast_dllm_v2" || c.family == "llada2_moe") return "block";
   if (c.family == "wedlm") return "wedlm";
   return "full";
 }
@@ -27,6 +28,7 @@ std::string default_strategy(const ModelConfig& c) {
 std::vector<std::string> strategies_for(const ModelConfig& c) {
   if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar", "s2d2"};
   if (c.family == "wedlm") return {"wedlm", "ar"};
+  if (c.family == "llada2_moe") return {"block", "edit"};
   if (c.family == "llada" || c.family == "dream")
     return {"full", "d2cache", "fastdllm", "dllmcache"};
   return {};
@@ -202,6 +204,53 @@ void resolve_dllm_cache(const ModelConfig& c, DecodeParams& p) {
     fail("--strategy dllmcache decodes greedily (--temperature 0, no --top-k / --top-p)");
 }
 
+// LLaDA2.x sampling (model-specs §6.5): the confidence is the sampled token's probability after
+// top-k / top-p; with the HF-2.0 quirk, temperature 0 samples at T = 1.
+void resolve_llada2_sampling(DecodeParams& p) {
+  p.confidence = ConfidenceKind::kFiltered;
+  if (p.hf_sampling_quirk && p.sampler.greedy()) p.sampler.temperature = 1.0f;
+}
+
+// LLaDA2.0 block diffusion (LLaDA2MoeModelLM.generate): blocks of 32, 32 steps capped at the
+// generation length (steps = min(steps, gen_length // minimal_topk)), threshold 0.95.
+void resolve_llada2_block(const ModelConfig& c, DecodeParams& p) {
+  if (p.block_length == 0) p.block_length = static_cast<int32_t>(c.block_size);
+  if (p.block_length <= 0) fail("--block-length must be positive (got ", p.block_length, ")");
+  if (p.steps == 0) p.steps = p.block_length;
+  if (p.steps < 0) fail("--steps must be positive (got ", p.steps, ")");
+  p.steps = std::min(p.steps, p.max_tokens);
+  if (p.steps > p.block_length)
+    fail("--steps ", p.steps, " exceeds the block length ", p.block_length,
+         " (at most one step per token)");
+  if (p.remasking.empty()) p.remasking = "low_confidence_dynamic";
+  if (p.remasking != "low_confidence_dynamic")
+    fail("--remasking '", p.remasking, "' (LLaDA2.x: low_confidence_dynamic)");
+  if (p.threshold < 0) p.threshold = 0.95f;
+  resolve_llada2_sampling(p);
+}
+
+// LLaDA2.1 token editing (model-specs §6.6): S mode = SGLang JointThreshold's defaults (0.5 / 0),
+// Q mode = the conservative pair of the LLaDA2.1 usage example (0.7 / 0.5); 16 post-mask steps.
+void resolve_llada2_edit(const ModelConfig& c, DecodeParams& p) {
+  if (p.block_length == 0) p.block_length = static_cast<int32_t>(c.block_size);
+  if (p.block_length <= 0) fail("--block-length must be positive (got ", p.block_length, ")");
+  if (p.steps != 0)
+    fail(
+        "--steps does not apply to --strategy edit (each block runs until its masks are filled "
+        "and its edits stop)");
+  if (!p.remasking.empty()) fail("--remasking does not apply to --strategy edit");
+  if (p.edit_mode.empty()) p.edit_mode = "s";
+  if (p.edit_mode != "s" && p.edit_mode != "q")
+    fail("--edit-mode '", p.edit_mode, "' (expected s or q)");
+  const bool quality = p.edit_mode == "q";
+  if (p.threshold < 0) p.threshold = quality ? 0.7f : 0.5f;
+  if (p.editing_threshold < 0) p.editing_threshold = quality ? 0.5f : 0.0f;
+  if (!(p.editing_threshold <= 1.0f))
+    fail("--editing-threshold must be in [0, 1] (got ", p.editing_threshold, ")");
+  if (p.max_post_steps < 0) p.max_post_steps = 16;
+  resolve_llada2_sampling(p);
+}
+
 }  // namespace
 
 DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t prompt_tokens) {
@@ -228,6 +277,14 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (p.strategy != "dllmcache" &&
       (p.dlc_kp != 0 || p.dlc_kr != 0 || p.dlc_rho != DecodeParams{}.dlc_rho))
     fail("--dlc-* options apply to --strategy dllmcache only, not --strategy ", p.strategy);
+  if (p.strategy != "edit" &&
+      (!p.edit_mode.empty() || p.editing_threshold >= 0 || p.max_post_steps >= 0))
+    fail(
+        "--edit-mode, --editing-threshold and --max-post-steps apply to --strategy edit only "
+        "(LLaDA2.1 token editing), not --strategy ",
+        p.strategy);
+  if (p.hf_sampling_quirk && c.family != "llada2_moe")
+    fail("--hf-sampling-quirk applies to LLaDA2.x checkpoints only, not ", c.family);
   if (p.fuse_commit && (p.strategy != "block" || c.family != "sdar"))
     fail("--fuse-commit applies to --strategy block on SDAR checkpoints only");
   if (p.strategy != "fastdllm" && !p.cache.empty())
@@ -274,6 +331,12 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     if (!std::isfinite(*p.pos_penalty) || *p.pos_penalty < 0)
       fail("--pos-penalty must be a finite number >= 0 (got ", *p.pos_penalty, ")");
     lookahead = 2 * *p.window;
+  } else if (c.family == "llada2_moe") {
+    if (p.strategy == "edit") {
+      resolve_llada2_edit(c, p);
+    } else {
+      resolve_llada2_block(c, p);
+    }
   } else if (p.strategy == "block" || p.strategy == "s2d2") {
     if (p.block_length == 0) p.block_length = static_cast<int32_t>(c.block_size);
     if (p.block_length <= 0) fail("--block-length must be positive (got ", p.block_length, ")");
@@ -363,6 +426,7 @@ std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& 
     return std::make_unique<DreamDecoder>(c, p, prompt);
   }
   if (p.strategy == "s2d2") return std::make_unique<S2d2Decoder>(c, p, prompt);
+  if (p.strategy == "edit") return std::make_unique<TokenEditingDecoder>(c, p, prompt);
   if (c.family == "fast_dllm_v2") return std::make_unique<FastDllmV2Decoder>(c, p, prompt);
   return std::make_unique<BlockDiffusionDecoder>(c, p, prompt);
 }

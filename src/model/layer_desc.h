@@ -12,13 +12,17 @@
 namespace dllm {
 
 enum class NormKind { kRms };
-enum class FfnKind { kDenseSwiGlu };
+enum class FfnKind {
+  kDenseSwiGlu,  // down(silu(gate(x)) * up(x))
+  kMoeSwiGlu,    // routed SwiGLU experts + shared experts (MoeConfig, model-specs §6.3)
+};
 
 struct AttentionDesc {
   int64_t heads = 0, kv_heads = 0, head_dim = 0;
   int64_t rotary_dim = 0;  // NeoX RoPE on the first rotary_dim dims of each head (partial rotary)
   bool qkv_bias = false;   // q/k/v projections carry biases (Qwen2)
   bool qk_norm = false;    // per-head RMSNorm of q and k before RoPE (Qwen3)
+  bool fused_qkv = false;  // the checkpoint ships one [Q | K | V] projection (LLaDA2.x)
 };
 
 struct LayerDesc {
@@ -26,11 +30,13 @@ struct LayerDesc {
   AttentionDesc attention;
   NormKind ffn_norm = NormKind::kRms;
   FfnKind ffn = FfnKind::kDenseSwiGlu;
-  int64_t intermediate_size = 0;
+  int64_t intermediate_size = 0;  // kDenseSwiGlu
+  MoeConfig moe;                  // kMoeSwiGlu: router, experts, shared experts
 };
 
 // The layers of every family supported today: pre-norm RMSNorm, GQA attention with the config's
-// bias / q-k-norm / rotary choices, a dense SwiGLU FFN.
+// bias / q-k-norm / rotary / fused-projection choices, a dense SwiGLU FFN or (LLaDA2.x past its
+// first dense layers) a mixture-of-experts FFN.
 std::vector<LayerDesc> describe_layers(const ModelConfig& config);
 
 }  // namespace dllm

@@ -93,9 +93,13 @@ void Model::resolve_tensors() {
     LayerTensors& l = tensors_.layers[static_cast<size_t>(i)];
     auto name = [&](LayerTensor t) { return family_->layer_tensor(i, t); };
     l.attn_norm = want(name(LayerTensor::kAttnNorm), {h});
-    l.q = want(name(LayerTensor::kQ), {c.q_dim(), h});
-    l.k = want(name(LayerTensor::kK), {c.kv_dim(), h});
-    l.v = want(name(LayerTensor::kV), {c.kv_dim(), h});
+    if (c.fused_qkv) {
+      l.qkv = want(name(LayerTensor::kQkv), {c.q_dim() + 2 * c.kv_dim(), h});
+    } else {
+      l.q = want(name(LayerTensor::kQ), {c.q_dim(), h});
+      l.k = want(name(LayerTensor::kK), {c.kv_dim(), h});
+      l.v = want(name(LayerTensor::kV), {c.kv_dim(), h});
+    }
     l.o = want(name(LayerTensor::kO), {h, c.q_dim()});
     if (c.qkv_bias) {
       l.q_bias = want(name(LayerTensor::kQBias), {c.q_dim()});
@@ -107,9 +111,26 @@ void Model::resolve_tensors() {
       l.k_norm = want(name(LayerTensor::kKNorm), {c.head_dim});
     }
     l.mlp_norm = want(name(LayerTensor::kMlpNorm), {h});
-    l.gate = want(name(LayerTensor::kGate), {c.intermediate_size, h});
-    l.up = want(name(LayerTensor::kUp), {c.intermediate_size, h});
-    l.down = want(name(LayerTensor::kDown), {h, c.intermediate_size});
+    if (!c.moe.is_moe_layer(i)) {
+      l.gate = want(name(LayerTensor::kGate), {c.intermediate_size, h});
+      l.up = want(name(LayerTensor::kUp), {c.intermediate_size, h});
+      l.down = want(name(LayerTensor::kDown), {h, c.intermediate_size});
+      continue;
+    }
+    const MoeConfig& m = c.moe;
+    l.router = want(name(LayerTensor::kRouter), {m.num_experts, h});
+    if (m.expert_bias) l.expert_bias = want(name(LayerTensor::kExpertBias), {m.num_experts});
+    const int64_t ie = m.expert_intermediate_size;
+    for (int64_t e = 0; e < m.num_experts; ++e) {
+      auto expert = [&](LayerTensor t) { return family_->expert_tensor(i, e, t); };
+      l.experts.push_back({want(expert(LayerTensor::kGate), {ie, h}),
+                           want(expert(LayerTensor::kUp), {ie, h}),
+                           want(expert(LayerTensor::kDown), {h, ie})});
+    }
+    if (const int64_t is = m.shared_intermediate_size(); is > 0)
+      l.shared = {want(name(LayerTensor::kSharedGate), {is, h}),
+                  want(name(LayerTensor::kSharedUp), {is, h}),
+                  want(name(LayerTensor::kSharedDown), {h, is})};
   }
 }
 
@@ -123,10 +144,15 @@ void for_each_used(const ModelTensors& t, F f) {
   visit(t.embed);
   visit(t.final_norm);
   visit(t.lm_head);
-  for (const auto& l : t.layers)
-    for (const TensorEntry* e : {l.attn_norm, l.q, l.k, l.v, l.o, l.q_bias, l.k_bias, l.v_bias,
-                                 l.q_norm, l.k_norm, l.mlp_norm, l.gate, l.up, l.down})
+  for (const auto& l : t.layers) {
+    for (const TensorEntry* e :
+         {l.attn_norm, l.qkv,    l.q,           l.k,           l.v,         l.o,          l.q_bias,
+          l.k_bias,    l.v_bias, l.q_norm,      l.k_norm,      l.mlp_norm,  l.gate,       l.up,
+          l.down,      l.router, l.expert_bias, l.shared.gate, l.shared.up, l.shared.down})
       visit(e);
+    for (const FfnTensors& x : l.experts)
+      for (const TensorEntry* e : {x.gate, x.up, x.down}) visit(e);
+  }
 }
 }  // namespace
 

@@ -15,8 +15,16 @@
 
 namespace dllm {
 
+// One SwiGLU FFN: down(silu(gate(x)) * up(x)).
+struct FfnTensors {
+  const TensorEntry* gate = nullptr;
+  const TensorEntry* up = nullptr;
+  const TensorEntry* down = nullptr;
+};
+
 struct LayerTensors {
   const TensorEntry* attn_norm = nullptr;
+  const TensorEntry* qkv = nullptr;  // fused_qkv only (then q, k, v are null)
   const TensorEntry* q = nullptr;
   const TensorEntry* k = nullptr;
   const TensorEntry* v = nullptr;
@@ -30,6 +38,12 @@ struct LayerTensors {
   const TensorEntry* gate = nullptr;
   const TensorEntry* up = nullptr;
   const TensorEntry* down = nullptr;
+  // MoE layers (then gate, up, down are null): router, its selection bias, the routed experts
+  // and the shared experts (all of them one FFN; null without shared experts).
+  const TensorEntry* router = nullptr;
+  const TensorEntry* expert_bias = nullptr;
+  std::vector<FfnTensors> experts;
+  FfnTensors shared;
 };
 
 struct ModelTensors {

@@ -1,6 +1,8 @@
 #include "model/model_config.h"
 
+#include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <optional>
 
 #include "core/error.h"
@@ -17,28 +19,73 @@ std::optional<int64_t> mul_add(int64_t a, int64_t b, int64_t c = 0) {
   return sum;
 }
 
-// Elements of one transformer layer, or nullopt on overflow.
-std::optional<int64_t> layer_elements(const ModelConfig& c) {
-  const int64_t h = c.hidden_size;
-  auto attention = mul_add(c.q_dim() + 2 * c.kv_dim(), h);                  // q, k, v
-  auto output = mul_add(h, c.q_dim());                                      // o
-  auto mlp = mul_add(3 * c.intermediate_size, h);                           // gate, up, down
-  auto small = mul_add(2, h, 2 * c.head_dim + c.q_dim() + 2 * c.kv_dim());  // norms, biases
-  if (!attention || !output || !mlp || !small) return std::nullopt;
+// Sum of parts with overflow reported as nullopt.
+std::optional<int64_t> sum(std::initializer_list<std::optional<int64_t>> parts) {
   int64_t total = 0;
-  for (int64_t part : {*attention, *output, *mlp, *small})
-    if (__builtin_add_overflow(total, part, &total)) return std::nullopt;
+  for (const auto& part : parts)
+    if (!part || __builtin_add_overflow(total, *part, &total)) return std::nullopt;
   return total;
 }
 
+// Elements of a layer's attention, norms and biases, or nullopt on overflow.
+std::optional<int64_t> attention_elements(const ModelConfig& c) {
+  const int64_t h = c.hidden_size;
+  return sum({mul_add(c.q_dim() + 2 * c.kv_dim(), h),                        // q, k, v
+              mul_add(h, c.q_dim()),                                         // o
+              mul_add(2, h, 2 * c.head_dim + c.q_dim() + 2 * c.kv_dim())});  // norms, biases
+}
+
+// Elements of an MoE FFN: router (+ expert bias), routed experts, shared experts.
+std::optional<int64_t> moe_elements(const ModelConfig& c) {
+  const MoeConfig& m = c.moe;
+  const auto expert = mul_add(3 * m.expert_intermediate_size, c.hidden_size);
+  if (!expert) return std::nullopt;
+  return sum({mul_add(m.num_experts, c.hidden_size + 1), mul_add(*expert, m.num_experts),
+              mul_add(3 * m.shared_intermediate_size(), c.hidden_size)});
+}
+
 std::optional<int64_t> checked_weight_elements(const ModelConfig& c) {
-  const auto layer = layer_elements(c);
+  const auto attention = attention_elements(c);
+  const auto dense_layer = sum({attention, mul_add(3 * c.intermediate_size, c.hidden_size)});
   const auto embed = mul_add(c.vocab_size, c.hidden_size);
-  if (!layer || !embed) return std::nullopt;
-  auto total = mul_add(*layer, c.num_layers, c.hidden_size);  // + final norm
-  if (!total) return std::nullopt;
-  const auto with_embeddings = mul_add(*embed, c.tied_embeddings ? 1 : 2, *total);
-  return with_embeddings;
+  if (!dense_layer || !embed) return std::nullopt;
+  const int64_t moe_layers =
+      c.moe.num_experts > 0 ? std::max<int64_t>(0, c.num_layers - c.moe.first_dense_layers) : 0;
+  std::optional<int64_t> moe_part = 0;
+  if (moe_layers > 0) {
+    const auto moe_layer = sum({attention, moe_elements(c)});
+    if (!moe_layer) return std::nullopt;
+    moe_part = mul_add(*moe_layer, moe_layers);
+  }
+  return sum({mul_add(*dense_layer, c.num_layers - moe_layers, c.hidden_size),  // + final norm
+              moe_part, mul_add(*embed, c.tied_embeddings ? 1 : 2)});
+}
+
+// The MoE sizes fit together (group-limited top-k needs at least two experts per group).
+void validate_moe(const ModelConfig& c, const std::string& source) {
+  const MoeConfig& m = c.moe;
+  if (m.num_experts == 0) return;
+  auto in_range = [&](int64_t v, const char* field, int64_t lo, int64_t hi) {
+    if (v < lo || v > hi)
+      fail(source, ": ", field, " is ", v, ", outside the accepted range ", lo, "..", hi);
+  };
+  in_range(m.num_experts, "num_experts", 1, 65536);
+  in_range(m.num_groups, "n_group", 1, m.num_experts);
+  if (m.num_experts % m.num_groups != 0)
+    fail(source, ": num_experts (", m.num_experts, ") is not a multiple of n_group (", m.num_groups,
+         ")");
+  if (m.experts_per_group() < 2)
+    fail(source, ": n_group ", m.num_groups, " leaves ", m.experts_per_group(),
+         " expert(s) per group; group scores sum each group's top 2, so at least 2 are needed");
+  in_range(m.groups_per_token, "topk_group", 1, m.num_groups);
+  in_range(m.experts_per_token, "num_experts_per_tok", 1,
+           m.groups_per_token * m.experts_per_group());
+  in_range(m.expert_intermediate_size, "moe_intermediate_size", 1, 1 << 20);
+  in_range(m.num_shared_experts, "num_shared_experts", 0, 64);
+  in_range(m.first_dense_layers, "first_k_dense_replace", 0, c.num_layers);
+  if (!(m.routed_scaling_factor > 0) || !(m.routed_scaling_factor <= 1e6))
+    fail(source, ": routed_scaling_factor is ", m.routed_scaling_factor,
+         ", outside the accepted range (0, 1e6]");
 }
 
 }  // namespace
@@ -91,6 +138,7 @@ void ModelConfig::validate(const std::string& source) const {
   if (attention == AttentionKind::kBlockCausal && block_size <= 0)
     fail(source, ": block-causal family needs a positive block size");
   in_range(block_size, "block size", 0, 65536);
+  validate_moe(*this, source);
   const auto elements = checked_weight_elements(*this);
   if (!elements || *elements > kMaxWeightElements)
     fail(source, ": the weights these sizes describe (vocab_size ", vocab_size, ", hidden_size ",

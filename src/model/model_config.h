@@ -22,8 +22,28 @@ struct RopeScaling {
   bool truncate = true;                          // yarn: round the correction range outward
 };
 
+// Mixture-of-experts FFN of BailingMoeV2-style checkpoints (LLaDA2.x, model-specs §6.3): a
+// sigmoid router whose per-expert bias steers only the selection, group-limited top-k, routed
+// experts weighted by their normalised un-biased scores x routed_scaling_factor, plus shared
+// experts on every token. num_experts == 0: a dense model.
+struct MoeConfig {
+  int64_t num_experts = 0;
+  int64_t experts_per_token = 0;         // num_experts_per_tok (top-k)
+  int64_t num_shared_experts = 0;        // their FFNs are one of width shared x expert_intermediate
+  int64_t expert_intermediate_size = 0;  // moe_intermediate_size
+  int64_t first_dense_layers = 0;        // first_k_dense_replace: layers below are dense
+  int64_t num_groups = 1;                // n_group: experts split into this many groups
+  int64_t groups_per_token = 1;          // topk_group: groups a token may route into
+  double routed_scaling_factor = 1.0;
+  bool expert_bias = false;  // moe_router_enable_expert_bias: mlp.gate.expert_bias exists
+
+  bool is_moe_layer(int64_t layer) const { return num_experts > 0 && layer >= first_dense_layers; }
+  int64_t experts_per_group() const { return num_experts / num_groups; }
+  int64_t shared_intermediate_size() const { return num_shared_experts * expert_intermediate_size; }
+};
+
 struct ModelConfig {
-  std::string family;        // "sdar", "wedlm", "fast_dllm_v2", "dream", "llada"
+  std::string family;        // "sdar", "wedlm", "fast_dllm_v2", "dream", "llada", "llada2_moe"
   std::string model_type;    // config.json model_type as written
   std::string architecture;  // config.json architectures[0]
   std::string torch_dtype;   // as declared ("bfloat16"), informational
@@ -49,6 +69,8 @@ struct ModelConfig {
   bool qk_norm = false;          // per-head RMSNorm on q and k before RoPE (Qwen3 style)
   bool qkv_bias = false;         // q/k/v projections carry biases (Qwen2 style)
   bool tied_embeddings = false;  // lm_head shares the embedding matrix
+  bool fused_qkv = false;        // one query_key_value tensor, rows [Q | K | V] (LLaDA2.x)
+  MoeConfig moe;                 // num_experts == 0: every layer's FFN is dense
 
   int64_t mask_token_id = -1;  // -1: unknown
   int64_t eos_token_id = -1;

@@ -65,12 +65,22 @@ std::unique_ptr<Model> make_random_model(const nlohmann::json& config, uint64_t 
   add(family.global_tensor(GlobalTensor::kFinalNorm), {h}, 1.0f, 0.1f);
   if (!c.tied_embeddings)
     add(family.global_tensor(GlobalTensor::kLmHead), {c.vocab_size, h}, 0.0f, inv_h);
+  auto add_ffn = [&](const std::string& gate, const std::string& up, const std::string& down,
+                     int64_t inter) {
+    add(gate, {inter, h}, 0.0f, inv_h);
+    add(up, {inter, h}, 0.0f, inv_h);
+    add(down, {h, inter}, 0.0f, 1.0f / std::sqrt(static_cast<float>(inter)));
+  };
   for (int64_t i = 0; i < c.num_layers; ++i) {
     auto name = [&](LayerTensor t) { return family.layer_tensor(i, t); };
     add(name(LayerTensor::kAttnNorm), {h}, 1.0f, 0.1f);
-    add(name(LayerTensor::kQ), {c.q_dim(), h}, 0.0f, inv_h);
-    add(name(LayerTensor::kK), {c.kv_dim(), h}, 0.0f, inv_h);
-    add(name(LayerTensor::kV), {c.kv_dim(), h}, 0.0f, inv_h);
+    if (c.fused_qkv) {
+      add(name(LayerTensor::kQkv), {c.q_dim() + 2 * c.kv_dim(), h}, 0.0f, inv_h);
+    } else {
+      add(name(LayerTensor::kQ), {c.q_dim(), h}, 0.0f, inv_h);
+      add(name(LayerTensor::kK), {c.kv_dim(), h}, 0.0f, inv_h);
+      add(name(LayerTensor::kV), {c.kv_dim(), h}, 0.0f, inv_h);
+    }
     add(name(LayerTensor::kO), {h, c.q_dim()}, 0.0f,
         1.0f / std::sqrt(static_cast<float>(c.q_dim())));
     if (c.qkv_bias) {
@@ -83,10 +93,22 @@ std::unique_ptr<Model> make_random_model(const nlohmann::json& config, uint64_t 
       add(name(LayerTensor::kKNorm), {c.head_dim}, 1.0f, 0.1f);
     }
     add(name(LayerTensor::kMlpNorm), {h}, 1.0f, 0.1f);
-    add(name(LayerTensor::kGate), {c.intermediate_size, h}, 0.0f, inv_h);
-    add(name(LayerTensor::kUp), {c.intermediate_size, h}, 0.0f, inv_h);
-    add(name(LayerTensor::kDown), {h, c.intermediate_size}, 0.0f,
-        1.0f / std::sqrt(static_cast<float>(c.intermediate_size)));
+    if (!c.moe.is_moe_layer(i)) {
+      add_ffn(name(LayerTensor::kGate), name(LayerTensor::kUp), name(LayerTensor::kDown),
+              c.intermediate_size);
+      continue;
+    }
+    const MoeConfig& m = c.moe;
+    add(name(LayerTensor::kRouter), {m.num_experts, h}, 0.0f, inv_h);
+    if (m.expert_bias) add(name(LayerTensor::kExpertBias), {m.num_experts}, 0.0f, 0.01f);
+    for (int64_t e = 0; e < m.num_experts; ++e) {
+      auto expert = [&](LayerTensor t) { return family.expert_tensor(i, e, t); };
+      add_ffn(expert(LayerTensor::kGate), expert(LayerTensor::kUp), expert(LayerTensor::kDown),
+              m.expert_intermediate_size);
+    }
+    if (m.shared_intermediate_size() > 0)
+      add_ffn(name(LayerTensor::kSharedGate), name(LayerTensor::kSharedUp),
+              name(LayerTensor::kSharedDown), m.shared_intermediate_size());
   }
   return Model::from_parts(config, std::move(store), "<random model config>");
 }

@@ -62,6 +62,19 @@ TEST(CliForward, InfoDescribesTheCheckpoint) {
     EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
 }
 
+TEST(CliForward, InfoDescribesLlada2Moe) {
+  const auto r = test::run_command(test::dllm_binary() + " info " +
+                                   test::model_fixture("llada2-tiny").string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* needle :
+       {"llada2_moe", "LLaDA2MoeModelLM", "block-causal, block 32", "position-aligned",
+        "rotary dims 8 of 16", "fused query_key_value",
+        "16 routed (top 4, intermediate 16) + 1 shared, layers 1..2 (the first 1 dense)",
+        "sigmoid + selection bias, 4 groups (top 2), scaling 2.5", "mask id          295"})
+    EXPECT_NE(r.output.find(needle), std::string::npos) << needle << "\n" << r.output;
+  EXPECT_EQ(r.output.find("unused tensors"), std::string::npos) << r.output;
+}
+
 TEST(CliForward, BadInputIsAClearErrorAndNonZeroExit) {
   const std::string bin = test::dllm_binary();
   const std::string m = " -m " + test::model_fixture("llada-tiny").string();

@@ -32,7 +32,8 @@ SequenceForward request(std::vector<int32_t> ids, std::vector<int32_t> pos, Atte
 }
 
 const char* kFixtures[] = {"sdar-tiny",         "wedlm-qwen3-tiny", "wedlm-qwen25-tiny",
-                           "fast-dllm-v2-tiny", "dream-tiny",       "llada-tiny"};
+                           "fast-dllm-v2-tiny", "dream-tiny",       "llada-tiny",
+                           "llada2-tiny"};
 
 TEST(CudaBackend, LogitsMatchCpuAndTransformersOnEveryFixture) {
   for (const char* name : kFixtures) {

@@ -1,8 +1,9 @@
 // Decoder trajectories against independent PyTorch implementations of the reference loops, run
 // with transformers on the tiny fixtures: tools/reference_decode.py (SDAR, Fast-dLLM v2, AR) and
 // tools/reference_full_diffusion.py (LLaDA, Dream), tools/reference_d2cache.py (d2Cache on LLaDA
-// and Dream). Checked: the canvas after every forward, the generated ids, the finish reason and
-// the number of forwards.
+// and Dream), tools/reference_llada2.py (LLaDA2.0 block diffusion, LLaDA2.1 token editing).
+// Checked: the canvas after every forward, the generated ids, the finish reason and the number of
+// forwards.
 #include <gtest/gtest.h>
 
 #include "engine/engine_core.h"
@@ -44,6 +45,10 @@ DecodeParams params_from(const nlohmann::json& p) {
   d.dlc_kp = p.value("dlc_kp", 0);
   d.dlc_kr = p.value("dlc_kr", 0);
   d.dlc_rho = p.value("dlc_rho", 0.25f);
+  // LLaDA2.x (tools/reference_llada2.py).
+  d.hf_sampling_quirk = p.value("hf_quirk", false);
+  d.editing_threshold = p.value("editing_threshold", -1.0f);
+  d.max_post_steps = d.strategy == "edit" ? p.value("max_post_steps", -1) : -1;
   return d;
 }
 
@@ -84,8 +89,8 @@ TEST_P(Trajectory, MatchesReferenceAfterEveryForward) {
 
 INSTANTIATE_TEST_SUITE_P(Families, Trajectory,
                          ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny", "llada-tiny",
-                                           "dream-tiny", "llada-tiny-d2cache",
-                                           "dream-tiny-d2cache"),
+                                           "dream-tiny", "llada-tiny-d2cache", "dream-tiny-d2cache",
+                                           "llada2-tiny", "llada2-tiny-edit"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

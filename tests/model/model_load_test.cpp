@@ -109,11 +109,54 @@ TEST(ModelLoad, UnknownAndUnsupportedArchitectures) {
     j["architectures"] = {"MambaForCausalLM"};
   });
   expect_error([&] { Model::load(dir); }, {"config.json", "unknown architecture", "mamba", "sdar"});
-  edit_config(dir, [](auto& j) {
-    j["model_type"] = "llada2_moe";
-    j["architectures"] = {"LLaDA2MoeModelLM"};
-  });
-  expect_error([&] { Model::load(dir); }, {"config.json", "LLaDA2", "not supported yet"});
+}
+
+// LLaDA2.x: the published config keys and tensor names (fused QKV, MoE layers past the first
+// dense one), and MoE sizes that do not fit together named with their key.
+TEST(ModelLoad, Llada2MoeCheckpoint) {
+  auto model = Model::load(test::model_fixture("llada2-tiny"));
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.family, "llada2_moe");
+  EXPECT_TRUE(c.fused_qkv);
+  EXPECT_TRUE(c.qk_norm);
+  EXPECT_EQ(c.rotary_dim, c.head_dim / 2);
+  EXPECT_EQ(c.block_size, 32);
+  EXPECT_EQ(c.attention, AttentionKind::kBlockCausal);
+  EXPECT_EQ(c.moe.num_experts, 16);
+  EXPECT_EQ(c.moe.experts_per_token, 4);
+  EXPECT_EQ(c.moe.num_groups, 4);
+  EXPECT_EQ(c.moe.groups_per_token, 2);
+  EXPECT_TRUE(c.moe.expert_bias);
+  EXPECT_DOUBLE_EQ(c.moe.routed_scaling_factor, 2.5);
+  const auto& layers = model->tensors().layers;
+  ASSERT_EQ(layers.size(), 3u);
+  EXPECT_NE(layers[0].gate, nullptr);  // first_k_dense_replace = 1
+  EXPECT_TRUE(layers[0].experts.empty());
+  EXPECT_EQ(layers[1].gate, nullptr);
+  EXPECT_EQ(layers[1].experts.size(), 16u);
+  EXPECT_NE(layers[1].shared.down, nullptr);
+  EXPECT_TRUE(model->unused_tensors().empty());
+  // weight_elements() (the memory bound checked before loading) also counts q/k/v biases, which
+  // this checkpoint does not have; everything else is the same count.
+  EXPECT_EQ(model->parameter_count(), c.weight_elements() - 3 * (c.q_dim() + 2 * c.kv_dim()));
+}
+
+TEST(ModelLoad, Llada2MoeBadSizesAreNamed) {
+  const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> edits = {
+      {[](auto& j) { j["n_group"] = 3; }, "num_experts (16) is not a multiple of n_group (3)"},
+      {[](auto& j) { j["n_group"] = 16; }, "at least 2 are needed"},
+      {[](auto& j) { j["topk_group"] = 5; }, "topk_group is 5, outside the accepted range 1..4"},
+      {[](auto& j) { j["num_experts_per_tok"] = 9; }, "num_experts_per_tok is 9"},
+      {[](auto& j) { j["score_function"] = "softmax"; }, "router score 'softmax'"},
+      {[](auto& j) { j["use_qkv_bias"] = true; }, "'use_qkv_bias'"},
+      {[](auto& j) { j["routed_scaling_factor"] = -1; }, "'routed_scaling_factor'"},
+      {[](auto& j) { j["moe_intermediate_size"] = 8; }, "mlp.experts.0.gate_proj.weight"},
+  };
+  for (const auto& [edit, needle] : edits) {
+    const auto dir = copy_fixture("llada2-tiny");
+    edit_config(dir, edit);
+    expect_error([&] { Model::load(dir); }, {needle});
+  }
 }
 
 TEST(ModelLoad, BadConfigFieldsAreNamed) {

@@ -1,4 +1,6 @@
-// Reference-logit parity on the tiny checkpoints of every family (tools/make_fixtures.py):
+// Reference-logit parity on the tiny checkpoints of every family (tools/make_fixtures.py; LLaDA2.x:
+// tools/reference_llada2.py, whose checkpoint makes routing ties, group masking and the expert
+// bias change the chosen experts):
 // ‖ours − transformers‖ / ‖transformers‖ ≤ 1e-4 for every attention rule and position pattern, and
 // the cached-prefix path equals the full forward.
 #include <gtest/gtest.h>
@@ -103,7 +105,8 @@ TEST_P(FamilyParity, CachedPrefixEqualsFullForward) {
 
 INSTANTIATE_TEST_SUITE_P(AllFamilies, FamilyParity,
                          ::testing::Values("sdar-tiny", "wedlm-qwen3-tiny", "wedlm-qwen25-tiny",
-                                           "fast-dllm-v2-tiny", "dream-tiny", "llada-tiny"),
+                                           "fast-dllm-v2-tiny", "dream-tiny", "llada-tiny",
+                                           "llada2-tiny"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)

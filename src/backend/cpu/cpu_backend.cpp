@@ -25,6 +25,46 @@ HostTensor to_f32(const TensorEntry* t) {
   return out;
 }
 
+// Rows [first, first + count) of a [rows, cols] weight.
+HostTensor row_slice(const HostTensor& t, int64_t first, int64_t count) {
+  HostTensor out({count, t.dim(1)});
+  std::copy_n(t.ptr() + first * t.dim(1), count * t.dim(1), out.ptr());
+  return out;
+}
+
+CpuFfn to_f32(const FfnTensors& f) {
+  return {to_f32(f.gate), to_f32(f.up), to_f32(f.down)};
+}
+
+CpuLayer load_layer(const LayerTensors& l, const ModelConfig& c) {
+  CpuLayer L{to_f32(l.attn_norm),
+             to_f32(l.q),
+             to_f32(l.k),
+             to_f32(l.v),
+             to_f32(l.o),
+             to_f32(l.q_bias),
+             to_f32(l.k_bias),
+             to_f32(l.v_bias),
+             to_f32(l.q_norm),
+             to_f32(l.k_norm),
+             to_f32(l.mlp_norm),
+             CpuFfn{to_f32(l.gate), to_f32(l.up), to_f32(l.down)},
+             {}};
+  if (l.qkv) {  // fused [Q | K | V] rows (LLaDA2.x): split on the head axis
+    const HostTensor qkv = to_f32(l.qkv);
+    L.q = row_slice(qkv, 0, c.q_dim());
+    L.k = row_slice(qkv, c.q_dim(), c.kv_dim());
+    L.v = row_slice(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+  }
+  if (l.router) {
+    L.moe.router = to_f32(l.router);
+    L.moe.expert_bias = to_f32(l.expert_bias);
+    for (const FfnTensors& e : l.experts) L.moe.experts.push_back(to_f32(e));
+    L.moe.shared = to_f32(l.shared);
+  }
+  return L;
+}
+
 // Rows [0, n) of `v` gathered at `rows` (width `dim`) into `out`.
 void gather_rows(const float* v, std::span<const int64_t> rows, int64_t dim, float* out) {
   for (size_t i = 0; i < rows.size(); ++i)
@@ -40,11 +80,7 @@ CpuBackend::CpuBackend(const Model& model)
   final_norm_ = to_f32(t.final_norm);
   tied_ = t.lm_head == t.embed;
   if (!tied_) lm_head_ = to_f32(t.lm_head);
-  for (const LayerTensors& l : t.layers)
-    layers_.push_back(CpuLayer{to_f32(l.attn_norm), to_f32(l.q), to_f32(l.k), to_f32(l.v),
-                               to_f32(l.o), to_f32(l.q_bias), to_f32(l.k_bias), to_f32(l.v_bias),
-                               to_f32(l.q_norm), to_f32(l.k_norm), to_f32(l.mlp_norm),
-                               to_f32(l.gate), to_f32(l.up), to_f32(l.down)});
+  for (const LayerTensors& l : t.layers) layers_.push_back(load_layer(l, config_));
   const RopeTable rope = rope_table(config_);
   inv_freq_ = rope.inv_freq;
   rope_scale_ = rope.attention_factor;
@@ -200,6 +236,17 @@ void CpuBackend::add_block_output(int64_t layer, SequenceRun& run, const float* 
   }
 }
 
+void CpuBackend::run_ffn(int64_t li, const float* xn, int64_t m, float* out) const {
+  const LayerDesc& d = desc_[static_cast<size_t>(li)];
+  const CpuLayer& L = layers_[static_cast<size_t>(li)];
+  const int64_t h = config_.hidden_size;
+  if (d.ffn == FfnKind::kMoeSwiGlu) {
+    moe_ffn(d.moe, L.moe, xn, m, h, out);
+    return;
+  }
+  swiglu_ffn(L.ffn, xn, m, h, out, scratch_.gate, scratch_.up);
+}
+
 std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward> batch) {
   const ModelConfig& c = config_;
   for (size_t i = 0; i < batch.size(); ++i) validate_forward(c, batch[i], i);
@@ -228,7 +275,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     if (batch[si].sparse && batch[si].sparse->want_selection)
       results[si].sparse_selection.resize(static_cast<size_t>(c.num_layers * c.num_kv_heads));
 
-  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), inter = c.intermediate_size;
+  const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim();
   Scratch& sc = scratch_;
   std::vector<float>& x = sc.x;
   x.resize(static_cast<size_t>(total * h));
@@ -240,8 +287,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
                     &x[static_cast<size_t>(row++ * h)]);
   }
   const float eps = static_cast<float>(c.norm_eps);
-  std::vector<float>&xn = sc.xn, &q = sc.q, &k = sc.k, &v = sc.v, &attn = sc.attn, &o = sc.o,
-                     &gate = sc.gate, &up = sc.up;
+  std::vector<float>&xn = sc.xn, &q = sc.q, &k = sc.k, &v = sc.v, &attn = sc.attn, &o = sc.o;
   std::vector<int64_t> rows;      // batch rows recomputed in this layer
   std::vector<int32_t> positions;  // their positions
   for (int64_t li = 0; li < c.num_layers; ++li) {
@@ -267,8 +313,6 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     v.resize(k.size());
     attn.resize(q.size());
     o.resize(xn.size());
-    gate.resize(static_cast<size_t>(m * inter));
-    up.resize(gate.size());
 
     // Attention block.
     gather_rows(x.data(), rows, h, xn.data());
@@ -298,10 +342,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     // FFN block, over the same rows.
     gather_rows(x.data(), rows, h, xn.data());
     cpu::rms_norm(xn.data(), h, L.mlp_norm.ptr(), xn.data(), h, m, h, eps);
-    cpu::matmul_nt(xn.data(), h, L.gate.ptr(), h, gate.data(), inter, m, inter, h);
-    cpu::matmul_nt(xn.data(), h, L.up.ptr(), h, up.data(), inter, m, inter, h);
-    cpu::silu_mul(gate.data(), up.data(), gate.data(), m * inter);
-    cpu::matmul_nt(gate.data(), inter, L.down.ptr(), inter, o.data(), h, m, h, inter);
+    run_ffn(li, xn.data(), m, o.data());
     at = 0;
     for (SequenceRun& run : runs) {
       add_block_output(li, run, &o[static_cast<size_t>(at * h)], /*ffn=*/true, x.data());

@@ -16,10 +16,34 @@
 
 namespace dllm::cpu_backend {
 
-struct CpuLayer {
-  HostTensor attn_norm, q, k, v, o, q_bias, k_bias, v_bias, q_norm, k_norm, mlp_norm, gate, up,
-      down;
+// One SwiGLU FFN's weights.
+struct CpuFfn {
+  HostTensor gate, up, down;
 };
+
+// A mixture-of-experts FFN (cpu_moe.cpp): router, selection bias (may be empty), experts, shared
+// experts (empty without them).
+struct CpuMoe {
+  HostTensor router, expert_bias;
+  std::vector<CpuFfn> experts;
+  CpuFfn shared;
+};
+
+// q, k, v are separate even when the checkpoint fuses them (split at load: the GEMMs are the same).
+struct CpuLayer {
+  HostTensor attn_norm, q, k, v, o, q_bias, k_bias, v_bias, q_norm, k_norm, mlp_norm;
+  CpuFfn ffn;  // dense layers
+  CpuMoe moe;  // FfnKind::kMoeSwiGlu layers
+};
+
+// out[rows, hidden] = down(silu(gate(x)) * up(x)); `gate` / `up` are scratch.
+void swiglu_ffn(const CpuFfn& w, const float* x, int64_t rows, int64_t hidden, float* out,
+                std::vector<float>& gate, std::vector<float>& up);
+
+// out[m, hidden] = the MoE FFN of `m` normed rows `xn` (router, top-k experts, shared experts).
+// Each row's result depends only on that row (batch invariant).
+void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, int64_t m,
+             int64_t hidden, float* out);
 
 // What the CPU keeps per sequence between forwards.
 class CpuMethodState final : public MethodState {
@@ -106,6 +130,8 @@ class CpuBackend final : public Backend {
                         float* x) const;
   // Final norm, LM head and TokenStats of seq's output rows; x = its first hidden row.
   void compute_outputs(const SequenceForward& seq, const float* x, SequenceResult& result) const;
+  // The FFN of layer `li` (dense or MoE, per desc_) of `m` normed rows into `out` [m, hidden].
+  void run_ffn(int64_t li, const float* xn, int64_t m, float* out) const;
 
   // dLLM-Cache (cpu_dllm_cache.cpp): picks the rows recomputed in `layer` (writing the new V of
   // every response row when rho selects them by similarity); after each sub-block, stores the

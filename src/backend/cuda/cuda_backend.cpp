@@ -15,7 +15,7 @@ namespace dllm::cuda_backend {
 namespace {
 
 // bf16 host copy of checkpoint tensors (concatenated along rows).
-std::vector<uint16_t> to_bf16(std::initializer_list<const TensorEntry*> parts) {
+std::vector<uint16_t> to_bf16(std::span<const TensorEntry* const> parts) {
   size_t n = 0;
   for (const TensorEntry* t : parts) n += static_cast<size_t>(t->numel());
   std::vector<uint16_t> out(n);
@@ -42,21 +42,55 @@ DeviceBuffer<T> upload(const std::vector<T>& host, const char* what) {
   return d;
 }
 
-DeviceBuffer<bf16> upload_bf16(std::initializer_list<const TensorEntry*> parts, const char* what) {
+DeviceBuffer<bf16> upload_bf16(std::span<const TensorEntry* const> parts, const char* what) {
   const auto host = to_bf16(parts);
   DeviceBuffer<bf16> d(host.size(), what);
   DLLM_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
   return d;
 }
 
+DeviceBuffer<bf16> upload_bf16(std::initializer_list<const TensorEntry*> parts, const char* what) {
+  return upload_bf16(std::span<const TensorEntry* const>(parts.begin(), parts.size()), what);
+}
+
+DeviceBuffer<float> upload_f32(const TensorEntry* t, const char* what) {
+  std::vector<float> f(static_cast<size_t>(t->numel()));
+  convert_to_f32(*t->dtype, t->data, f.data(), f.size());
+  return upload(f, what);
+}
+
+// Routed experts stacked: [gate_e; up_e] for every e, and down_e for every e.
+void upload_experts(const LayerTensors& l, CudaLayer& c) {
+  std::vector<const TensorEntry*> gate_up, down;
+  for (const FfnTensors& e : l.experts) {
+    gate_up.push_back(e.gate);
+    gate_up.push_back(e.up);
+    down.push_back(e.down);
+  }
+  c.expert_gate_up = upload_bf16(gate_up, "expert gate/up projections");
+  c.expert_down = upload_bf16(down, "expert down projections");
+  c.router = upload_bf16({l.router}, "MoE routers");
+  if (l.expert_bias) c.expert_bias = upload_f32(l.expert_bias, "MoE expert biases");
+}
+
 CudaLayer upload_layer(const LayerTensors& l) {
   CudaLayer c;
   c.attn_norm = upload_bf16({l.attn_norm}, "attention norms");
-  c.qkv = upload_bf16({l.q, l.k, l.v}, "q/k/v projections");
+  // Fused [Q | K | V] checkpoints (LLaDA2.x) already have the layout the GEMM wants.
+  c.qkv = l.qkv ? upload_bf16({l.qkv}, "q/k/v projections")
+                : upload_bf16({l.q, l.k, l.v}, "q/k/v projections");
   c.o = upload_bf16({l.o}, "output projections");
   c.mlp_norm = upload_bf16({l.mlp_norm}, "MLP norms");
-  c.gate_up = upload_bf16({l.gate, l.up}, "gate/up projections");
-  c.down = upload_bf16({l.down}, "down projections");
+  if (l.router) {
+    upload_experts(l, c);
+    if (l.shared.gate) {
+      c.gate_up = upload_bf16({l.shared.gate, l.shared.up}, "shared expert gate/up projections");
+      c.down = upload_bf16({l.shared.down}, "shared expert down projections");
+    }
+  } else {
+    c.gate_up = upload_bf16({l.gate, l.up}, "gate/up projections");
+    c.down = upload_bf16({l.down}, "down projections");
+  }
   if (l.q_norm) {
     c.q_norm = upload_bf16({l.q_norm}, "q norms");
     c.k_norm = upload_bf16({l.k_norm}, "k norms");
@@ -122,8 +156,11 @@ int64_t CudaBackend::activation_bytes(int64_t rows) const {
   const int64_t qkvd = c.q_dim() + 2 * c.kv_dim();
   // x, block outputs and q|k|v in fp32; normed rows, queries, attention, gate|up and the SwiGLU
   // output in bf16; logits of up to 4096 output rows; attention partials and slack.
-  const int64_t per_row = 4 * (2 * c.hidden_size + qkvd) +
-                          2 * (c.hidden_size + 2 * c.q_dim() + 3 * c.intermediate_size);
+  int64_t per_row = 4 * (2 * c.hidden_size + qkvd) +
+                    2 * (c.hidden_size + 2 * c.q_dim() + 3 * c.intermediate_size);
+  if (const MoeConfig& m = c.moe; m.num_experts > 0)  // router logits, then per routed expert:
+    per_row += 4 * m.num_experts +                    // routing, gate|up, SwiGLU, output
+               m.experts_per_token * (12 + 6 * m.expert_intermediate_size + 4 * c.hidden_size);
   return rows * per_row + std::min<int64_t>(rows, 4096) * c.vocab_size * 4 + (int64_t{1} << 30);
 }
 

@@ -26,9 +26,14 @@ namespace dllm::cuda_backend {
 using cuda::bf16;
 using cuda::DeviceBuffer;
 
+// MoE layers (LLaDA2.x): gate_up / down hold the shared experts (empty without them); the routed
+// experts' weights are stacked, [experts, 2 * expert_intermediate, hidden] and
+// [experts, hidden, expert_intermediate].
 struct CudaLayer {
   DeviceBuffer<bf16> attn_norm, qkv, o, mlp_norm, gate_up, down, q_norm, k_norm;
   DeviceBuffer<float> qkv_bias;
+  DeviceBuffer<bf16> router, expert_gate_up, expert_down;
+  DeviceBuffer<float> expert_bias;
 };
 
 // What the GPU keeps per sequence between forwards.
@@ -92,6 +97,9 @@ class CudaBackend final : public Backend {
   void enqueue(ForwardPlan& plan, const int32_t* ints, cuda::DeviceTokenStats* stats_dst);
   void enqueue_layer(ForwardPlan& plan, int64_t layer);
   void enqueue_attention(ForwardPlan& plan, int64_t layer, const LayerRows& rows);
+  // The FFN of `m` normed rows (xn_) into `out` (added to it when `accumulate`): dense SwiGLU, or
+  // the MoE (router, dispatch, grouped GEMMs over the active experts, combine, shared experts).
+  void enqueue_ffn(int64_t layer, int m, float* out, bool accumulate);
   // Adds one sub-block's output rows to the residual stream (dLLM-Cache: stores them first and
   // adds the kept outputs of every canvas row).
   void add_block_output(ForwardPlan& plan, int64_t layer, const LayerRows& rows, bool ffn);
@@ -137,6 +145,10 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> x_, qkv_, block_out_, attn_ws_, attn_rows_ws_, attn_rows_out_, logits_;
   DeviceBuffer<bf16> xn_, q_, attn_, gu_, act_, hn_;
   DeviceBuffer<int32_t> ints_, layer_ints_;
+  // MoE: router logits, routing, dispatch and the experts' activations of one layer.
+  DeviceBuffer<float> router_logits_, moe_weights_, moe_y_;
+  DeviceBuffer<int32_t> moe_experts_, moe_offsets_, moe_order_, moe_position_;
+  DeviceBuffer<bf16> moe_gu_, moe_act_;
   DeviceBuffer<int32_t> layer_plan_;  // dLLM-Cache batches: each layer's attention plan
   DeviceBuffer<cuda::DeviceTokenStats> stats_;
   DeviceBuffer<float> dlc_sim_;     // dLLM-Cache: V similarities

@@ -27,7 +27,8 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
   const ModelConfig& c = config_;
   const size_t T = static_cast<size_t>(plan.padded_rows), M = static_cast<size_t>(plan.padded_out);
   const size_t h = static_cast<size_t>(c.hidden_size), qd = static_cast<size_t>(c.q_dim()),
-               inter = static_cast<size_t>(c.intermediate_size),
+               inter = static_cast<size_t>(
+                   std::max(c.intermediate_size, c.moe.shared_intermediate_size())),
                qkvd = qd + 2 * static_cast<size_t>(c.kv_dim());
   bool moved = false;
   moved |= x_.ensure(T * h, "activations");
@@ -38,6 +39,20 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
   moved |= gu_.ensure(T * 2 * inter, "activations");
   moved |= act_.ensure(T * inter, "activations");
   moved |= ints_.ensure(plan.ints.size(), "staging");
+  if (const MoeConfig& m = c.moe; m.num_experts > 0) {
+    const size_t e = static_cast<size_t>(m.num_experts),
+                 a = T * static_cast<size_t>(m.experts_per_token),
+                 ie = static_cast<size_t>(m.expert_intermediate_size);
+    moved |= router_logits_.ensure(T * e, "MoE router logits");
+    moved |= moe_experts_.ensure(a, "MoE routing");
+    moved |= moe_weights_.ensure(a, "MoE routing");
+    moved |= moe_offsets_.ensure(e + 1, "MoE dispatch");
+    moved |= moe_order_.ensure(a, "MoE dispatch");
+    moved |= moe_position_.ensure(a, "MoE dispatch");
+    moved |= moe_gu_.ensure(a * 2 * ie, "MoE activations");
+    moved |= moe_act_.ensure(a * ie, "MoE activations");
+    moved |= moe_y_.ensure(a * h, "MoE activations");
+  }
   if (plan.any_reuse) {
     moved |= block_out_.ensure(T * h, "block outputs");
     moved |= layer_ints_.ensure(4 * T, "per-layer rows");

@@ -186,8 +186,7 @@ void CudaBackend::add_block_output(ForwardPlan& plan, int64_t layer, const Layer
 void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
   const ModelConfig& c = config_;
   const AttentionDesc& a = desc_[static_cast<size_t>(li)].attention;
-  const int64_t h = c.hidden_size, qd = a.heads * a.head_dim, kvd = a.kv_heads * a.head_dim,
-                inter = desc_[static_cast<size_t>(li)].intermediate_size;
+  const int64_t h = c.hidden_size, qd = a.heads * a.head_dim, kvd = a.kv_heads * a.head_dim;
   const float eps = static_cast<float>(c.norm_eps);
   CudaLayer& L = layers_[static_cast<size_t>(li)];
   const LayerRows rows = layer_rows(plan, li);
@@ -237,19 +236,80 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
     cuda::rms_norm(x_.get(), rows.rows, L.mlp_norm.get(), xn_.get(), M, static_cast<int>(h), eps,
                    stream_);
     op_end();
-    op_begin("gemm");
-    cuda::gemm_nt(cublas_, xn_.get(), L.gate_up.get(), gu_.get(), CUDA_R_16BF, M,
-                  static_cast<int>(2 * inter), static_cast<int>(h), false);
-    op_end();
-    op_begin("swiglu");
-    cuda::swiglu(gu_.get(), act_.get(), M, static_cast<int>(inter), stream_);
-    op_end();
-    op_begin("gemm");
-    cuda::gemm_nt(cublas_, act_.get(), L.down.get(), block_out(), CUDA_R_32F, M,
-                  static_cast<int>(h), static_cast<int>(inter), rows.all);
-    op_end();
+    enqueue_ffn(li, M, block_out(), rows.all);
   }
   if (!rows.all) add_block_output(plan, li, rows, /*ffn=*/true);
+}
+
+void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
+  const LayerDesc& d = desc_[static_cast<size_t>(li)];
+  CudaLayer& L = layers_[static_cast<size_t>(li)];
+  const int h = static_cast<int>(config_.hidden_size);
+  const bool moe = d.ffn == FfnKind::kMoeSwiGlu;
+  // The dense FFN, or the MoE's shared experts.
+  const int inter = static_cast<int>(moe ? d.moe.shared_intermediate_size() : d.intermediate_size);
+  if (inter > 0) {
+    op_begin("gemm");
+    cuda::gemm_nt(cublas_, xn_.get(), L.gate_up.get(), gu_.get(), CUDA_R_16BF, m, 2 * inter, h,
+                  false);
+    op_end();
+    op_begin("swiglu");
+    cuda::swiglu(gu_.get(), act_.get(), m, inter, stream_);
+    op_end();
+    op_begin("gemm");
+    cuda::gemm_nt(cublas_, act_.get(), L.down.get(), out, CUDA_R_32F, m, h, inter, accumulate);
+    op_end();
+    accumulate = true;
+  }
+  if (!moe) return;
+  const MoeConfig& c = d.moe;
+  const int experts = static_cast<int>(c.num_experts), k = static_cast<int>(c.experts_per_token),
+            ie = static_cast<int>(c.expert_intermediate_size);
+  op_begin("moe router");
+  // Router logits in fp32 from the bf16 rows and weights (the reference's fp32 linear of the
+  // same values, accumulated in fp32).
+  cuda::gemm_nt(cublas_, xn_.get(), L.router.get(), router_logits_.get(), CUDA_R_32F, m, experts, h,
+                false);
+  cuda::MoeRouteParams rp;
+  rp.logits = router_logits_.get();
+  rp.expert_bias = c.expert_bias ? L.expert_bias.get() : nullptr;
+  rp.experts_out = moe_experts_.get();
+  rp.weights_out = moe_weights_.get();
+  rp.n = m;
+  rp.experts = experts;
+  rp.groups = static_cast<int>(c.num_groups);
+  rp.groups_per_token = static_cast<int>(c.groups_per_token);
+  rp.top_k = k;
+  rp.scaling = static_cast<float>(c.routed_scaling_factor);
+  cuda::moe_route(rp, stream_);
+  cuda::moe_sort(moe_experts_.get(), m, k, experts, moe_offsets_.get(), moe_order_.get(),
+                 moe_position_.get(), stream_);
+  op_end();
+  op_begin("moe experts");
+  cuda::MoeGemmParams gp;
+  gp.in = xn_.get();
+  gp.order = moe_order_.get();
+  gp.top_k = k;
+  gp.offsets = moe_offsets_.get();
+  gp.w = L.expert_gate_up.get();
+  gp.experts = experts;
+  gp.n_out = 2 * ie;
+  gp.k = h;
+  gp.out = moe_gu_.get();
+  gp.out_f32 = false;
+  cuda::moe_grouped_gemm(gp, stream_);
+  cuda::swiglu(moe_gu_.get(), moe_act_.get(), m * k, ie, stream_);
+  gp.in = moe_act_.get();
+  gp.order = nullptr;
+  gp.w = L.expert_down.get();
+  gp.n_out = h;
+  gp.k = ie;
+  gp.out = moe_y_.get();
+  gp.out_f32 = true;
+  cuda::moe_grouped_gemm(gp, stream_);
+  cuda::moe_combine(moe_y_.get(), moe_position_.get(), moe_weights_.get(), m, k, h, out, accumulate,
+                    stream_);
+  op_end();
 }
 
 }  // namespace dllm::cuda_backend

@@ -284,6 +284,50 @@ struct SpanVerifyParams {
 };
 void span_verify(const SpanVerifyParams& p, cudaStream_t stream);
 
+// LLaDA2.x mixture-of-experts routing (model-specs §6.3) of n tokens, one thread per token, the
+// same rule and tie-breaking as the CPU reference (backend/moe_routing.h): sigmoid scores, the
+// expert bias for the selection only, the groups_per_token best groups by the sum of their two
+// best biased scores, the top_k biased scores among them; weights = the chosen un-biased scores
+// normalised (top_k > 1) x scaling. Limits (checked): experts <= 512, groups <= 64, top_k <= 32.
+struct MoeRouteParams {
+  const float* logits = nullptr;       // [n, experts] router logits (fp32)
+  const float* expert_bias = nullptr;  // [experts] or null
+  int32_t* experts_out = nullptr;      // [n, top_k], best first
+  float* weights_out = nullptr;        // [n, top_k]
+  int n = 0, experts = 0, groups = 1, groups_per_token = 1, top_k = 1;
+  float scaling = 1.0f;
+};
+void moe_route(const MoeRouteParams& p, cudaStream_t stream);
+
+// MoE dispatch of n tokens' top_k routed experts (moe_route's experts_out): the n * top_k
+// assignments (a = t * top_k + j) grouped by expert, by token within an expert.
+//   offsets [experts + 1]: expert e's assignments are sorted positions offsets[e] .. offsets[e+1]
+//   order [n * top_k]: the assignment at each sorted position; position: its inverse.
+// No host synchronisation (CUDA-graph safe); experts <= 1024.
+void moe_sort(const int32_t* experts, int n, int top_k, int num_experts, int32_t* offsets,
+              int32_t* order, int32_t* position, cudaStream_t stream);
+
+// Grouped GEMM over the experts, each over the rows routed to it only:
+//   out[a, :] = in[row(a), :] · w[e]ᵀ for every sorted position a of expert e,
+// w: bf16 [experts, n_out, k]; row(a) = order[a] / top_k (the token) when `order` is given, else
+// a (inputs already in sorted order). out: fp32 or bf16 [n * top_k, n_out]. Each output element
+// is one fp32 dot product in k order, whatever else is in the batch (batch invariant).
+struct MoeGemmParams {
+  const bf16* in = nullptr;
+  const int32_t* order = nullptr;  // null: in is in sorted order
+  int top_k = 1;
+  const int32_t* offsets = nullptr;  // [experts + 1], device
+  const bf16* w = nullptr;
+  int experts = 0, n_out = 0, k = 0;
+  void* out = nullptr;
+  bool out_f32 = true;
+};
+void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream);
+
+// out[t, :] (+)= sum_j weights[t * top_k + j] * y[position[t * top_k + j], :], j in order.
+void moe_combine(const float* y, const int32_t* position, const float* weights, int n, int top_k,
+                 int hidden, float* out, bool accumulate, cudaStream_t stream);
+
 // Benchmark helpers: uniform random bf16 in [-1, 1); p[i] = i.
 void fill_random_bf16(bf16* data, int64_t n, uint64_t seed, cudaStream_t stream);
 void fill_iota(int32_t* p, int64_t n, cudaStream_t stream);

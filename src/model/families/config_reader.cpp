@@ -29,6 +29,14 @@ std::optional<IntRange> config_key_range(const std::string& key) {
       {"block_size", {1, 65536}},
       {"bd_size", {1, 65536}},
       {"original_max_position_embeddings", {1, 1 << 24}},
+      // Mixture of experts (LLaDA2.x / BailingMoeV2); how they fit together: ModelConfig.
+      {"num_experts", {1, 65536}},
+      {"num_experts_per_tok", {1, 65536}},
+      {"num_shared_experts", {0, 64}},
+      {"moe_intermediate_size", {1, 1 << 20}},
+      {"first_k_dense_replace", {0, 1024}},
+      {"n_group", {1, 65536}},
+      {"topk_group", {1, 65536}},
   };
   const auto it = ranges.find(key);
   if (it == ranges.end()) return std::nullopt;
@@ -47,6 +55,7 @@ std::optional<RealRange> config_key_real_range(const std::string& key) {
       {"beta_slow", {0.0, 1e6, false}},
       {"mscale", {0.0, 1e3, true}},
       {"mscale_all_dim", {0.0, 1e3, true}},
+      {"routed_scaling_factor", {0.0, 1e6, false}},
   };
   const auto it = ranges.find(key);
   if (it == ranges.end()) return std::nullopt;
@@ -254,8 +263,9 @@ std::string qwen_layer_tensor(int64_t layer, LayerTensor t) {
       return p + "mlp.up_proj.weight";
     case LayerTensor::kDown:
       return p + "mlp.down_proj.weight";
+    default:
+      return "";  // Qwen layers have no fused or mixture-of-experts tensors
   }
-  return "";
 }
 
 }  // namespace dllm

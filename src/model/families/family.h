@@ -26,7 +26,14 @@ enum class LayerTensor {
   kMlpNorm,
   kGate,
   kUp,
-  kDown
+  kDown,
+  // Fused projections and mixture-of-experts FFNs (LLaDA2.x).
+  kQkv,         // query_key_value: rows [Q | K | V]
+  kRouter,      // [num_experts, hidden]
+  kExpertBias,  // [num_experts], selection only
+  kSharedGate,  // shared experts' SwiGLU
+  kSharedUp,
+  kSharedDown
 };
 
 struct Family {
@@ -38,6 +45,8 @@ struct Family {
   ModelConfig (*parse_config)(const nlohmann::json& config, const std::string& source) = nullptr;
   std::string (*global_tensor)(GlobalTensor) = nullptr;
   std::string (*layer_tensor)(int64_t layer, LayerTensor) = nullptr;
+  // Routed expert `expert`'s kGate / kUp / kDown in an MoE layer; null for dense families.
+  std::string (*expert_tensor)(int64_t layer, int64_t expert, LayerTensor) = nullptr;
 };
 
 const std::vector<const Family*>& all_families();

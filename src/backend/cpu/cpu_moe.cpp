@@ -1,0 +1,67 @@
+// The CPU backend's FFNs: a SwiGLU FFN, and LLaDA2.x's mixture of experts built from it — route
+// every row (backend/moe_routing.h), run each expert once over the rows routed to it, add the
+// weighted outputs, then the shared experts over every row.
+#include <algorithm>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/cpu_ops.h"
+#include "backend/moe_routing.h"
+
+namespace dllm::cpu_backend {
+
+void swiglu_ffn(const CpuFfn& w, const float* x, int64_t rows, int64_t hidden, float* out,
+                std::vector<float>& gate, std::vector<float>& up) {
+  const int64_t inter = w.gate.dim(0);
+  gate.resize(static_cast<size_t>(rows * inter));
+  up.resize(gate.size());
+  cpu::matmul_nt(x, hidden, w.gate.ptr(), hidden, gate.data(), inter, rows, inter, hidden);
+  cpu::matmul_nt(x, hidden, w.up.ptr(), hidden, up.data(), inter, rows, inter, hidden);
+  cpu::silu_mul(gate.data(), up.data(), gate.data(), rows * inter);
+  cpu::matmul_nt(gate.data(), inter, w.down.ptr(), inter, out, hidden, rows, hidden, inter);
+}
+
+void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, int64_t m,
+             int64_t hidden, float* out) {
+  const int64_t n = config.num_experts, k = config.experts_per_token;
+  std::vector<float> logits(static_cast<size_t>(m * n));  // the router runs in fp32 (§8.6)
+  cpu::matmul_nt(xn, hidden, weights.router.ptr(), hidden, logits.data(), n, m, n, hidden);
+  const MoeRouting routing = route_experts(config, logits, m, weights.expert_bias.data);
+
+  // Rows routed to each expert, in row order, with their weights.
+  std::vector<std::vector<int64_t>> rows(static_cast<size_t>(n));
+  std::vector<std::vector<float>> row_weights(static_cast<size_t>(n));
+  for (int64_t t = 0; t < m; ++t)
+    for (int64_t j = 0; j < k; ++j) {
+      const size_t at = static_cast<size_t>(t * k + j);
+      rows[static_cast<size_t>(routing.experts[at])].push_back(t);
+      row_weights[static_cast<size_t>(routing.experts[at])].push_back(routing.weights[at]);
+    }
+
+  // Each row sums its experts in expert-index order, whatever else is in the batch.
+  std::fill(out, out + m * hidden, 0.0f);
+  std::vector<float> x, y, gate, up;
+  for (int64_t e = 0; e < n; ++e) {
+    const auto& r = rows[static_cast<size_t>(e)];
+    if (r.empty()) continue;  // only the experts some row chose are computed
+    const int64_t count = static_cast<int64_t>(r.size());
+    x.resize(static_cast<size_t>(count * hidden));
+    y.resize(x.size());
+    for (int64_t i = 0; i < count; ++i)
+      std::copy_n(xn + r[static_cast<size_t>(i)] * hidden, hidden,
+                  &x[static_cast<size_t>(i * hidden)]);
+    swiglu_ffn(weights.experts[static_cast<size_t>(e)], x.data(), count, hidden, y.data(), gate,
+               up);
+    for (int64_t i = 0; i < count; ++i) {
+      const float w = row_weights[static_cast<size_t>(e)][static_cast<size_t>(i)];
+      float* o = out + r[static_cast<size_t>(i)] * hidden;
+      const float* yi = &y[static_cast<size_t>(i * hidden)];
+      for (int64_t d = 0; d < hidden; ++d) o[d] += w * yi[d];
+    }
+  }
+  if (weights.shared.gate.empty()) return;
+  y.resize(static_cast<size_t>(m * hidden));
+  swiglu_ffn(weights.shared, xn, m, hidden, y.data(), gate, up);
+  for (int64_t i = 0; i < m * hidden; ++i) out[i] += y[static_cast<size_t>(i)];
+}
+
+}  // namespace dllm::cpu_backend

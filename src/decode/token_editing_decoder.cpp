@@ -1,0 +1,124 @@
+#include "decode/token_editing_decoder.h"
+
+#include <algorithm>
+
+namespace dllm {
+
+TokenEditingDecoder::TokenEditingDecoder(const ModelConfig& config, const DecodeParams& params,
+                                         const std::vector<int32_t>& prompt)
+    : params_(params),
+      mask_id_(static_cast<int32_t>(config.mask_token_id)),
+      prompt_len_(static_cast<int32_t>(prompt.size())) {
+  const int32_t b = params_.block_length;
+  num_blocks_ = (prompt_len_ + params_.max_tokens + b - 1) / b;
+  x_.assign(static_cast<size_t>(num_blocks_ * b), mask_id_);
+  std::copy(prompt.begin(), prompt.end(), x_.begin());
+  block_ = prompt_len_ / b;  // the prompt's last partial block is decoded with the first tokens
+  phase_ = block_ > 0 ? Phase::kPrefill : Phase::kDenoise;
+}
+
+bool TokenEditingDecoder::block_has_mask() const {
+  const auto begin = x_.begin() + block_start();
+  return std::find(begin, begin + params_.block_length, mask_id_) != begin + params_.block_length;
+}
+
+bool TokenEditingDecoder::plan(SequenceForward& fwd) {
+  const int32_t b = params_.block_length, s = block_start();
+  fwd.rule = AttentionRule::block_causal(b);
+  if (phase_ == Phase::kDone) return false;
+  ++forwards_;
+  if (phase_ == Phase::kPrefill || phase_ == Phase::kCommit) {
+    // Prefill: the prompt's whole blocks; commit: the finished block. Both append their K/V.
+    const int32_t begin = phase_ == Phase::kPrefill ? 0 : s;
+    const int32_t end = phase_ == Phase::kPrefill ? s : s + b;
+    fwd.tokens.assign(x_.begin() + begin, x_.begin() + end);
+    for (int32_t i = begin; i < end; ++i) fwd.positions.push_back(i);
+    fwd.write = CacheWrite::kAppend;
+    ++rng_steps_;
+    return true;
+  }
+  had_mask_ = block_has_mask();
+  if (!had_mask_) {
+    ++post_steps_;
+    ++post_forwards_;
+  }
+  fwd.tokens.assign(x_.begin() + s, x_.begin() + s + b);
+  for (int32_t i = 0; i < b; ++i) fwd.positions.push_back(s + i);
+  fwd.write = CacheWrite::kNone;
+  rows_.clear();
+  for (int32_t i = std::max(0, prompt_len_ - s); i < b; ++i) {  // prompt rows are never edited
+    rows_.push_back(i);
+    fwd.output_rows.push_back(i);
+  }
+  fwd.want_stats = true;
+  fwd.sampler = params_.sampler;
+  fwd.rng = RngKey{params_.seed, params_.sequence_id, rng_steps_++};
+  return true;
+}
+
+void TokenEditingDecoder::observe(const SequenceResult& result) {
+  switch (phase_) {
+    case Phase::kPrefill:
+      phase_ = Phase::kDenoise;
+      return;
+    case Phase::kCommit:
+      ++block_;
+      post_steps_ = 0;
+      phase_ = block_ < num_blocks_ ? Phase::kDenoise : Phase::kDone;
+      return;
+    case Phase::kDenoise:
+      observe_denoise(result);
+      return;
+    case Phase::kDone:
+      return;
+  }
+}
+
+void TokenEditingDecoder::observe_denoise(const SequenceResult& result) {
+  const int32_t s = block_start();
+  // M2T: every mask above the threshold, else the most confident one (lower position on ties).
+  std::vector<size_t> fill;
+  size_t best = rows_.size();
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    if (x_[static_cast<size_t>(s + rows_[r])] != mask_id_) continue;
+    const float p = result.stats[r].p_token;
+    if (p > params_.threshold) fill.push_back(r);
+    if (best == rows_.size() || p > result.stats[best].p_token) best = r;
+  }
+  if (fill.empty() && best < rows_.size()) fill.push_back(best);
+  // T2T on the rows that were tokens when the forward was planned.
+  std::vector<size_t> edit;
+  for (size_t r = 0; r < rows_.size(); ++r) {
+    const int32_t current = x_[static_cast<size_t>(s + rows_[r])];
+    const TokenStats& st = result.stats[r];
+    if (current != mask_id_ && st.p_token > params_.editing_threshold && st.token != current)
+      edit.push_back(r);
+  }
+  for (size_t r : fill) x_[static_cast<size_t>(s + rows_[r])] = result.stats[r].token;
+  for (size_t r : edit) x_[static_cast<size_t>(s + rows_[r])] = result.stats[r].token;
+  edits_ += static_cast<int64_t>(edit.size());
+
+  // The block ends when a forward without masks edited nothing, or when the next forward would
+  // exceed the post-mask budget (the reference checks that before forwarding).
+  const bool masks_left = block_has_mask();
+  const bool finished =
+      (!had_mask_ && edit.empty()) || (!masks_left && post_steps_ + 1 > params_.max_post_steps);
+  if (!finished) return;
+  const size_t end = static_cast<size_t>(s + params_.block_length);
+  for (size_t i = static_cast<size_t>(prompt_len_) + final_.size(); i < end; ++i)
+    final_.push_back(x_[i]);
+  phase_ = Phase::kCommit;
+}
+
+std::vector<int32_t> TokenEditingDecoder::canvas() const {
+  const int32_t end =
+      std::min<int32_t>(static_cast<int32_t>(x_.size()), (block_ + 1) * params_.block_length);
+  return {x_.begin() + prompt_len_, x_.begin() + std::max(prompt_len_, end)};
+}
+
+std::vector<DecoderMetric> TokenEditingDecoder::metrics(int64_t) const {
+  return {{"edits", static_cast<double>(edits_), true},
+          {"post_edit_forwards", static_cast<double>(post_forwards_), true}};
+}
+
+}  // namespace dllm

@@ -1,0 +1,158 @@
+// The CUDA MoE kernels: dispatch + grouped GEMM + combine against a naive CPU computation on fresh
+// random inputs (experts with no rows, odd sizes), and the router (kernels.h moe_route) against
+// the CPU reference (backend/moe_routing.h) on
+// fresh random logits of the LLaDA2.0-mini shape (256 experts, 8 groups, top 4 groups, top 8) and
+// smaller ones, with exact ties planted: the same experts, in the same order, except where the
+// reference's decision is a near-tie that one ulp of the sigmoid can flip; weights to 1e-5.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "backend/cuda/kernels.h"
+#include "backend/moe_routing.h"
+#include "cuda_test_util.h"
+
+namespace dllm {
+namespace {
+
+// Whether token t's routing has a near-tie (gap below `eps`) between two biased scores — the only
+// place CPU and GPU may differ (expf vs std::exp in the last bit).
+bool near_tie(const std::vector<float>& logits, const std::vector<float>& bias, int experts, int t,
+              float eps) {
+  std::vector<float> sr(static_cast<size_t>(experts));
+  for (int e = 0; e < experts; ++e)
+    sr[size_t(e)] = 1.0f / (1.0f + std::exp(-logits[size_t(t * experts + e)])) + bias[size_t(e)];
+  std::sort(sr.begin(), sr.end());
+  for (size_t i = 1; i < sr.size(); ++i)
+    if (sr[i] != sr[i - 1] && sr[i] - sr[i - 1] < eps) return true;
+  return false;
+}
+
+TEST(CudaMoeRouter, MatchesTheCpuReference) {
+  struct Shape {
+    int experts, groups, keep, k;
+  };
+  for (const Shape s : {Shape{256, 8, 4, 8}, Shape{16, 4, 2, 4}, Shape{64, 1, 1, 6}}) {
+    SCOPED_TRACE(s.experts);
+    std::mt19937 rng(s.experts + s.k);
+    const int n = 333;
+    auto logits = test::random_floats(size_t(n * s.experts), rng, 2.0f);
+    auto bias = test::random_floats(size_t(s.experts), rng, 0.1f);
+    for (int t = 0; t < n; t += 3)  // exact ties inside a token
+      for (int j = 0; j < s.experts / 4; ++j)
+        logits[size_t(t * s.experts) + rng() % s.experts] =
+            logits[size_t(t * s.experts) + rng() % s.experts];
+    for (int e = 1; e < s.experts; e += 5) bias[size_t(e)] = bias[size_t(e - 1)];
+    MoeConfig m;
+    m.num_experts = s.experts;
+    m.num_groups = s.groups;
+    m.groups_per_token = s.keep;
+    m.experts_per_token = s.k;
+    m.routed_scaling_factor = 2.5;
+    const MoeRouting ref = route_experts(m, logits, n, bias);
+
+    auto d_logits = test::to_device(logits);
+    auto d_bias = test::to_device(bias);
+    cuda::DeviceBuffer<int32_t> d_experts(size_t(n * s.k), "experts");
+    cuda::DeviceBuffer<float> d_weights(size_t(n * s.k), "weights");
+    cuda::MoeRouteParams p;
+    p.logits = d_logits.get();
+    p.expert_bias = d_bias.get();
+    p.experts_out = d_experts.get();
+    p.weights_out = d_weights.get();
+    p.n = n;
+    p.experts = s.experts;
+    p.groups = s.groups;
+    p.groups_per_token = s.keep;
+    p.top_k = s.k;
+    p.scaling = 2.5f;
+    cuda::moe_route(p, nullptr);
+    const auto experts = test::to_host(d_experts);
+    const auto weights = test::to_host(d_weights);
+    int differing = 0;
+    for (int t = 0; t < n; ++t) {
+      const auto begin = size_t(t * s.k);
+      const bool same = std::equal(experts.begin() + begin, experts.begin() + begin + s.k,
+                                   ref.experts.begin() + begin);
+      if (!same) {
+        ++differing;
+        EXPECT_TRUE(near_tie(logits, bias, s.experts, t, 1e-6f)) << "token " << t;
+        continue;
+      }
+      for (int j = 0; j < s.k; ++j)
+        EXPECT_NEAR(weights[begin + j], ref.weights[begin + j], 1e-5f) << "token " << t;
+    }
+    EXPECT_LE(differing, n / 50) << "differences must be rare near-ties";
+  }
+}
+
+TEST(CudaMoe, DispatchGroupedGemmAndCombine) {
+  std::mt19937 rng(17);
+  const int n = 37, k = 3, experts = 7, h = 72, n_out = 40;
+  auto x = test::random_floats(size_t(n * h), rng);
+  auto w = test::random_floats(size_t(experts * n_out * h), rng, 0.2f);
+  const auto xb = test::round_bf16(x);
+  const auto wb = test::round_bf16(w);
+  std::vector<int32_t> routed(static_cast<size_t>(n * k));
+  for (int t = 0; t < n; ++t) {  // three distinct experts per token: two of 0..4, and 6; 5 never
+    routed[size_t(t * k + 0)] = t % 5;
+    routed[size_t(t * k + 1)] = (t + 1) % 5;
+    routed[size_t(t * k + 2)] = 6;
+  }
+  auto weights = test::random_floats(size_t(n * k), rng);
+  auto d_x = test::to_device(xb);
+  auto d_w = test::to_device(wb);
+  auto d_routed = test::to_device(routed);
+  auto d_weights = test::to_device(weights);
+  cuda::DeviceBuffer<int32_t> offsets(size_t(experts + 1), "offsets"),
+      order(size_t(n * k), "order"), position(size_t(n * k), "position");
+  cuda::moe_sort(d_routed.get(), n, k, experts, offsets.get(), order.get(), position.get(),
+                 nullptr);
+  cuda::DeviceBuffer<float> y(size_t(n * k * n_out), "y"), out(size_t(n * n_out), "out");
+  cuda::MoeGemmParams p;
+  p.in = reinterpret_cast<const cuda::bf16*>(d_x.get());
+  p.order = order.get();
+  p.top_k = k;
+  p.offsets = offsets.get();
+  p.w = reinterpret_cast<const cuda::bf16*>(d_w.get());
+  p.experts = experts;
+  p.n_out = n_out;
+  p.k = h;
+  p.out = y.get();
+  cuda::moe_grouped_gemm(p, nullptr);
+  cuda::moe_combine(y.get(), position.get(), d_weights.get(), n, k, n_out, out.get(), false,
+                    nullptr);
+  const auto got_offsets = test::to_host(offsets);
+  const auto got_position = test::to_host(position);
+  const auto got_y = test::to_host(y);
+  const auto got = test::to_host(out);
+  EXPECT_EQ(got_offsets[5], got_offsets[6]) << "expert 5 has no rows";
+  EXPECT_EQ(got_offsets[size_t(experts)], n * k);
+  std::vector<float> ref(size_t(n * n_out), 0.0f);
+  for (int t = 0; t < n; ++t)
+    for (int j = 0; j < k; ++j) {
+      const int a = t * k + j, e = routed[size_t(a)], at = got_position[size_t(a)];
+      ASSERT_GE(at, got_offsets[size_t(e)]);
+      ASSERT_LT(at, got_offsets[size_t(e + 1)]);
+      for (int c = 0; c < n_out; ++c) {
+        double dot = 0;
+        for (int d = 0; d < h; ++d)
+          dot += double(x[size_t(t * h + d)]) * w[size_t((e * n_out + c) * h + d)];
+        EXPECT_NEAR(got_y[size_t(at * n_out + c)], dot, 1e-3 * (1 + std::abs(dot)));
+        ref[size_t(t * n_out + c)] += weights[size_t(a)] * float(dot);
+      }
+    }
+  EXPECT_LT(test::rel_error(got, ref), 1e-4);
+}
+
+TEST(CudaMoeRouter, UnsupportedShapeIsAnError) {
+  cuda::MoeRouteParams p;
+  p.experts = 1024;
+  p.top_k = 8;
+  EXPECT_THROW(cuda::moe_route(p, nullptr), std::exception);
+}
+
+}  // namespace
+}  // namespace dllm
