@@ -1,0 +1,107 @@
+// Loading SDAR-VL's on-disk layout (model-specs §7): the language model as the sdar_v family,
+// the vision side (config names as the published config.json spells them, every tensor found).
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "vision/vision_model.h"
+#include "vision_test_util.h"
+
+namespace dllm {
+namespace {
+
+TEST(SdarVlModel, LoadsTheLanguageModelAndTheVisionTower) {
+  auto model = Model::load(test::sdar_vl_fixture());
+  const ModelConfig& c = model->config();
+  EXPECT_EQ(c.family, "sdar_v");
+  EXPECT_EQ(c.model_type, "sdar_v");
+  EXPECT_EQ(c.architecture, "LlavaOnevisionForConditionalGeneration");
+  EXPECT_EQ(c.hidden_size, 64);  // text_config
+  EXPECT_EQ(c.num_layers, 2);
+  EXPECT_EQ(c.attention, AttentionKind::kBlockCausal);
+  EXPECT_EQ(c.block_size, 4);
+  EXPECT_EQ(c.mask_token_id, 290);
+  EXPECT_EQ(c.stop_token_ids, (std::vector<int64_t>{250, 251}));
+
+  auto vision = VisionModel::load(*model);
+  ASSERT_TRUE(vision);
+  const VisionConfig& v = vision->config;
+  EXPECT_EQ(v.image_size, 384);
+  EXPECT_EQ(v.patch_size, 14);
+  EXPECT_EQ(v.patches_per_crop(), 729);
+  EXPECT_EQ(v.pooled_side(), 14);
+  EXPECT_EQ(v.hidden_size, 32);
+  EXPECT_EQ(v.num_layers, 2);
+  EXPECT_EQ(v.layers_to_run(), 2);
+  EXPECT_EQ(v.text_hidden_size, 64);
+  EXPECT_EQ(v.image_token_id, 300);
+  EXPECT_EQ(v.video_token_id, 301);
+  EXPECT_EQ(v.grid_pinpoints.size(), 36u);
+  EXPECT_EQ(v.max_num_patches, 9);
+  EXPECT_FLOAT_EQ(v.image_mean[1], 0.5f);
+  EXPECT_EQ(vision->tensors.layers.size(), 2u);
+
+  // Everything but post_layernorm (not on the vision_feature_layer -1 path) is used.
+  std::set<std::string> used;
+  for (const TensorEntry* t : vision->all_tensors()) used.insert(t->name);
+  std::vector<std::string> unused;
+  for (const std::string& name : model->unused_tensors())
+    if (!used.count(name)) unused.push_back(name);
+  EXPECT_EQ(unused, (std::vector<std::string>{"vision_tower.vision_model.post_layernorm.bias",
+                                              "vision_tower.vision_model.post_layernorm.weight"}));
+}
+
+TEST(SdarVlModel, TextOnlyModelsHaveNoVisionSide) {
+  auto model = Model::load(test::model_fixture("sdar-tiny"));
+  EXPECT_EQ(VisionModel::load(*model), nullptr);
+}
+
+nlohmann::json fixture_config() { return read_json_file(test::sdar_vl_fixture() / "config.json"); }
+
+void expect_vision_error(const nlohmann::json& config, const std::string& needle) {
+  auto model = Model::load(test::sdar_vl_fixture());
+  try {
+    VisionModel::from_parts(*model, config, "config.json");
+    ADD_FAILURE() << "accepted a config that should fail with: " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(SdarVlModel, RefusesWhatItDoesNotImplementNamingTheField) {
+  auto c = fixture_config();
+  c["vision_feature_select_strategy"] = "default";
+  expect_vision_error(c, "vision_feature_select_strategy");
+  c = fixture_config();
+  c["vision_config"]["vision_use_head"] = true;
+  expect_vision_error(c, "vision_use_head");
+  c = fixture_config();
+  c["vision_config"]["patch_size"] = 13;
+  expect_vision_error(c, "not a multiple of patch_size");
+  c = fixture_config();
+  c["image_grid_pinpoints"] = nlohmann::json::array({{384, 500}});
+  expect_vision_error(c, "image_grid_pinpoints");
+  c = fixture_config();
+  c["vision_aspect_ratio"] = "pad";
+  expect_vision_error(c, "vision_aspect_ratio");
+  c = fixture_config();
+  c["image_token_index"] = 100000;
+  expect_vision_error(c, "image_token_index");
+  c = fixture_config();
+  c["vision_feature_layer"] = -5;
+  expect_vision_error(c, "vision_feature_layer");
+  c = fixture_config();
+  c.erase("vision_config");
+  expect_vision_error(c, "vision_config");
+}
+
+TEST(SdarVlModel, FeatureLayerMinusTwoRunsOneLayerFewer) {
+  auto model = Model::load(test::sdar_vl_fixture());
+  auto c = fixture_config();
+  c["vision_feature_layer"] = -2;
+  auto vision = VisionModel::from_parts(*model, c, "config.json");
+  EXPECT_EQ(vision->config.layers_to_run(), 1);
+  EXPECT_EQ(vision->tensors.layers.size(), 1u);
+}
+
+}  // namespace
+}  // namespace dllm
