@@ -42,11 +42,19 @@ def patch_output_size(orig_hw, target_hw):
 
 
 def resize(img, hw):
-    """PIL bicubic (a = -0.5, antialiased support) on 8-bit RGB."""
+    """PIL bicubic (a = -0.5, antialiased support) on 8-bit RGB, the horizontal pass first, then
+    the vertical one, each rounded to 8 bits: the order of torchvision's uint8 antialiased
+    resize (the fast processor SDAR-VL's preprocessor_config.json names) and of Pillow's
+    ImagingResampleInner up to 12.x. Pillow 13 runs the vertical pass first for some shapes
+    (differences of a few levels), so the two passes are asked for one at a time."""
     h, w = hw
     if img.size == (w, h):
         return img.copy()
-    return img.resize((w, h), Image.BICUBIC)
+    if img.size[0] != w:
+        img = img.resize((w, img.size[1]), Image.BICUBIC)
+    if img.size[1] != h:
+        img = img.resize((w, h), Image.BICUBIC)
+    return img
 
 
 def normalize(img, vc):

@@ -37,7 +37,11 @@ void jpeg_error_exit(j_common_ptr cinfo) {
   std::longjmp(err->jump, 1);
 }
 
-void jpeg_silent(j_common_ptr, int) {}
+// Warnings (level -1: corrupt data, premature end) are counted, not printed; the caller refuses
+// an image that had any.
+void jpeg_count_warnings(j_common_ptr cinfo, int level) {
+  if (level < 0) ++cinfo->err->num_warnings;
+}
 
 // libjpeg reports errors by longjmp; nothing with a destructor lives between setjmp and the
 // calls that may jump (the pixel buffer is allocated before, the message is copied after).
@@ -73,7 +77,7 @@ RgbImage decode_jpeg(std::span<const uint8_t> bytes, const std::string& source,
   JpegError err{};
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = jpeg_error_exit;
-  err.mgr.emit_message = jpeg_silent;
+  err.mgr.emit_message = jpeg_count_warnings;
   RgbImage out;
   std::string error;
   bool ok = false;

@@ -71,7 +71,7 @@ RgbImage to_rgb(const AVFrame& f, const std::string& path, const ImageLimits& li
     fail(path, ": video frame is ", f.width, "x", f.height, ", outside the accepted size");
   sws.reset(sws_getCachedContext(sws.release(), f.width, f.height,
                                  static_cast<AVPixelFormat>(f.format), f.width, f.height,
-                                 AV_PIX_FMT_RGB24, SWS_BICUBIC | SWS_ACCURATE_RND | SWS_FULL_CHR_H_INT,
+                                 AV_PIX_FMT_RGB24, SWS_BILINEAR,  // PyAV's default
                                  nullptr, nullptr, nullptr));
   if (!sws) fail(path, ": cannot convert video frames of pixel format ", f.format, " to RGB");
   RgbImage out(f.width, f.height);

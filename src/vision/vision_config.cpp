@@ -32,9 +32,8 @@ void read_vision_tower(const ConfigReader& v, VisionConfig& vc) {
   vc.layer_norm_eps = v.get_double("layer_norm_eps", 1e-6);
   check_range(v.source(), "image_size", vc.image_size, 1, 4096);
   check_range(v.source(), "patch_size", vc.patch_size, 1, vc.image_size);
-  if (vc.image_size % vc.patch_size != 0)
-    fail(v.source(), ": image_size ", vc.image_size, " is not a multiple of patch_size ",
-         vc.patch_size);
+  // 384 / 14: the patch convolution (stride 14, no padding) covers 27 patches and drops the
+  // last 6 pixels, as SigLIP does.
   if (vc.num_channels != 3) v.unsupported("num_channels", std::to_string(vc.num_channels));
   if (vc.hidden_size % vc.num_heads != 0)
     fail(v.source(), ": hidden_size ", vc.hidden_size, " is not a multiple of num_attention_heads ",

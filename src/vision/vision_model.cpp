@@ -64,7 +64,7 @@ VisionTensors resolve(const TensorStore& s, const VisionConfig& vc) {
 }  // namespace
 
 std::unique_ptr<VisionModel> VisionModel::load(const Model& model) {
-  if (model.config().family != "sdar_v") return nullptr;
+  if (model.config().model_type != "sdar_v") return nullptr;
   const auto config_path = model.dir() / "config.json";
   auto vm = from_parts(model, read_json_file(config_path), config_path.string());
   const auto pre_path = model.dir() / "preprocessor_config.json";

@@ -88,7 +88,13 @@ bool host_rows_needed(const SequenceForward& s) {
 
 ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
   const ModelConfig& c = config_;
-  for (size_t i = 0; i < batch.size(); ++i) validate_forward(c, batch[i], i);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    validate_forward(c, batch[i], i);
+    // Vision prompts (SDAR-VL) splice their features on the CPU backend only, for now.
+    if (batch[i].input_embeddings)
+      fail("forward request ", i, ": input embeddings (vision prompts) are not supported by the "
+           "CUDA backend yet; run with --device cpu");
+  }
   ForwardPlan plan;
   plan.seqs.resize(batch.size());
   for (size_t si = 0; si < batch.size(); ++si) {

@@ -24,7 +24,9 @@ ModelConfig parse_sdar_vl(const nlohmann::json& j, const std::string& source) {
   ModelConfig c;
   read_qwen_style_config(t, c);
   read_common_fields(r, c);  // model_type sdar_v, the LLaVA-OneVision architecture
-  c.family = "sdar_v";
+  // The language model is SDAR: every decoder and default keyed on the family applies as is;
+  // model_type "sdar_v" tells the vision side (VisionModel::load) apart.
+  c.family = "sdar";
   c.qk_norm = true;
   c.qkv_bias = t.get_bool("attention_bias", false);
   c.attention = AttentionKind::kBlockCausal;
