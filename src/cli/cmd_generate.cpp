@@ -277,7 +277,8 @@ void add_generate_command(CLI::App& app) {
                   "Image (JPEG / PNG) for a vision-language model (repeatable): with --chat a "
                   "picture before the text; otherwise the prompt's <|image_pad|> placeholders "
                   "take them in order");
-  cmd->add_option("--video", a->videos, "Video for a vision-language model (repeatable), as --image");
+  cmd->add_option("--video", a->videos,
+                  "Video for a vision-language model (repeatable), as --image");
   cmd->add_option("--frames", a->frames, "Frames sampled uniformly from each --video (default 32)");
   cmd->add_option("--concurrency", a->concurrency,
                   "--requests: at most this many requests in flight (default: all)");

@@ -31,22 +31,24 @@ std::string ids_string(const std::vector<int64_t>& ids) {
 // The vision side of a vision-language checkpoint (SDAR-VL).
 void print_vision(const VisionModel& vm) {
   const VisionConfig& v = vm.config;
-  std::printf("vision tower     SigLIP: %lld of %lld layers (feature layer %lld), hidden %lld "
-              "(intermediate %lld), %lld heads\n",
-              static_cast<long long>(v.layers_to_run()), static_cast<long long>(v.num_layers),
-              static_cast<long long>(v.feature_layer), static_cast<long long>(v.hidden_size),
-              static_cast<long long>(v.intermediate_size), static_cast<long long>(v.num_heads));
-  std::printf("vision input     %lldx%lld crops, patch %lld (%lld features per crop), anyres_max_%lld "
-              "over %zu pinpoints; video: %lld features per frame\n",
-              static_cast<long long>(v.image_size), static_cast<long long>(v.image_size),
-              static_cast<long long>(v.patch_size), static_cast<long long>(v.patches_per_crop()),
-              static_cast<long long>(v.max_num_patches), v.grid_pinpoints.size(),
-              static_cast<long long>(v.pooled_side() * v.pooled_side()));
+  std::printf(
+      "vision tower     SigLIP: %lld of %lld layers (feature layer %lld), hidden %lld "
+      "(intermediate %lld), %lld heads\n",
+      static_cast<long long>(v.layers_to_run()), static_cast<long long>(v.num_layers),
+      static_cast<long long>(v.feature_layer), static_cast<long long>(v.hidden_size),
+      static_cast<long long>(v.intermediate_size), static_cast<long long>(v.num_heads));
+  std::printf(
+      "vision input     %lldx%lld crops, patch %lld (%lld features per crop), anyres_max_%lld "
+      "over %zu pinpoints; video: %lld features per frame\n",
+      static_cast<long long>(v.image_size), static_cast<long long>(v.image_size),
+      static_cast<long long>(v.patch_size), static_cast<long long>(v.patches_per_crop()),
+      static_cast<long long>(v.max_num_patches), v.grid_pinpoints.size(),
+      static_cast<long long>(v.pooled_side() * v.pooled_side()));
   std::printf("projector        %lld -> %lld -> %lld (GELU%s), image_newline\n",
               static_cast<long long>(v.hidden_size), static_cast<long long>(v.text_hidden_size),
               static_cast<long long>(v.text_hidden_size), v.projector_bias ? ", bias" : "");
-  std::printf("vision tokens    image %lld, video %lld\n",
-              static_cast<long long>(v.image_token_id), static_cast<long long>(v.video_token_id));
+  std::printf("vision tokens    image %lld, video %lld\n", static_cast<long long>(v.image_token_id),
+              static_cast<long long>(v.video_token_id));
   std::printf("vision params    %lld (%.3f B)\n", static_cast<long long>(vm.parameter_count()),
               static_cast<double>(vm.parameter_count()) / 1e9);
 }

@@ -20,8 +20,9 @@ bool has_vision_inputs(const Request& r) {
 VisionPrompt prepare_vision_prompt(const Request& r, const TextCodec& text,
                                    const VisionSide& vision) {
   if (!vision.model)
-    fail("images and videos need a vision-language model (sdar_v); this model has no vision "
-         "tower");
+    fail(
+        "images and videos need a vision-language model (sdar_v); this model has no vision "
+        "tower");
   if (r.video_frames < 1 || r.video_frames > 1024)
     fail("--frames must be in 1..1024 (got ", r.video_frames, ")");
   VisionItems items;

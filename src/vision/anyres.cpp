@@ -40,7 +40,9 @@ Size2 fit_inside(Size2 image, Size2 target) {
 
 namespace {
 // Python's int(round(x, 7)) for the positive values unpad_image sees.
-int64_t round7_trunc(double x) { return static_cast<int64_t>(std::nearbyint(x * 1e7) / 1e7); }
+int64_t round7_trunc(double x) {
+  return static_cast<int64_t>(std::nearbyint(x * 1e7) / 1e7);
+}
 }  // namespace
 
 FeatureGrid image_feature_grid(Size2 image, const VisionConfig& vc) {

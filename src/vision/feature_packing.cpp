@@ -22,7 +22,8 @@ std::vector<float> pack_image_features(std::span<const float> crop_features, Siz
     for (int64_t c = 0; c < g.cols; ++c) {
       const int64_t R = g.top + r, C = g.left + c;
       const int64_t tile = 1 + (R / side) * g.tiles_wide + C / side;
-      const float* src = crop_features.data() + tile * per_crop + ((R % side) * side + C % side) * D;
+      const float* src =
+          crop_features.data() + tile * per_crop + ((R % side) * side + C % side) * D;
       std::copy_n(src, D, grid.data() + (r * g.cols + c) * D);
     }
   if (g.downscaled) {
@@ -33,7 +34,8 @@ std::vector<float> pack_image_features(std::span<const float> crop_features, Siz
   std::vector<float> out(crop_features.begin(), crop_features.begin() + per_crop);  // base crop
   out.reserve(static_cast<size_t>(image_token_count(image, vc) * D));
   for (int64_t r = 0; r < g.out_rows; ++r) {
-    out.insert(out.end(), grid.begin() + r * g.out_cols * D, grid.begin() + (r + 1) * g.out_cols * D);
+    out.insert(out.end(), grid.begin() + r * g.out_cols * D,
+               grid.begin() + (r + 1) * g.out_cols * D);
     out.insert(out.end(), newline.begin(), newline.end());
   }
   return out;
@@ -44,8 +46,8 @@ std::vector<float> pack_video_features(std::span<const float> frame_features, in
   const int64_t D = static_cast<int64_t>(newline.size()), side = vc.patches_per_side();
   const int64_t pooled = vc.pooled_side(), per_frame = vc.patches_per_crop() * D;
   if (static_cast<int64_t>(frame_features.size()) != frames * per_frame)
-    fail("pack_video_features: features of ", frame_features.size() / std::max<int64_t>(per_frame, 1),
-         " frames for ", frames);
+    fail("pack_video_features: features of ",
+         frame_features.size() / std::max<int64_t>(per_frame, 1), " frames for ", frames);
   std::vector<float> out(static_cast<size_t>(video_token_count(frames, vc) * D));
   for (int64_t f = 0; f < frames; ++f)
     cpu::bilinear_resize(frame_features.data() + f * per_frame, side, side, D,

@@ -16,8 +16,7 @@ namespace {
 void check_dimensions(int64_t w, int64_t h, const std::string& source, const ImageLimits& lim) {
   if (w < 1 || h < 1) fail(source, ": image has no pixels (", w, "x", h, ")");
   if (w > lim.max_side || h > lim.max_side)
-    fail(source, ": image is ", w, "x", h, "; each side must be at most ", lim.max_side,
-         " pixels");
+    fail(source, ": image is ", w, "x", h, "; each side must be at most ", lim.max_side, " pixels");
   if (w * h > lim.max_pixels)
     fail(source, ": image is ", w, "x", h, " = ", w * h, " pixels, more than the accepted ",
          lim.max_pixels, " (decompression bomb guard)");
@@ -126,8 +125,7 @@ bool decode_png_into(png_structp png, png_infop info, PngReader& reader, RgbImag
   png_set_read_fn(png, &reader, png_read_bytes);
   png_read_info(png, info);
   const png_uint_32 w = png_get_image_width(png, info), h = png_get_image_height(png, info);
-  if (w < 1 || h < 1 || w > lim.max_side || h > lim.max_side ||
-      int64_t{w} * h > lim.max_pixels) {
+  if (w < 1 || h < 1 || w > lim.max_side || h > lim.max_side || int64_t{w} * h > lim.max_pixels) {
     too_large = true;
     return false;
   }

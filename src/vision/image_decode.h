@@ -16,7 +16,7 @@
 namespace dllm {
 
 struct ImageLimits {
-  int64_t max_side = 16384;            // pixels along either side
+  int64_t max_side = 16384;               // pixels along either side
   int64_t max_pixels = int64_t{1} << 26;  // 64 Mpixel (PIL's bomb guard warns at 89 M)
 };
 

@@ -35,7 +35,8 @@ void append_crop(const RgbImage& picture, int64_t x0, int64_t y0, const VisionCo
     for (int64_t y = 0; y < s; ++y) {
       const uint8_t* src = picture.row(y0 + y) + x0 * 3 + c;
       float* row = dst + (c * s + y) * s;
-      for (int64_t x = 0; x < s; ++x) row[x] = (static_cast<float>(src[x * 3]) * rescale - mean) / std;
+      for (int64_t x = 0; x < s; ++x)
+        row[x] = (static_cast<float>(src[x * 3]) * rescale - mean) / std;
     }
   }
   out.crops += 1;

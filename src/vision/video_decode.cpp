@@ -90,10 +90,12 @@ std::vector<int64_t> uniform_frame_indices(int64_t total, int64_t wanted) {
     return out;
   }
   // np.linspace(0, total - 1, wanted): start + i * step, the last one exactly total - 1.
-  const double step = wanted > 1 ? static_cast<double>(total - 1) / static_cast<double>(wanted - 1) : 0;
+  const double step =
+      wanted > 1 ? static_cast<double>(total - 1) / static_cast<double>(wanted - 1) : 0;
   for (int64_t i = 0; i < wanted; ++i)
-    out.push_back(i == wanted - 1 && wanted > 1 ? total - 1
-                                                : static_cast<int64_t>(static_cast<double>(i) * step));
+    out.push_back(i == wanted - 1 && wanted > 1
+                      ? total - 1
+                      : static_cast<int64_t>(static_cast<double>(i) * step));
   return out;
 }
 
@@ -113,7 +115,8 @@ DecodedVideo read_video_file(const std::filesystem::path& path, int64_t frames,
   const AVCodec* codec = avcodec_find_decoder(par->codec_id);
   if (!codec) fail(p, ": no decoder for the video codec (id ", par->codec_id, ")");
   std::unique_ptr<AVCodecContext, CodecCloser> ctx(avcodec_alloc_context3(codec));
-  if (avcodec_parameters_to_context(ctx.get(), par) < 0 || avcodec_open2(ctx.get(), codec, nullptr) < 0)
+  if (avcodec_parameters_to_context(ctx.get(), par) < 0 ||
+      avcodec_open2(ctx.get(), codec, nullptr) < 0)
     fail(p, ": cannot open the video decoder");
   std::unique_ptr<AVPacket, PacketCloser> pkt(av_packet_alloc());
   std::unique_ptr<AVFrame, FrameCloser> frame(av_frame_alloc());

@@ -14,8 +14,7 @@ const nlohmann::json& nested_object(const ConfigReader& r, const char* key) {
   return r.json()[key];
 }
 
-void check_range(const std::string& source, const char* field, int64_t v, int64_t lo,
-                 int64_t hi) {
+void check_range(const std::string& source, const char* field, int64_t v, int64_t lo, int64_t hi) {
   if (v < lo || v > hi)
     fail(source, ": field '", field, "' is ", v, ", outside the accepted range ", lo, "..", hi);
 }
@@ -68,9 +67,8 @@ std::vector<std::pair<int64_t, int64_t>> read_pinpoints(const ConfigReader& r, i
 
 VisionConfig read_vision(const ConfigReader& r, const ModelConfig& text) {
   VisionConfig vc;
-  read_vision_tower(ConfigReader(nested_object(r, "vision_config"),
-                                 r.source() + " (vision_config)"),
-                    vc);
+  read_vision_tower(
+      ConfigReader(nested_object(r, "vision_config"), r.source() + " (vision_config)"), vc);
   vc.text_hidden_size = text.hidden_size;
   vc.feature_layer = r.has("vision_feature_layer") ? r.get_int("vision_feature_layer") : -1;
   if (vc.feature_layer < -(vc.num_layers + 1) || vc.feature_layer > vc.num_layers ||

@@ -46,7 +46,7 @@ struct VisionConfig {
   std::array<float, 3> image_std{0.5f, 0.5f, 0.5f};
   double rescale_factor = 1.0 / 255.0;
 
-  int64_t patches_per_side() const { return image_size / patch_size; }  // 27
+  int64_t patches_per_side() const { return image_size / patch_size; }                  // 27
   int64_t patches_per_crop() const { return patches_per_side() * patches_per_side(); }  // 729
   // Number of tower layers run to reach feature_layer.
   int64_t layers_to_run() const {

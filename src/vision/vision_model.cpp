@@ -47,7 +47,8 @@ VisionTensors resolve(const TensorStore& s, const VisionConfig& vc) {
   const int64_t d = vc.hidden_size, th = vc.text_hidden_size;
   const std::string p = "vision_tower.vision_model.embeddings.";
   VisionTensors v;
-  v.patch_w = want(s, p + "patch_embedding.weight", {d, vc.num_channels, vc.patch_size, vc.patch_size});
+  v.patch_w =
+      want(s, p + "patch_embedding.weight", {d, vc.num_channels, vc.patch_size, vc.patch_size});
   v.patch_b = want(s, p + "patch_embedding.bias", {d});
   v.position = want(s, p + "position_embedding.weight", {vc.patches_per_crop(), d});
   for (int64_t i = 0; i < vc.layers_to_run(); ++i) v.layers.push_back(resolve_layer(s, vc, i));

@@ -21,13 +21,13 @@ struct VisionLayerTensors {
 };
 
 struct VisionTensors {
-  const TensorEntry* patch_w = nullptr;   // [hidden, 3, patch, patch]
-  const TensorEntry* patch_b = nullptr;   // [hidden]
-  const TensorEntry* position = nullptr;  // [patches_per_crop, hidden]
-  std::vector<VisionLayerTensors> layers;  // the layers_to_run() first layers
+  const TensorEntry* patch_w = nullptr;                      // [hidden, 3, patch, patch]
+  const TensorEntry* patch_b = nullptr;                      // [hidden]
+  const TensorEntry* position = nullptr;                     // [patches_per_crop, hidden]
+  std::vector<VisionLayerTensors> layers;                    // the layers_to_run() first layers
   const TensorEntry *proj1_w = nullptr, *proj1_b = nullptr;  // [text_hidden, hidden]
   const TensorEntry *proj2_w = nullptr, *proj2_b = nullptr;  // [text_hidden, text_hidden]
-  const TensorEntry* image_newline = nullptr;                 // [text_hidden]
+  const TensorEntry* image_newline = nullptr;                // [text_hidden]
 };
 
 struct VisionModel {

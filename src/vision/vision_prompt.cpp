@@ -10,8 +10,7 @@ namespace dllm {
 
 ExpandedPrompt expand_placeholders(std::span<const int32_t> ids,
                                    std::span<const int64_t> image_tokens,
-                                   std::span<const int64_t> video_tokens,
-                                   const VisionConfig& vc) {
+                                   std::span<const int64_t> video_tokens, const VisionConfig& vc) {
   const auto image_id = static_cast<int32_t>(vc.image_token_id);
   const auto video_id = static_cast<int32_t>(vc.video_token_id);
   const auto n_image = std::count(ids.begin(), ids.end(), image_id);

@@ -16,8 +16,8 @@
 namespace dllm {
 
 struct VisionItems {
-  std::vector<RgbImage> images;                // in placeholder order
-  std::vector<std::vector<RgbImage>> videos;   // sampled frames of each video, in order
+  std::vector<RgbImage> images;               // in placeholder order
+  std::vector<std::vector<RgbImage>> videos;  // sampled frames of each video, in order
 };
 
 struct ExpandedPrompt {
@@ -29,8 +29,7 @@ struct ExpandedPrompt {
 // `image_tokens` / `video_tokens` are their feature counts. Error naming the mismatch otherwise.
 ExpandedPrompt expand_placeholders(std::span<const int32_t> ids,
                                    std::span<const int64_t> image_tokens,
-                                   std::span<const int64_t> video_tokens,
-                                   const VisionConfig& vc);
+                                   std::span<const int64_t> video_tokens, const VisionConfig& vc);
 
 struct VisionPrompt {
   ExpandedPrompt prompt;

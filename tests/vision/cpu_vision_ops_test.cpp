@@ -45,7 +45,8 @@ TEST(CpuVisionOps, GeluFormsMatchNaive) {
   cpu::gelu_erf(e.data(), static_cast<int64_t>(e.size()));
   for (size_t i = 0; i < x.size(); ++i) {
     const double v = x[i];
-    const double want_t = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
+    const double want_t =
+        0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v)));
     const double want_e = 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
     EXPECT_NEAR(t[i], want_t, 1e-5 * (1 + std::abs(want_t)));
     EXPECT_NEAR(e[i], want_e, 1e-5 * (1 + std::abs(want_e)));
@@ -54,8 +55,8 @@ TEST(CpuVisionOps, GeluFormsMatchNaive) {
 
 // torch.nn.functional.interpolate(mode="bilinear", align_corners=False), written out.
 TEST(CpuVisionOps, BilinearResizeMatchesNaive) {
-  for (auto [h, w, oh, ow] : {std::array<int64_t, 4>{27, 27, 14, 14}, {81, 108, 72, 96},
-                              {5, 9, 11, 4}, {6, 6, 6, 6}}) {
+  for (auto [h, w, oh, ow] :
+       {std::array<int64_t, 4>{27, 27, 14, 14}, {81, 108, 72, 96}, {5, 9, 11, 4}, {6, 6, 6, 6}}) {
     const int64_t c = 3;
     auto in = random_values(h * w * c, 5);
     std::vector<float> out(oh * ow * c);

@@ -115,7 +115,8 @@ TEST(ResizeBicubic, AgreesWithAFloatingPointResamplerWithinOneLevel) {
       continue;
     }
     // Two separable passes in double, rounded once at the end.
-    auto taps = [](int64_t in, int64_t n_out, int64_t o, std::vector<std::pair<int64_t, double>>& t) {
+    auto taps = [](int64_t in, int64_t n_out, int64_t o,
+                   std::vector<std::pair<int64_t, double>>& t) {
       const double scale = double(in) / n_out, fs = std::max(scale, 1.0), sup = 2 * fs;
       const double c = (o + 0.5) * scale;
       t.clear();
@@ -123,8 +124,10 @@ TEST(ResizeBicubic, AgreesWithAFloatingPointResamplerWithinOneLevel) {
       for (int64_t i = std::max<int64_t>(0, int64_t(c - sup + 0.5));
            i < std::min<int64_t>(in, int64_t(c + sup + 0.5)); ++i) {
         double x = std::abs((i - c + 0.5) / fs), k = 0;
-        if (x < 1) k = (1.5 * x - 2.5) * x * x + 1;
-        else if (x < 2) k = ((-0.5 * x + 2.5) * x - 4) * x + 2;
+        if (x < 1)
+          k = (1.5 * x - 2.5) * x * x + 1;
+        else if (x < 2)
+          k = ((-0.5 * x + 2.5) * x - 4) * x + 2;
         t.emplace_back(i, k);
         tot += k;
       }
@@ -203,10 +206,9 @@ TEST(ImageDecode, GreyAndAlphaImagesBecomeRgbLikePilConvert) {
 TEST(VideoDecode, BadVideosGetClearErrors) {
   const auto dir = test::temp_dir("video-decode");
   std::ofstream(dir / "junk.mp4") << "this is not a video at all";
-  for (auto [path, needle] :
-       {std::pair{dir / "junk.mp4", std::string("junk.mp4")},
-        std::pair{dir / "missing.mp4", std::string("missing.mp4")},
-        std::pair{dir, dir.filename().string()}}) {
+  for (auto [path, needle] : {std::pair{dir / "junk.mp4", std::string("junk.mp4")},
+                              std::pair{dir / "missing.mp4", std::string("missing.mp4")},
+                              std::pair{dir, dir.filename().string()}}) {
     try {
       read_video_file(path, 4);
       ADD_FAILURE() << path << " decoded";

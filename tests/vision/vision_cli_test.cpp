@@ -6,7 +6,9 @@
 namespace dllm {
 namespace {
 
-std::string dllm(const std::string& args) { return test::dllm_binary() + " " + args + " 2>&1"; }
+std::string dllm(const std::string& args) {
+  return test::dllm_binary() + " " + args + " 2>&1";
+}
 
 TEST(VisionCli, InfoShowsTheVisionTower) {
   const auto r = test::run_command(dllm("info " + test::sdar_vl_fixture().string()));
@@ -28,11 +30,11 @@ TEST(VisionCli, GenerateWithAnImageAndAVideoFollowsTheReference) {
     if (!(i > 0 && expanded[i] == expanded[i - 1] && (expanded[i] == 300 || expanded[i] == 301)))
       ids += (ids.empty() ? "" : ",") + std::to_string(expanded[i]);
   const auto dir = test::sdar_vl_fixture();
-  const auto r = test::run_command(dllm(
-      "generate -m " + dir.string() + " --device cpu --prompt-ids " + ids + " --image " +
-      (dir / "images/alpha.png").string() + " --video " + (dir / "video.mkv").string() +
-      " --frames 4 --max-tokens " + std::to_string(c["greedy_tokens"].size()) +
-      " --remasking low_confidence_static --format json"));
+  const auto r = test::run_command(
+      dllm("generate -m " + dir.string() + " --device cpu --prompt-ids " + ids + " --image " +
+           (dir / "images/alpha.png").string() + " --video " + (dir / "video.mkv").string() +
+           " --frames 4 --max-tokens " + std::to_string(c["greedy_tokens"].size()) +
+           " --remasking low_confidence_static --format json"));
   ASSERT_EQ(r.status, 0) << r.output;
   const auto j = nlohmann::json::parse(r.output.substr(r.output.find('{')));
   EXPECT_EQ(j["ids"], c["greedy_tokens"]) << r.output;

@@ -23,7 +23,8 @@ Request case_request(const nlohmann::json& c, const nlohmann::json& ref) {
   Request r;
   r.prompt_ids = collapse_placeholders(c["ids"].get<std::vector<int32_t>>());
   for (const auto& name : c["images"])
-    r.image_files.push_back((dir / ref["images"][name.get<std::string>()]["file"].get<std::string>()).string());
+    r.image_files.push_back(
+        (dir / ref["images"][name.get<std::string>()]["file"].get<std::string>()).string());
   if (c["video"].get<bool>()) {
     r.video_files.push_back((dir / "video.mkv").string());
     r.video_frames = ref["video"]["sampled"];

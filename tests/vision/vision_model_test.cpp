@@ -56,7 +56,9 @@ TEST(SdarVlModel, TextOnlyModelsHaveNoVisionSide) {
   EXPECT_EQ(VisionModel::load(*model), nullptr);
 }
 
-nlohmann::json fixture_config() { return read_json_file(test::sdar_vl_fixture() / "config.json"); }
+nlohmann::json fixture_config() {
+  return read_json_file(test::sdar_vl_fixture() / "config.json");
+}
 
 void expect_vision_error(const nlohmann::json& config, const std::string& needle) {
   auto model = Model::load(test::sdar_vl_fixture());

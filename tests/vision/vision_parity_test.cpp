@@ -64,7 +64,8 @@ TEST_F(VisionParity, ImageFeaturesMatchTheReference) {
     const auto& info = ref_["images"][name];
     const std::vector<float> feats = image_features(name);
     ASSERT_EQ(static_cast<int64_t>(feats.size()), info["tokens"].get<int64_t>() * D) << name;
-    const NpyArray want = read_npy(test::sdar_vl_fixture() / (std::string("features_") + name + ".npy"));
+    const NpyArray want =
+        read_npy(test::sdar_vl_fixture() / (std::string("features_") + name + ".npy"));
     const auto rows = info["rows"].get<std::vector<int64_t>>();
     ASSERT_EQ(want.shape, (std::vector<int64_t>{int64_t(rows.size()), D}));
     EXPECT_LE(test::rel_error(pick(feats, rows, D), want.f32), 1e-4) << name;

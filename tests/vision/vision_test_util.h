@@ -12,7 +12,9 @@
 
 namespace dllm::test {
 
-inline std::filesystem::path sdar_vl_fixture() { return model_fixture("sdar-vl-tiny"); }
+inline std::filesystem::path sdar_vl_fixture() {
+  return model_fixture("sdar-vl-tiny");
+}
 inline nlohmann::json sdar_vl_reference() {
   return read_json_file(sdar_vl_fixture() / "reference.json");
 }

@@ -217,8 +217,8 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     int64_t row = 0;
     for (const auto& seq : batch)
       for (size_t i = 0; i < seq.tokens.size(); ++i) {
-        const float* given = seq.input_embeddings ? seq.input_embeddings->at(seq.positions[i])
-                                                  : nullptr;
+        const float* given =
+            seq.input_embeddings ? seq.input_embeddings->at(seq.positions[i]) : nullptr;
         std::copy_n(given ? given : embed_.ptr() + static_cast<int64_t>(seq.tokens[i]) * h, h,
                     &x[static_cast<size_t>(row++ * h)]);
       }

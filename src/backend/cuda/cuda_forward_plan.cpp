@@ -92,7 +92,8 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
     validate_forward(c, batch[i], i);
     // Vision prompts (SDAR-VL) splice their features on the CPU backend only, for now.
     if (batch[i].input_embeddings)
-      fail("forward request ", i, ": input embeddings (vision prompts) are not supported by the "
+      fail("forward request ", i,
+           ": input embeddings (vision prompts) are not supported by the "
            "CUDA backend yet; run with --device cpu");
   }
   ForwardPlan plan;

@@ -7,10 +7,9 @@
 namespace dllm {
 
 const std::vector<const Family*>& all_families() {
-  static const std::vector<const Family*> families = {&kSdarFamily,       &kWedlmFamily,
-                                                      &kFastDllmV2Family, &kDreamFamily,
-                                                      &kLladaFamily,      &kLlada2MoeFamily,
-                                                      &kSdarVlFamily};
+  static const std::vector<const Family*> families = {
+      &kSdarFamily,  &kWedlmFamily,     &kFastDllmV2Family, &kDreamFamily,
+      &kLladaFamily, &kLlada2MoeFamily, &kSdarVlFamily};
   return families;
 }
 

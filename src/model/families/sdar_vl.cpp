@@ -14,7 +14,8 @@ namespace {
 
 const nlohmann::json& text_config(const ConfigReader& r) {
   if (!r.has("text_config") || !r.json()["text_config"].is_object())
-    fail(r.source(), ": field 'text_config' must be an object (the SDAR config of an sdar_v model)");
+    fail(r.source(),
+         ": field 'text_config' must be an object (the SDAR config of an sdar_v model)");
   return r.json()["text_config"];
 }
 
@@ -47,8 +48,9 @@ std::string sdar_vl_layer_tensor(int64_t layer, LayerTensor t) {
 
 const Family kSdarVlFamily{
     .name = "sdar_v",
-    .description = "SDAR-VL: SigLIP vision tower + MLP projector + SDAR block diffusion "
-                   "(LLaVA-OneVision layout)",
+    .description =
+        "SDAR-VL: SigLIP vision tower + MLP projector + SDAR block diffusion "
+        "(LLaVA-OneVision layout)",
     .model_types = {"sdar_v"},
     .architectures = {},  // LlavaOnevisionForConditionalGeneration alone does not say SDAR
     .unsupported = "",
