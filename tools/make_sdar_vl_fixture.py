@@ -110,6 +110,9 @@ def weights(gen):
     t["image_newline"] = r(H, scale=1.0)
     q = "language_model.model."
     t[q + "embed_tokens.weight"] = r(V, H, scale=3.0)  # tokens dominate the residual
+    # A quiet mask embedding: the masks' predictions then come from what they attend to (the
+    # prompt and its vision features), so decoding trajectories tell a missing splice apart.
+    t[q + "embed_tokens.weight"][MASK] = (t[q + "embed_tokens.weight"][MASK].float() * 0.02).to(torch.bfloat16)
     t[q + "norm.weight"] = norm(H)
     t["language_model.lm_head.weight"] = r(V, H, scale=1.0)  # logits spread (std ~8)
     nh, kvh, hd, inter = TEXT["heads"], TEXT["kv_heads"], TEXT["head_dim"], TEXT["inter"]
@@ -281,6 +284,8 @@ def main():
         # Greedy block decoding (SDAR generate.py, low_confidence_static, one token per step):
         # the prompt's last partial block filled with masks, then one more block.
         gen = greedy_block_decode(W, ids, feats, tc, (-len(ids)) % 4 + 4)
+        plain = greedy_block_decode(W, ids, {}, tc, (-len(ids)) % 4 + 4)
+        print(name, "greedy", gen, "without features", plain)
         meta["cases"].append({"name": name, "ids": ids, "rows": rows, "logits": f"logits_{name}.npy",
                               "greedy_tokens": gen,
                               "images": ["wide"] if name == "image" else (["alpha"] if name == "image_video" else []),

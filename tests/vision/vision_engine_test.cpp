@@ -44,6 +44,14 @@ TEST(VisionEngine, GreedyBlockDecodingFollowsTheReference) {
     EXPECT_EQ(out.prompt_ids, c["ids"].get<std::vector<int32_t>>()) << c["name"];
     EXPECT_EQ(out.stats.prompt_tokens, static_cast<int64_t>(c["ids"].size()));
     EXPECT_EQ(out.token_ids, c["greedy_tokens"].get<std::vector<int32_t>>()) << c["name"];
+
+    // The same expanded ids without the features decode differently (the fixture's quiet mask
+    // embedding makes the masks follow the prompt): the trajectory rests on the splice.
+    Request plain = case_request(c, ref);
+    plain.prompt_ids = c["ids"].get<std::vector<int32_t>>();
+    plain.image_files.clear();
+    plain.video_files.clear();
+    EXPECT_NE(engine.generate(plain).token_ids, out.token_ids) << c["name"];
   }
 }
 
