@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include "core/error.h"
+#include "model/families/family.h"
+#include "vision/anyres.h"
 #include "vision/vision_model.h"
 #include "vision_test_util.h"
 
@@ -104,6 +106,50 @@ TEST(SdarVlModel, FeatureLayerMinusTwoRunsOneLayerFewer) {
   auto vision = VisionModel::from_parts(*model, c, "config.json");
   EXPECT_EQ(vision->config.layers_to_run(), 1);
   EXPECT_EQ(vision->tensors.layers.size(), 1u);
+}
+
+}  // namespace
+}  // namespace dllm
+
+namespace dllm {
+namespace {
+
+// The published SDAR-VL-8B config.json (configs/sdar-vl-8b.json): every name and number read.
+TEST(SdarVlModel, ParsesThePublishedEightBillionConfig) {
+  const auto path = std::filesystem::path(DLLM_SOURCE_DIR) / "configs" / "sdar-vl-8b.json";
+  const nlohmann::json j = read_json_file(path);
+  const Family& f = find_family(j, path.string());
+  EXPECT_EQ(f.name, "sdar_v");
+  const ModelConfig c = f.parse_config(j, path.string());
+  EXPECT_EQ(c.hidden_size, 4096);
+  EXPECT_EQ(c.intermediate_size, 12288);
+  EXPECT_EQ(c.num_layers, 36);
+  EXPECT_EQ(c.num_heads, 32);
+  EXPECT_EQ(c.num_kv_heads, 8);
+  EXPECT_EQ(c.head_dim, 128);
+  EXPECT_EQ(c.vocab_size, 151936);
+  EXPECT_EQ(c.block_size, 4);
+  EXPECT_EQ(c.mask_token_id, 151669);
+  EXPECT_DOUBLE_EQ(c.rope_theta, 1e6);
+  const VisionConfig v = read_vision_config(j, c, path.string());
+  EXPECT_EQ(v.image_size, 384);
+  EXPECT_EQ(v.patch_size, 14);
+  EXPECT_EQ(v.patches_per_crop(), 729);
+  EXPECT_EQ(v.hidden_size, 1152);
+  EXPECT_EQ(v.intermediate_size, 4304);
+  EXPECT_EQ(v.num_layers, 27);
+  EXPECT_EQ(v.num_heads, 16);
+  EXPECT_EQ(v.layers_to_run(), 27);
+  EXPECT_EQ(v.text_hidden_size, 4096);
+  EXPECT_EQ(v.image_token_id, 151655);
+  EXPECT_EQ(v.video_token_id, 151656);
+  EXPECT_EQ(v.grid_pinpoints.size(), 36u);
+  EXPECT_EQ(v.grid_pinpoints.back(), (std::pair<int64_t, int64_t>{2304, 2304}));
+  EXPECT_EQ(v.max_num_patches, 9);
+  // Token counts as LlavaOnevisionProcessor writes them: a 384² image is the base crop plus one
+  // tile (27 rows of 27 + newline); a 4-frame video 4 x 196 + 1.
+  EXPECT_EQ(image_token_count({384, 384}, v), 729 + 27 * 28);
+  EXPECT_EQ(video_token_count(4, v), 785);
 }
 
 }  // namespace
