@@ -120,7 +120,7 @@ void png_error_fn(png_structp png, png_const_charp msg) {
 void png_warning_fn(png_structp, png_const_charp) {}
 
 bool decode_png_into(png_structp png, png_infop info, PngReader& reader, RgbImage& out,
-                     const std::string& source, const ImageLimits& lim, bool& too_large) {
+                     const ImageLimits& lim, bool& too_large) {
   if (setjmp(png_jmpbuf(png))) return false;
   png_set_read_fn(png, &reader, png_read_bytes);
   png_read_info(png, info);
@@ -129,7 +129,6 @@ bool decode_png_into(png_structp png, png_infop info, PngReader& reader, RgbImag
     too_large = true;
     return false;
   }
-  (void)source;
   // PIL's convert("RGB"): palette and grey expanded, alpha (and tRNS) dropped, 16-bit cut.
   png_set_expand(png);
   png_set_strip_16(png);
@@ -158,7 +157,7 @@ RgbImage decode_png(std::span<const uint8_t> bytes, const std::string& source,
   png_set_chunk_malloc_max(png, 64u << 20);
   RgbImage out;
   bool too_large = false;
-  const bool ok = info && decode_png_into(png, info, reader, out, source, lim, too_large);
+  const bool ok = info && decode_png_into(png, info, reader, out, lim, too_large);
   int64_t w = info ? png_get_image_width(png, info) : 0;
   int64_t h = info ? png_get_image_height(png, info) : 0;
   png_destroy_read_struct(&png, info ? &info : nullptr, nullptr);

@@ -174,6 +174,8 @@ void expect_decode_error(std::span<const uint8_t> bytes, const std::string& need
 TEST(ImageDecode, BadImagesGetClearErrors) {
   const auto dir = test::sdar_vl_fixture() / "images";
   const auto png = file_bytes(dir / "wide.png"), jpg = file_bytes(dir / "tall.jpg");
+  ASSERT_GT(png.size(), 100u) << dir;  // the slices below need the fixture files
+  ASSERT_GT(jpg.size(), 100u) << dir;
   expect_decode_error(std::span(png).first(png.size() / 2), "PNG");
   expect_decode_error(std::span(jpg).first(jpg.size() / 2), "JPEG");
   expect_decode_error(std::span(png).first(5), "not a JPEG or PNG");
