@@ -122,10 +122,6 @@ SequenceRequest Engine::Impl::make_sequence(const Request& request, uint64_t id,
   std::optional<VisionPrompt> vp;
   Request expanded;
   if (has_vision_inputs(request)) {
-    if (on_gpu)
-      fail(
-          "images and videos run on the CPU backend for now (--device cpu): the CUDA forward does "
-          "not take input embeddings yet");
     vp = prepare_vision_prompt(request, *text, vision);
     expanded = request;
     expanded.prompt_ids = vp->prompt.ids;
