@@ -11,6 +11,8 @@ PACKAGES=(
   libpcre2-dev             # tokenizer pre-tokenizer regexes (look-ahead, \p{L})
   libutf8proc-dev          # Unicode NFC normalisation
   libcpp-httplib-dev       # dllm serve: HTTP/1.1 server (and the tests' client)
+  libjpeg-dev libpng-dev   # vision input: JPEG and PNG decoding (src/vision/)
+  libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # vision input: video (FFmpeg)
   python3-venv python3-dev # the Python package and the Python tests' venv (scripts/python-env.sh)
   libgtest-dev libgmock-dev
   libbenchmark-dev

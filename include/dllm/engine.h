@@ -56,6 +56,14 @@ struct Request {
                                     // rendered by the checkpoint's chat template
   std::string chat_template_kwargs_json;  // extra template variables, e.g. {"enable_thinking":
                                           // false}
+  // Vision-language models (SDAR-VL): pictures and videos for the prompt's <|image_pad|> and
+  // <|video_pad|> placeholders, in order, one placeholder token per item (the chat template
+  // writes one for each {"type": "image"} / {"type": "video"} content part). Each placeholder is
+  // expanded to the item's feature count and its embeddings replaced by the features; the
+  // result's prompt_ids show the expansion. Files are read when the request is submitted.
+  std::vector<std::string> image_files;  // JPEG or PNG
+  std::vector<std::string> video_files;  // any container / codec FFmpeg decodes
+  int32_t video_frames = 32;             // frames sampled uniformly from each video
 
   std::string strategy;                  // empty: the family's default (block, full, wedlm, ...)
   std::optional<int32_t> max_tokens;     // generated tokens at most (full diffusion: the canvas)

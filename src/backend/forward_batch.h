@@ -3,11 +3,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <vector>
 
 #include "attention/attention_rule.h"
 #include "attention/sparse_attention.h"
+#include "backend/input_embeddings.h"
 #include "backend/method_state.h"
 #include "decode/token_stats.h"
 #include "kv/kv_cache.h"
@@ -68,6 +70,9 @@ struct SequenceForward {
   std::vector<int32_t> tokens;     // query tokens, in physical order
   std::vector<int32_t> positions;  // their logical RoPE positions (same length)
   AttentionRule rule;
+  // Vision-language prompts: embeddings that replace the token embedding of the query rows at
+  // the positions they cover (backend/input_embeddings.h); shared by the sequence's forwards.
+  std::shared_ptr<const InputEmbeddings> input_embeddings;
 
   // Cache entries the queries see: a slot list, or by default the committed range [0, length).
   std::optional<std::vector<int32_t>> visible_slots;

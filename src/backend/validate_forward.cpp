@@ -103,6 +103,15 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
         fail(where, "verify: residual uniform ", v.residual_u[i], " is outside [0, 1)");
     }
   }
+  if (const InputEmbeddings* e = seq.input_embeddings.get()) {
+    if (e->dim != config.hidden_size)
+      fail(where, "input embeddings are ", e->dim, " wide, the model's hidden size is ",
+           config.hidden_size);
+    for (int32_t r : e->row_of_position)
+      if (r >= 0 && (static_cast<int64_t>(r) + 1) * e->dim > static_cast<int64_t>(e->rows.size()))
+        fail(where, "input embedding row ", r, " is outside the ", e->rows.size() / e->dim,
+             " rows given");
+  }
   if (!seq.rng_positions.empty() && seq.rng_positions.size() != seq.output_rows.size())
     fail(where, seq.rng_positions.size(), " rng positions for ", seq.output_rows.size(),
          " output rows");

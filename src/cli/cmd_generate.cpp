@@ -56,6 +56,8 @@ struct GenerateArgs {
   std::map<std::string, CLI::Option*> knobs;
   std::string requests;  // --requests FILE.jsonl
   int concurrency = 0;
+  std::vector<std::string> images, videos;  // vision-language models
+  int32_t frames = 32;
 };
 
 std::string join_ids(std::span<const int32_t> ids) {
@@ -106,7 +108,15 @@ Request request_from_args(const GenerateArgs& a) {
     if (a.prompt.empty()) fail("--chat needs the user message in -p");
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
-    messages.push_back({{"role", "user"}, {"content", a.prompt}});
+    if (a.images.empty() && a.videos.empty()) {
+      messages.push_back({{"role", "user"}, {"content", a.prompt}});
+    } else {  // content parts: the pictures and videos first, then the text
+      nlohmann::ordered_json parts = nlohmann::ordered_json::array();
+      for (size_t i = 0; i < a.images.size(); ++i) parts.push_back({{"type", "image"}});
+      for (size_t i = 0; i < a.videos.size(); ++i) parts.push_back({{"type", "video"}});
+      parts.push_back({{"type", "text"}, {"text", a.prompt}});
+      messages.push_back({{"role", "user"}, {"content", parts}});
+    }
     r.messages_json = messages.dump();
   } else {
     if (!a.system.empty()) fail("--system needs --chat");
@@ -124,6 +134,9 @@ Request request_from_args(const GenerateArgs& a) {
   if (a.sampling[1]->count()) r.top_k = a.top_k;
   if (a.sampling[2]->count()) r.top_p = a.top_p;
   r.seed = parse_seed(a.seed);
+  r.image_files = a.images;
+  r.video_files = a.videos;
+  r.video_frames = a.frames;
   r.stop = a.stops;
   r.trace = a.trace;
   for (const auto& [name, opt] : a.knobs)
@@ -278,6 +291,13 @@ void add_generate_command(CLI::App& app) {
                   "Run every request of a JSON-lines file through one engine at once (keys as "
                   "the options: prompt | prompt_ids | messages, strategy, max_tokens, ...); one "
                   "JSON result per line, in input order");
+  cmd->add_option("--image", a->images,
+                  "Image (JPEG / PNG) for a vision-language model (repeatable): with --chat a "
+                  "picture before the text; otherwise the prompt's <|image_pad|> placeholders "
+                  "take them in order");
+  cmd->add_option("--video", a->videos,
+                  "Video for a vision-language model (repeatable), as --image");
+  cmd->add_option("--frames", a->frames, "Frames sampled uniformly from each --video (default 32)");
   cmd->add_option("--concurrency", a->concurrency,
                   "--requests: at most this many requests in flight (default: all)");
   // Strategy knobs: the table every front end shares (decode/decode_options.h).

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "model/model.h"
+#include "vision/vision_model.h"
 
 namespace dllm::cli {
 
@@ -25,6 +26,31 @@ std::string ids_string(const std::vector<int64_t>& ids) {
   std::string s;
   for (int64_t id : ids) s += (s.empty() ? "" : ",") + std::to_string(id);
   return s.empty() ? "-" : s;
+}
+
+// The vision side of a vision-language checkpoint (SDAR-VL).
+void print_vision(const VisionModel& vm) {
+  const VisionConfig& v = vm.config;
+  std::printf(
+      "vision tower     SigLIP: %lld of %lld layers (feature layer %lld), hidden %lld "
+      "(intermediate %lld), %lld heads\n",
+      static_cast<long long>(v.layers_to_run()), static_cast<long long>(v.num_layers),
+      static_cast<long long>(v.feature_layer), static_cast<long long>(v.hidden_size),
+      static_cast<long long>(v.intermediate_size), static_cast<long long>(v.num_heads));
+  std::printf(
+      "vision input     %lldx%lld crops, patch %lld (%lld features per crop), anyres_max_%lld "
+      "over %zu pinpoints; video: %lld features per frame\n",
+      static_cast<long long>(v.image_size), static_cast<long long>(v.image_size),
+      static_cast<long long>(v.patch_size), static_cast<long long>(v.patches_per_crop()),
+      static_cast<long long>(v.max_num_patches), v.grid_pinpoints.size(),
+      static_cast<long long>(v.pooled_side() * v.pooled_side()));
+  std::printf("projector        %lld -> %lld -> %lld (GELU%s), image_newline\n",
+              static_cast<long long>(v.hidden_size), static_cast<long long>(v.text_hidden_size),
+              static_cast<long long>(v.text_hidden_size), v.projector_bias ? ", bias" : "");
+  std::printf("vision tokens    image %lld, video %lld\n", static_cast<long long>(v.image_token_id),
+              static_cast<long long>(v.video_token_id));
+  std::printf("vision params    %lld (%.3f B)\n", static_cast<long long>(vm.parameter_count()),
+              static_cast<double>(vm.parameter_count()) / 1e9);
 }
 
 void run_info(const std::string& dir) {
@@ -87,7 +113,15 @@ void run_info(const std::string& dir) {
               human_bytes(static_cast<double>(params) * 4).c_str());
   std::printf("kv per token     %s (fp32, all layers)\n",
               human_bytes(static_cast<double>(2 * c.num_layers * c.kv_dim() * 4)).c_str());
-  const auto unused = model->unused_tensors();
+  const auto vision = VisionModel::load(*model);
+  if (vision) print_vision(*vision);
+  std::vector<std::string> unused;
+  for (const std::string& name : model->unused_tensors()) {
+    bool used = false;
+    if (vision)
+      for (const TensorEntry* t : vision->all_tensors()) used = used || t->name == name;
+    if (!used) unused.push_back(name);
+  }
   if (!unused.empty())
     std::printf("unused tensors   %zu (e.g. %s)\n", unused.size(), unused.front().c_str());
 }

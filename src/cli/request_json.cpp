@@ -90,6 +90,12 @@ Request request_from_json(const nlohmann::json& j) {
       r.stop_token_ids = whole_list(v, "stop_token_ids");
     } else if (key == "ignore_eos") {
       r.ignore_eos = get<bool>(j, "ignore_eos");
+    } else if (key == "image_files") {  // vision-language models: paths, as --image
+      r.image_files = get<std::vector<std::string>>(j, "image_files");
+    } else if (key == "video_files") {
+      r.video_files = get<std::vector<std::string>>(j, "video_files");
+    } else if (key == "video_frames") {
+      r.video_frames = get<int32_t>(j, "video_frames");
     } else if (key == "custom_id") {
       // copied to the result by the caller
     } else {

@@ -16,6 +16,7 @@
 #include "engine/engine_core.h"
 #include "engine/request_params.h"
 #include "engine/text_codec.h"
+#include "engine/vision_request.h"
 #include "io/json_file.h"
 #include "model/random_model.h"
 
@@ -95,6 +96,7 @@ struct Engine::Impl {
   std::unique_ptr<Model> model;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<TextCodec> text;
+  VisionSide vision;  // vision-language models only
   std::unique_ptr<EngineCore> core;
   bool on_gpu = false;
 
@@ -116,7 +118,17 @@ struct Engine::Impl {
 
 SequenceRequest Engine::Impl::make_sequence(const Request& request, uint64_t id,
                                             OutputCallback on_output) {
-  ResolvedRequest rr = resolve_request(request, *model, *text, id, on_gpu);
+  // A vision prompt is resolved as the prompt ids it expands to (context limits count them).
+  std::optional<VisionPrompt> vp;
+  Request expanded;
+  if (has_vision_inputs(request)) {
+    vp = prepare_vision_prompt(request, *text, vision);
+    expanded = request;
+    expanded.prompt_ids = vp->prompt.ids;
+    expanded.prompt.clear();
+    expanded.messages_json.clear();
+  }
+  ResolvedRequest rr = resolve_request(vp ? expanded : request, *model, *text, id, on_gpu);
   auto st = std::make_shared<RequestState>();
   st->id = id;
   st->on_output = std::move(on_output);
@@ -128,6 +140,10 @@ SequenceRequest Engine::Impl::make_sequence(const Request& request, uint64_t id,
   SequenceRequest seq;
   seq.id = id;
   seq.prompt = std::move(rr.prompt);
+  if (vp) {
+    seq.input_embeddings = vp->embeddings;
+    seq.modality = std::move(vp->prompt.modality);
+  }
   seq.params = std::move(rr.params);
   seq.stop_ids = std::move(rr.stop_ids);
   SequenceCallbacks& cb = seq.callbacks;
@@ -246,6 +262,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   m.backend = make_backend(*m.model, config.device);
   m.on_gpu = m.backend->name().rfind("cuda", 0) == 0;
   m.text = std::make_unique<TextCodec>(*m.model, config.model);
+  m.vision = load_vision_side(*m.model);
   m.backend->create_kv_pool(kv_pool_pages(config, *m.backend), config.kv_page_size);
   SchedulerConfig sc;
   sc.max_running = config.max_running;

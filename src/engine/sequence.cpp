@@ -56,6 +56,9 @@ void Sequence::share_prefix() {
   if (forwards_.size() != 1) return;
   SequenceForward& f = forwards_[0];
   if (f.cache != cache_.get() || !is_shareable_prefill(f, *f.cache, request_.prompt)) return;
+  // Pages are keyed by token ids; a vision prompt's placeholders stand for features the ids do
+  // not identify, so its prefill is neither published nor adopted.
+  if (request_.input_embeddings) return;
   prefill_tokens_.assign(f.tokens.begin(), f.tokens.begin() + committed_rows(f));
   prefill_rule_ = f.rule;
   prefix_cached_tokens = adopt_shared_prefix(f, *f.cache);
@@ -77,6 +80,7 @@ bool Sequence::plan(Backend& backend) {
     forwards_.clear();
     return false;
   }
+  for (SequenceForward& f : forwards_) f.input_embeddings = request_.input_embeddings;
   // A forward planned without a cache sees only its own queries: an empty scratch cache says
   // the same, and gives its fresh K/V pool pages for the length of the step.
   for (SequenceForward& f : forwards_)

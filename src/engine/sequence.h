@@ -15,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "engine/generation.h"
+#include "vision/modality.h"
 
 namespace dllm {
 
@@ -28,6 +29,10 @@ struct SequenceCallbacks {
 struct SequenceRequest {
   uint64_t id = 0;
   std::vector<int32_t> prompt;
+  // Vision-language prompts: the features that replace the placeholders' embeddings (every
+  // forward of the sequence carries them) and the modality of each prompt token.
+  std::shared_ptr<const InputEmbeddings> input_embeddings;
+  std::vector<Modality> modality;
   DecodeParams params;  // resolved; params.sequence_id keys the RNG
   std::vector<int64_t> stop_ids;
   SequenceCallbacks callbacks;

@@ -282,9 +282,12 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
   {
     int64_t row = 0;
     for (const auto& seq : batch)
-      for (int32_t tok : seq.tokens)
-        std::copy_n(embed_.ptr() + static_cast<int64_t>(tok) * h, h,
+      for (size_t i = 0; i < seq.tokens.size(); ++i) {
+        const float* given =
+            seq.input_embeddings ? seq.input_embeddings->at(seq.positions[i]) : nullptr;
+        std::copy_n(given ? given : embed_.ptr() + static_cast<int64_t>(seq.tokens[i]) * h, h,
                     &x[static_cast<size_t>(row++ * h)]);
+      }
   }
   const float eps = static_cast<float>(c.norm_eps);
   std::vector<float>&xn = sc.xn, &q = sc.q, &k = sc.k, &v = sc.v, &attn = sc.attn, &o = sc.o;

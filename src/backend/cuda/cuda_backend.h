@@ -95,6 +95,7 @@ class CudaBackend final : public Backend {
   // directly). `ints` is where the staged integers are copied from; device statistics go to
   // `stats_dst` (pinned for graphs).
   void enqueue(ForwardPlan& plan, const int32_t* ints, cuda::DeviceTokenStats* stats_dst);
+  void splice_input_embeddings(const ForwardPlan& plan);
   void enqueue_layer(ForwardPlan& plan, int64_t layer);
   void enqueue_attention(ForwardPlan& plan, int64_t layer, const LayerRows& rows);
   // The FFN of `m` normed rows (xn_) into `out` (added to it when `accumulate`): dense SwiGLU, or

@@ -82,6 +82,32 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
   if (moved) drop_graphs();
 }
 
+// Vision prompts: the rows whose positions carry given embeddings overwrite the token
+// embeddings in the fp32 residual stream, one copy per run of consecutive rows whose given
+// embeddings are consecutive too (a placeholder run of the prefill is one copy). Not captured
+// (such plans are never graphable), so the host rows are read when the copy is enqueued.
+void CudaBackend::splice_input_embeddings(const ForwardPlan& plan) {
+  const int64_t h = config_.hidden_size;
+  for (const PlannedSequence& p : plan.seqs) {
+    const InputEmbeddings* e = p.seq->input_embeddings.get();
+    if (!e) continue;
+    const auto& pos = p.seq->positions;
+    for (int64_t i = 0; i < p.rows;) {
+      const float* first = e->at(pos[static_cast<size_t>(i)]);
+      if (!first) {
+        ++i;
+        continue;
+      }
+      int64_t n = 1;
+      while (i + n < p.rows && e->at(pos[static_cast<size_t>(i + n)]) == first + n * h) ++n;
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(x_.get() + (p.row_offset + i) * h, first,
+                                      static_cast<size_t>(n * h) * sizeof(float),
+                                      cudaMemcpyHostToDevice, stream_));
+      i += n;
+    }
+  }
+}
+
 void CudaBackend::enqueue(ForwardPlan& plan, const int32_t* ints,
                           cuda::DeviceTokenStats* stats_dst) {
   DLLM_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), ints, plan.ints.size() * sizeof(int32_t),
@@ -93,6 +119,7 @@ void CudaBackend::enqueue(ForwardPlan& plan, const int32_t* ints,
   cuda::embed(ints_.get(), embed_.get(), x_.get(), static_cast<int>(plan.padded_rows),
               static_cast<int>(config_.hidden_size), stream_);
   op_end();
+  if (plan.any_input_embeddings) splice_input_embeddings(plan);
   for (int64_t li = 0; li < config_.num_layers; ++li) enqueue_layer(plan, li);
   enqueue_outputs(plan, stats_dst);
 }

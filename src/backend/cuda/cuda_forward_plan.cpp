@@ -88,8 +88,11 @@ bool host_rows_needed(const SequenceForward& s) {
 
 ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
   const ModelConfig& c = config_;
-  for (size_t i = 0; i < batch.size(); ++i) validate_forward(c, batch[i], i);
   ForwardPlan plan;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    validate_forward(c, batch[i], i);
+    plan.any_input_embeddings = plan.any_input_embeddings || batch[i].input_embeddings;
+  }
   plan.seqs.resize(batch.size());
   for (size_t si = 0; si < batch.size(); ++si) {
     const SequenceForward& seq = batch[si];
@@ -174,7 +177,9 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
 
 void CudaBackend::stage(ForwardPlan& plan) {
   std::vector<int32_t>& ints = plan.ints;
-  plan.graphable = graphs_enabled_ && !profiling_ && !plan.any_reuse && plan.attn_rows_total == 0;
+  // Input embeddings are copied from host memory each forward: never part of a captured graph.
+  plan.graphable = graphs_enabled_ && !profiling_ && !plan.any_reuse && plan.attn_rows_total == 0 &&
+                   !plan.any_input_embeddings;
   const int64_t T = plan.total_rows;
   const int64_t Tp = plan.padded_rows = plan.graphable ? row_bucket(T) : T;
   // tokens | positions | pool slots, each padded_rows long (padding: token 0, position 0, the

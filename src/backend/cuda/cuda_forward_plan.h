@@ -55,6 +55,7 @@ struct ForwardPlan {
   // Device token statistics: each output row's banned-list index (-1: none), and the lists.
   size_t row_ban_at = 0, bans_at = 0;
   bool any_reuse = false;
+  bool any_input_embeddings = false;  // a sequence replaces token embeddings (vision prompts)
   // Batched paged attention: its plan region in the staging (all rows of every sequence), the
   // grid capacity it runs with, and the per-sequence template a dLLM-Cache layer re-plans from.
   std::vector<cuda::AttentionBatchSeq> attention_seqs;

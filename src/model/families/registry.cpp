@@ -2,13 +2,14 @@
 
 #include "core/error.h"
 #include "model/families/family.h"
+#include "model/families/sdar_vl.h"
 
 namespace dllm {
 
 const std::vector<const Family*>& all_families() {
-  static const std::vector<const Family*> families = {&kSdarFamily,       &kWedlmFamily,
-                                                      &kFastDllmV2Family, &kDreamFamily,
-                                                      &kLladaFamily,      &kLlada2MoeFamily};
+  static const std::vector<const Family*> families = {
+      &kSdarFamily,  &kWedlmFamily,     &kFastDllmV2Family, &kDreamFamily,
+      &kLladaFamily, &kLlada2MoeFamily, &kSdarVlFamily};
   return families;
 }
 
