@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/install-deps.sh
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLLM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DDLLM_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DDLLM_VIDEO=OFF \
   -DCMAKE_EXE_LINKER_FLAGS="-static-libstdc++ -static-libgcc" >/dev/null
 cmake --build build-gpu -j"$(nproc)" --target dllm dllm_cuda_tests
 rm -rf gpu-bundle && mkdir -p gpu-bundle/bin gpu-bundle/lib

@@ -83,21 +83,7 @@ RgbImage to_rgb(const AVFrame& f, const std::string& path, const ImageLimits& li
 
 }  // namespace
 
-std::vector<int64_t> uniform_frame_indices(int64_t total, int64_t wanted) {
-  std::vector<int64_t> out;
-  if (wanted >= total) {
-    for (int64_t i = 0; i < total; ++i) out.push_back(i);
-    return out;
-  }
-  // np.linspace(0, total - 1, wanted): start + i * step, the last one exactly total - 1.
-  const double step =
-      wanted > 1 ? static_cast<double>(total - 1) / static_cast<double>(wanted - 1) : 0;
-  for (int64_t i = 0; i < wanted; ++i)
-    out.push_back(i == wanted - 1 && wanted > 1
-                      ? total - 1
-                      : static_cast<int64_t>(static_cast<double>(i) * step));
-  return out;
-}
+bool video_decoding_available() { return true; }
 
 DecodedVideo read_video_file(const std::filesystem::path& path, int64_t frames,
                              const ImageLimits& limits) {

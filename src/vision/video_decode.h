@@ -19,6 +19,9 @@ struct DecodedVideo {
   std::vector<RgbImage> frames;  // one per index
 };
 
+// False in a build without FFmpeg (-DDLLM_VIDEO=OFF), where read_video_file fails with an error.
+bool video_decoding_available();
+
 // Frame numbers picked from `total` frames when `wanted` are asked for.
 std::vector<int64_t> uniform_frame_indices(int64_t total, int64_t wanted);
 
