@@ -118,6 +118,13 @@ TEST_F(GenerateCli, BadInputIsAClearError) {
       {" --prompt-ids 1,999999", "outside the vocabulary"},
       {" -p hi --format xml", "--format 'xml'"},
       {" -p hi --seed 18446744073709551616", "--seed must be a whole number in"},
+      // Issue 19's crash and hang cases: non-finite or denormal temperatures (every confidence
+      // NaN), S2D2 bin counts whose product overflowed int32.
+      {" -p hi --temperature nan", "--temperature must be >= 0 (got nan)"},
+      {" -p hi --temperature inf", "--temperature must be >= 0 (got inf)"},
+      {" -p hi --temperature 1e-40", "--temperature must be 0 (greedy) or at least 1e-05"},
+      {" -p hi --strategy s2d2 --verify-policy bandit --ucb-span-bins 65536 --ucb-progress-bins 65536",
+       "-bins must be in [1, 64]"},
       {" -p hi --seed 1.5", "--seed must be a whole number in"},
       {" -p hi --seed -9223372036854775809", "--seed must be a whole number in"},
   };

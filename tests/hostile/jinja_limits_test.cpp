@@ -53,6 +53,24 @@ TEST(HostileJinja, GrowthByConcatenationInLoops) {
       "max_list_items");
 }
 
+// A namespace is the one container a template mutates; storing it inside itself (directly or
+// through other values) would leak the cycle and make printing it recurse forever.
+TEST(HostileJinja, ANamespaceCannotContainItself) {
+  for (const std::string source :
+       {"{% set ns = namespace() %}{% set ns.u = ns %}",
+        "{% set ns = namespace() %}{% set ns.u = [1, {'a': [ns]}] %}{{ ns }}",
+        "{% set a = namespace() %}{% set b = namespace(a=a) %}{% set a.b = b %}"}) {
+    const std::string e = render_error(source);
+    EXPECT_TRUE(contains(e, "inside itself")) << source << "\n -> " << e;
+  }
+  // Values that merely hold the same namespace twice, or another namespace, are fine.
+  EXPECT_EQ(jinja::Template("{% set a = namespace(x=1) %}{% set b = namespace() %}"
+                            "{% set b.p = [a, a] %}{{ b.p[1].x }}",
+                            "t")
+                .render(nlohmann::ordered_json::object()),
+            "1");
+}
+
 TEST(HostileJinja, LongLoopsAndSteps) {
   expect_limit("{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}",
                "max_steps");

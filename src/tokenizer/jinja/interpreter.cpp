@@ -274,6 +274,27 @@ Value Interpreter::call_macro(const MacroStmt& macro, const ScopePtr& closure, C
   return Value(std::move(text));
 }
 
+// Whether `target` is `from` or sits anywhere inside it. A namespace attribute is the one place a
+// template mutates a container, so refusing there keeps every value acyclic — a cycle of shared
+// pointers would never be freed (found by fuzz_jinja_template: {% set ns.u = ns %}) and printing
+// it would recurse without end. The walk is charged to max_steps: one step per container and per
+// 64 of its elements, so walking big flat lists again and again still ends at the limit.
+bool Interpreter::reaches(const Value& from, const DictData& target) {
+  if (from.is_dict()) {
+    const DictData& d = from.as_dict();
+    if (&d == &target) return true;
+    charge_steps(1 + static_cast<int64_t>(d.entries.size()) / 64);
+    for (const auto& [key, v] : d.entries)
+      if (reaches(v, target)) return true;
+  } else if (from.is_list()) {
+    const ListData& l = from.as_list();
+    charge_steps(1 + static_cast<int64_t>(l.items.size()) / 64);
+    for (const Value& v : l.items)
+      if (reaches(v, target)) return true;
+  }
+  return false;
+}
+
 void Interpreter::assign(const AssignTarget& target, const Value& value) {
   if (!target.namespace_attribute.empty()) {
     const Value ns = lookup(target.names[0]);
@@ -283,6 +304,9 @@ void Interpreter::assign(const AssignTarget& target, const Value& value) {
     if (target.namespace_attribute.front() == '_')
       throw_error("chat templates cannot store underscore-prefixed attributes on a namespace ('",
                   target.namespace_attribute, "')");
+    if (reaches(value, ns.as_dict()))
+      throw_error("cannot store '", target.names[0], "' inside itself (namespace attribute '",
+                  target.namespace_attribute, "'): a value that contains itself never ends");
     ns.as_dict().set(Value(target.namespace_attribute), value);
     return;
   }

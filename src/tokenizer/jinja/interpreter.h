@@ -40,6 +40,9 @@ class Interpreter {
   void charge_bytes(uint64_t bytes);
 
  private:
+  // Whether `target` is `from` or is inside it (charged to max_steps); see assign().
+  bool reaches(const Value& from, const DictData& target);
+
   struct Scope {
     std::unordered_map<std::string, Value> variables;
     std::shared_ptr<Scope> parent;
