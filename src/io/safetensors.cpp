@@ -216,6 +216,17 @@ const TensorEntry& TensorStore::get(std::string_view name) const {
   return *t;
 }
 
+const TensorEntry* TensorStore::get_weight(std::string_view name,
+                                            const std::vector<int64_t>& shape) const {
+  const TensorEntry& t = get(name);
+  if (t.shape != shape)
+    fail(t.file, ": tensor '", name, "' has shape ", shape_string(t.shape), ", expected ",
+         shape_string(shape), " from config.json");
+  if (!t.dtype)
+    fail(t.file, ": tensor '", name, "' has dtype ", t.dtype_name, "; supported: BF16, F16, F32");
+  return &t;
+}
+
 std::vector<const TensorEntry*> TensorStore::all() const {
   std::vector<const TensorEntry*> out;
   for (const auto& [_, t] : by_name_) out.push_back(t);
@@ -249,14 +260,13 @@ void TensorStore::add_owned(std::string name, DType dtype, std::vector<int64_t> 
 
 HostTensor TensorStore::load_f32(std::string_view name,
                                  const std::vector<int64_t>& expected_shape) const {
-  const TensorEntry& t = get(name);
-  if (t.shape != expected_shape)
-    fail(t.file, ": tensor '", name, "' has shape ", shape_string(t.shape), ", expected ",
-         shape_string(expected_shape));
-  if (!t.dtype)
-    fail(t.file, ": tensor '", name, "' has dtype ", t.dtype_name, "; supported: BF16, F16, F32");
-  HostTensor out(t.shape);
-  convert_to_f32(*t.dtype, t.data, out.ptr(), static_cast<size_t>(t.numel()));
+  return to_f32(get_weight(name, expected_shape));
+}
+
+HostTensor to_f32(const TensorEntry* t) {
+  if (!t) return {};
+  HostTensor out(t->shape);
+  convert_to_f32(*t->dtype, t->data, out.ptr(), static_cast<size_t>(t->numel()));
   return out;
 }
 

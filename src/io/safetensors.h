@@ -34,6 +34,10 @@ struct TensorEntry {
   int64_t numel() const { return HostTensor::count(shape); }
 };
 
+// An fp32 copy of a tensor's values in its shape (the CPU backends compute in fp32); an empty
+// tensor for nullptr (an optional weight the checkpoint lacks).
+HostTensor to_f32(const TensorEntry* t);
+
 // The tensors and metadata a safetensors image (length, JSON header, data) describes; entries
 // point into `bytes`. Validates everything (see above); errors name `name`. SafetensorsFile uses
 // it on a mapped file; the fuzzer (fuzz/) on raw bytes.
@@ -68,6 +72,9 @@ class TensorStore {
 
   const TensorEntry* find(std::string_view name) const;
   const TensorEntry& get(std::string_view name) const;  // Error naming the checkpoint if absent
+  // get() of a weight whose shape config.json fixes and whose dtype the backends read (BF16,
+  // F16, F32): an Error naming the file and tensor otherwise.
+  const TensorEntry* get_weight(std::string_view name, const std::vector<int64_t>& shape) const;
   std::vector<const TensorEntry*> all() const;          // sorted by name
   size_t total_bytes() const;
   const std::string& source() const { return source_; }

@@ -73,14 +73,8 @@ std::unique_ptr<Model> Model::from_parts(const nlohmann::json& config, TensorSto
 
 void Model::resolve_tensors() {
   const ModelConfig& c = config_;
-  auto want = [&](const std::string& name, std::vector<int64_t> shape) -> const TensorEntry* {
-    const TensorEntry& t = store_.get(name);
-    if (t.shape != shape)
-      fail(t.file, ": tensor '", name, "' has shape ", shape_string(t.shape), ", expected ",
-           shape_string(shape), " from config.json");
-    if (!t.dtype)
-      fail(t.file, ": tensor '", name, "' has dtype ", t.dtype_name, "; supported: BF16, F16, F32");
-    return &t;
+  auto want = [&](const std::string& name, const std::vector<int64_t>& shape) {
+    return store_.get_weight(name, shape);
   };
   const int64_t h = c.hidden_size;
   tensors_.embed = want(family_->global_tensor(GlobalTensor::kEmbed), {c.vocab_size, h});

@@ -13,13 +13,6 @@
 namespace dllm {
 namespace {
 
-HostTensor to_f32(const TensorEntry* t) {
-  if (!t) return {};
-  HostTensor out(t->shape);
-  convert_to_f32(*t->dtype, t->data, out.ptr(), static_cast<size_t>(t->numel()));
-  return out;
-}
-
 struct CpuVisionLayer {
   HostTensor ln1_w, ln1_b, q_w, q_b, k_w, k_b, v_w, v_b, out_w, out_b, ln2_w, ln2_b, fc1_w, fc1_b,
       fc2_w, fc2_b;

@@ -8,13 +8,7 @@ namespace {
 
 const TensorEntry* want(const TensorStore& store, const std::string& name,
                         const std::vector<int64_t>& shape) {
-  const TensorEntry& t = store.get(name);
-  if (t.shape != shape)
-    fail(t.file, ": tensor '", name, "' has shape ", shape_string(t.shape), ", expected ",
-         shape_string(shape), " from config.json");
-  if (!t.dtype)
-    fail(t.file, ": tensor '", name, "' has dtype ", t.dtype_name, "; supported: BF16, F16, F32");
-  return &t;
+  return store.get_weight(name, shape);
 }
 
 VisionLayerTensors resolve_layer(const TensorStore& s, const VisionConfig& vc, int64_t i) {

@@ -18,13 +18,6 @@
 namespace dllm::cpu_backend {
 namespace {
 
-HostTensor to_f32(const TensorEntry* t) {
-  if (!t) return {};
-  HostTensor out(t->shape);
-  convert_to_f32(*t->dtype, t->data, out.ptr(), static_cast<size_t>(t->numel()));
-  return out;
-}
-
 // Rows [first, first + count) of a [rows, cols] weight.
 HostTensor row_slice(const HostTensor& t, int64_t first, int64_t count) {
   HostTensor out({count, t.dim(1)});
