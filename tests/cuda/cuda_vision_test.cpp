@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "backend/backend.h"
+#include "cuda/cuda_test_util.h"
 #include "dllm/engine.h"
 #include "io/json_file.h"
 #include "io/npy.h"
@@ -16,14 +17,7 @@
 namespace dllm {
 namespace {
 
-double rel_error(std::span<const float> ours, std::span<const float> ref) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    num += (double(ours[i]) - ref[i]) * (double(ours[i]) - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return std::sqrt(num / den);
-}
+using test::rel_error;
 
 std::filesystem::path fixture() {
   return test::model_fixture("sdar-vl-tiny");

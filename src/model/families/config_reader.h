@@ -58,6 +58,9 @@ void read_common_fields(const ConfigReader& r, ModelConfig& c);
 void read_context_limit(const ConfigReader& r, const std::string& key, ModelConfig& c);
 // Qwen2/Qwen3 style config (SDAR, WeDLM, Fast-dLLM v2, Dream): sizes, RoPE, norm, ids.
 void read_qwen_style_config(const ConfigReader& r, ModelConfig& c);
+// SDAR's config (model-specs §1): Qwen3 style with q/k norm, block-causal attention of
+// block_size, unshifted logits, its mask token; also the language model of SDAR-VL.
+void read_sdar_config(const ConfigReader& r, ModelConfig& c);
 // Hugging Face Qwen tensor names (model.layers.{i}.self_attn.q_proj.weight, ...).
 std::string qwen_global_tensor(GlobalTensor t);
 std::string qwen_layer_tensor(int64_t layer, LayerTensor t);

@@ -3,11 +3,8 @@
 #include "model/families/config_reader.h"
 
 namespace dllm {
-namespace {
 
-ModelConfig parse_sdar(const nlohmann::json& j, const std::string& source) {
-  ConfigReader r(j, source);
-  ModelConfig c;
+void read_sdar_config(const ConfigReader& r, ModelConfig& c) {
   read_qwen_style_config(r, c);
   c.family = "sdar";
   c.qk_norm = true;
@@ -16,6 +13,14 @@ ModelConfig parse_sdar(const nlohmann::json& j, const std::string& source) {
   c.block_size = r.get_int("block_size", 4);
   c.shifted_logits = false;
   c.mask_token_id = r.get_token_id("mask_token_id", 151669);
+}
+
+namespace {
+
+ModelConfig parse_sdar(const nlohmann::json& j, const std::string& source) {
+  ConfigReader r(j, source);
+  ModelConfig c;
+  read_sdar_config(r, c);
   return c;
 }
 

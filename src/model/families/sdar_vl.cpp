@@ -23,17 +23,10 @@ ModelConfig parse_sdar_vl(const nlohmann::json& j, const std::string& source) {
   ConfigReader r(j, source);
   ConfigReader t(text_config(r), source + " (text_config)");
   ModelConfig c;
-  read_qwen_style_config(t, c);
+  // The language model is SDAR (family "sdar"): every decoder and default keyed on the family
+  // applies as is; model_type "sdar_v" tells the vision side (VisionModel::load) apart.
+  read_sdar_config(t, c);
   read_common_fields(r, c);  // model_type sdar_v, the LLaVA-OneVision architecture
-  // The language model is SDAR: every decoder and default keyed on the family applies as is;
-  // model_type "sdar_v" tells the vision side (VisionModel::load) apart.
-  c.family = "sdar";
-  c.qk_norm = true;
-  c.qkv_bias = t.get_bool("attention_bias", false);
-  c.attention = AttentionKind::kBlockCausal;
-  c.block_size = t.get_int("block_size", 4);
-  c.shifted_logits = false;
-  c.mask_token_id = t.get_token_id("mask_token_id", 151669);
   return c;
 }
 
