@@ -17,7 +17,8 @@ EngineCore::EngineCore(const Model& model, Backend& backend, const SchedulerConf
     : model_(model),
       backend_(backend),
       pool_(backend.kv_pool()),
-      scheduler_(config, model.config(), backend) {}
+      scheduler_(config, model.config(), backend),
+      step_log_(StepLog::from_environment()) {}
 
 void EngineCore::add(SequenceRequest request) {
   // Count what every request streams and how it ends.
@@ -79,6 +80,7 @@ bool EngineCore::step() {
   counters_.preemptions = scheduler_.preemptions();
   if (batch.sequences.empty()) return false;
   const auto t1 = std::chrono::steady_clock::now();
+  const int64_t rows_before = counters_.rows, committed_before = counters_.committed_tokens;
   std::vector<SequenceResult> results;
   try {
     results = run(batch);
@@ -93,6 +95,12 @@ bool EngineCore::step() {
   const auto t3 = std::chrono::steady_clock::now();
   counters_.forward_seconds += seconds_between(t1, t2);
   counters_.schedule_seconds += seconds_between(t0, t1) + seconds_between(t2, t3);
+  if (step_log_)
+    step_log_->write({t0, 1e3 * seconds_between(t0, t1), 1e3 * seconds_between(t1, t2),
+                      1e3 * seconds_between(t2, t3), static_cast<int64_t>(batch.sequences.size()),
+                      counters_.rows - rows_before, counters_.committed_tokens - committed_before,
+                      static_cast<int64_t>(scheduler_.waiting()),
+                      static_cast<int64_t>(scheduler_.running())});
   return true;
 }
 

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "engine/generation.h"
 #include "engine/scheduler.h"
+#include "engine/step_log.h"
 
 namespace dllm {
 
@@ -61,6 +62,7 @@ class EngineCore {
   KvPool& pool_;
   Scheduler scheduler_;
   EngineCounters counters_;
+  std::unique_ptr<StepLog> step_log_;  // DLLM_STEP_LOG
   uint64_t arrivals_ = 0;
   uint64_t next_internal_id_ = uint64_t{1} << 62;  // ids of generate() calls
 };

@@ -3,7 +3,11 @@
 // and automatic prefix sharing — on the CPU backend with the embedded models.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <sstream>
 
 #include "support/engine_runs.h"
 #include "support/test_paths.h"
@@ -234,6 +238,43 @@ TEST(EngineCore, FusedCommitsDecodeTheSameTokens) {
     fewer += b.stats.forwards < a.stats.forwards;
   }
   EXPECT_GT(fewer, 6);
+}
+
+// DLLM_STEP_LOG: one line per step, whose counts add up to what the engine counted.
+TEST(EngineCore, StepLogHasOneLinePerStep) {
+  auto model = Model::load(embedded("tiny-block"));
+  auto backend = make_cpu_backend(*model);
+  const auto path = std::filesystem::temp_directory_path() / "dllm_step_log_test.tsv";
+  ::setenv("DLLM_STEP_LOG", path.c_str(), 1);
+  EngineCore core(*model, *backend);
+  ::unsetenv("DLLM_STEP_LOG");
+  test::run_together(core, test::mixed_cases(*model, {"block", "ar"}, 6, 4));
+  std::ifstream in(path);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_EQ(line.rfind("t_s\tschedule_ms\tforward_ms", 0), 0u) << line;
+  int64_t lines = 0, sequences = 0, rows = 0, committed = 0;
+  double last_t = -1;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    double t, sched, fwd, post;
+    int64_t seqs, r, c, waiting, running;
+    ASSERT_TRUE(f >> t >> sched >> fwd >> post >> seqs >> r >> c >> waiting >> running) << line;
+    EXPECT_GE(t, last_t);
+    EXPECT_GE(fwd, 0);
+    last_t = t;
+    ++lines;
+    sequences += seqs;
+    rows += r;
+    committed += c;
+  }
+  const EngineCounters& k = core.counters();
+  EXPECT_EQ(lines, k.steps);
+  EXPECT_EQ(sequences, k.sequences_in_steps);
+  EXPECT_EQ(rows, k.rows);
+  EXPECT_EQ(committed, k.committed_tokens);
+  EXPECT_GT(committed, 0);
+  std::filesystem::remove(path);
 }
 
 }  // namespace
