@@ -330,7 +330,10 @@ void run_bench(const BenchArgs& a) {
       std::sort(times.begin(), times.end());
       const double ms = times[times.size() / 2];
       const int64_t keys = a.at_slots ? ctx : ctx + static_cast<int64_t>(step.tokens.size());
-      const double floor_ms = (weight_bytes + kv_bytes_per_token * keys) / bw * 1e3;
+      // MoE: only the experts this step's rows route to (Model::parameters_read).
+      const double step_weight_bytes =
+          model->parameters_read(static_cast<int64_t>(step.tokens.size())) * elem;
+      const double floor_ms = (step_weight_bytes + kv_bytes_per_token * keys) / bw * 1e3;
 
       backend->set_profiling(true);
       backend->forward(std::span(&step, 1));

@@ -152,7 +152,6 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
     backend.create_kv_pool(int64_t{max_n} * ((slots_each + page - 1) / page + 1), page);
   const double bw = measure_copy_bandwidth(device), gemm = measure_gemm_rate(device);
   const double elem = gpu ? 2.0 : 4.0;
-  const double weight_bytes = double(model.parameter_count()) * elem;
   const double kv_per_token = 2.0 * c.num_layers * c.kv_dim() * elem;
   std::printf(
       "\n%s on %s: prompt %d, %d generated tokens per request, one token per step%s; copy %.0f "
@@ -183,8 +182,9 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
       // The floor of a full step halfway through the generation.
       const double keys = a.prompt_length + a.max_tokens / 2.0 + block;
       const double rows = double(n) * block;
-      const double bytes = weight_bytes + kv_per_token * keys * n;
-      const double flops = 2.0 * double(model.parameter_count()) * rows +
+      // MoE: only the experts the rows route to (Model::parameters_read).
+      const double bytes = model.parameters_read(int64_t{n} * block) * elem + kv_per_token * keys * n;
+      const double flops = 2.0 * model.parameters_per_row() * rows +
                            4.0 * rows * keys * double(c.num_heads * c.head_dim * c.num_layers);
       const double floor_ms = std::max(bytes / bw, flops / gemm) * 1e3;
       const double tps = double(t.generated) / t.seconds;

@@ -112,8 +112,7 @@ void BlockDiffusionDecoder::observe_denoise(const SequenceResult& result) {
     const size_t i = static_cast<size_t>(pending_rows_[r]);
     masked[i] = true;
     sampled[i] = st.token;
-    confidence[i] =
-        params_.confidence == ConfidenceKind::kTempered ? st.p_token_tempered : st.p_token;
+    confidence[i] = tempered_confidence(params_) ? st.p_token_tempered : st.p_token;
   }
   const int32_t k = schedule_[static_cast<size_t>(std::min<int32_t>(step_, params_.steps - 1))];
   for (int32_t i : select_unmask(params_.remasking, confidence, masked, k, params_.threshold))

@@ -27,6 +27,10 @@ enum class ConfidenceKind {
   kFiltered,  // p(token) under the filtered distribution (SDAR generate.py)
 };
 
+struct DecodeParams;
+// Whether the unmasking rule compares tempered probabilities (the default when unset).
+bool tempered_confidence(const DecodeParams& p);
+
 // Everything a decoder reads; family defaults are filled in by resolve_decode_params().
 struct DecodeParams {
   static constexpr int32_t kFamilyDefault = std::numeric_limits<int32_t>::min();
@@ -47,7 +51,8 @@ struct DecodeParams {
   // separate commit forwards (the random stream counts the commit as its own step), one forward
   // fewer per block.
   bool fuse_commit = false;
-  ConfidenceKind confidence = ConfidenceKind::kTempered;
+  // Unset: the family's default (tempered; LLaDA2.x: filtered, as its generate() does).
+  std::optional<ConfidenceKind> confidence;
   // WeDLM streaming parallel decoding (method-specs §3); unset: family defaults.
   std::optional<int32_t> window;           // W slots after the committed prefix (16)
   std::optional<float> entropy_threshold;  // tau in nats (0.4); -inf = none: one token per step

@@ -204,10 +204,19 @@ void resolve_dllm_cache(const ModelConfig& c, DecodeParams& p) {
     fail("--strategy dllmcache decodes greedily (--temperature 0, no --top-k / --top-p)");
 }
 
+}  // namespace
+
+bool tempered_confidence(const DecodeParams& p) {
+  return p.confidence.value_or(ConfidenceKind::kTempered) == ConfidenceKind::kTempered;
+}
+
+namespace {
+
 // LLaDA2.x sampling (model-specs §6.5): the confidence is the sampled token's probability after
-// top-k / top-p; with the HF-2.0 quirk, temperature 0 samples at T = 1.
+// top-k / top-p unless --confidence says otherwise; with the HF-2.0 quirk, temperature 0 samples
+// at T = 1.
 void resolve_llada2_sampling(DecodeParams& p) {
-  p.confidence = ConfidenceKind::kFiltered;
+  if (!p.confidence) p.confidence = ConfidenceKind::kFiltered;
   if (p.hf_sampling_quirk && p.sampler.greedy()) p.sampler.temperature = 1.0f;
 }
 

@@ -197,8 +197,7 @@ void S2d2Decoder::observe_draft(const SequenceResult& result) {
     if (shifted_) {  // Fast-dLLM v2: greedy compares softmax(logits)[argmax], sampling p_token
       draft_[r].confidence = greedy ? st.p_token_tempered : st.p_token;
     } else {
-      draft_[r].confidence =
-          params_.confidence == ConfidenceKind::kTempered ? st.p_token_tempered : st.p_token;
+      draft_[r].confidence = tempered_confidence(params_) ? st.p_token_tempered : st.p_token;
     }
   }
   // C: the first contiguous run of masks (draft_ is in increasing offset order).

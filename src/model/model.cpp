@@ -1,5 +1,8 @@
 #include "model/model.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include <set>
 
 #include "core/error.h"
@@ -160,6 +163,36 @@ size_t Model::weight_bytes() const {
   size_t n = 0;
   for_each_used(tensors_, [&](const TensorEntry& e) { n += e.nbytes; });
   return n;
+}
+
+namespace {
+// Parameters of one MoE layer's routed experts (gate, up and down of each).
+double routed_expert_parameters(const ModelConfig& c) {
+  const MoeConfig& m = c.moe;
+  return double(m.num_experts) * 3.0 * double(c.hidden_size) * double(m.expert_intermediate_size);
+}
+int64_t moe_layers(const ModelConfig& c) {
+  int64_t n = 0;
+  for (int64_t l = 0; l < c.num_layers; ++l) n += c.moe.is_moe_layer(l) ? 1 : 0;
+  return n;
+}
+}  // namespace
+
+double Model::parameters_read(int64_t rows) const {
+  const MoeConfig& m = config_.moe;
+  const double all = double(parameter_count());
+  if (m.num_experts <= 0) return all;
+  const double picked = double(m.experts_per_token) / double(m.num_experts);
+  const double touched = 1.0 - std::pow(1.0 - picked, double(std::max<int64_t>(rows, 0)));
+  return all - double(moe_layers(config_)) * routed_expert_parameters(config_) * (1.0 - touched);
+}
+
+double Model::parameters_per_row() const {
+  const MoeConfig& m = config_.moe;
+  const double all = double(parameter_count());
+  if (m.num_experts <= 0) return all;
+  const double picked = double(m.experts_per_token) / double(m.num_experts);
+  return all - double(moe_layers(config_)) * routed_expert_parameters(config_) * (1.0 - picked);
 }
 
 std::vector<std::string> Model::unused_tensors() const {

@@ -70,6 +70,12 @@ class Model {
 
   int64_t parameter_count() const;  // elements of the tensors the forward uses (tied counted once)
   size_t weight_bytes() const;      // bytes of those tensors as stored
+  // What a forward of `rows` query rows reads and multiplies, for benchmark floors. Dense models:
+  // every parameter. MoE layers read only the routed experts some row picks: the expected number
+  // under uniform routing (random weights route near-uniformly), E * (1 - (1 - k/E)^rows), and
+  // each row multiplies by its k experts.
+  double parameters_read(int64_t rows) const;
+  double parameters_per_row() const;
   std::vector<std::string> unused_tensors() const;  // in the checkpoint but not used by the forward
 
  private:

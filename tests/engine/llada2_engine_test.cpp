@@ -72,6 +72,9 @@ TEST(Llada2Engine, FamilyDefaultsAndBadKnobs) {
   EXPECT_EQ(block.steps, 32);
   EXPECT_FLOAT_EQ(block.threshold, 0.95f);
   EXPECT_EQ(block.confidence, ConfidenceKind::kFiltered);
+  DecodeParams tempered;  // a user's --confidence is kept, not overridden by the family's
+  tempered.confidence = ConfidenceKind::kTempered;
+  EXPECT_EQ(resolve_decode_params(c, tempered, 5).confidence, ConfidenceKind::kTempered);
   EXPECT_TRUE(block.sampler.greedy());
   DecodeParams quirk;
   quirk.hf_sampling_quirk = true;

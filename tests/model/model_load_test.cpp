@@ -141,6 +141,29 @@ TEST(ModelLoad, Llada2MoeCheckpoint) {
   EXPECT_EQ(model->parameter_count(), c.weight_elements() - 3 * (c.q_dim() + 2 * c.kv_dim()));
 }
 
+// Benchmark floors count the routed experts a forward can touch: none at 0 rows, k of E per
+// row, all of them for many rows; dense models always read every parameter.
+TEST(ModelLoad, ParametersReadCountTouchedExperts) {
+  auto model = Model::load(test::model_fixture("llada2-tiny"));
+  const ModelConfig& c = model->config();
+  const double all = double(model->parameter_count());
+  double routed = 0;  // every routed expert's parameters, from the tensors
+  for (const auto& layer : model->tensors().layers)
+    for (const auto& e : layer.experts)
+      routed += double(e.gate->numel() + e.up->numel() + e.down->numel());
+  ASSERT_GT(routed, 0);
+  const double k_of_e = double(c.moe.experts_per_token) / double(c.moe.num_experts);
+  EXPECT_DOUBLE_EQ(model->parameters_read(0), all - routed);
+  EXPECT_DOUBLE_EQ(model->parameters_read(1), all - routed * (1 - k_of_e));
+  EXPECT_DOUBLE_EQ(model->parameters_per_row(), all - routed * (1 - k_of_e));
+  EXPECT_NEAR(model->parameters_read(10000), all, 1e-6 * all);
+  EXPECT_LT(model->parameters_read(2), model->parameters_read(3));
+
+  auto dense = Model::load(test::models_dir() / "tiny-block");
+  EXPECT_EQ(dense->parameters_read(1), double(dense->parameter_count()));
+  EXPECT_EQ(dense->parameters_per_row(), double(dense->parameter_count()));
+}
+
 TEST(ModelLoad, Llada2MoeBadSizesAreNamed) {
   const std::vector<std::pair<std::function<void(nlohmann::json&)>, std::string>> edits = {
       {[](auto& j) { j["n_group"] = 3; }, "num_experts (16) is not a multiple of n_group (3)"},
