@@ -15,6 +15,8 @@ Prints one markdown row per concurrency (header first) and writes --json if give
 import argparse
 import asyncio
 import json
+import multiprocessing
+import os
 import random
 import time
 
@@ -54,7 +56,11 @@ async def one_request(client, model, body):
     return (first - t0 if first else float("nan")), gaps, end - t0, usage, t0, end
 
 
-async def run_level(url, concurrency, n, args, rng):
+async def client_share(url, model, clients, n, args, seed, barrier):
+    """One worker process's share: `clients` concurrent clients send `n` measured requests (after
+    one warm-up request each, and a barrier across workers so the measured phase starts
+    together); returns the raw per-request results."""
+    rng = random.Random(seed)
     base = {"max_tokens": args.osl, "ignore_eos": True, "return_token_ids": True,
             **json.loads(args.extra)}
 
@@ -63,8 +69,9 @@ async def run_level(url, concurrency, n, args, rng):
 
     client = openai.AsyncOpenAI(base_url=url + "/v1", api_key=args.api_key, timeout=3600,
                                 max_retries=0)
-    model = args.model or (await client.models.list()).data[0].id
-    await asyncio.gather(*(one_request(client, model, body()) for _ in range(concurrency)))
+    await asyncio.gather(*(one_request(client, model, body()) for _ in range(clients)))
+    if barrier is not None:
+        await asyncio.get_running_loop().run_in_executor(None, barrier.wait)
     queue = list(range(n))
     results = []
 
@@ -73,8 +80,45 @@ async def run_level(url, concurrency, n, args, rng):
             queue.pop()
             results.append(await one_request(client, model, body()))
 
-    await asyncio.gather(*(one_client() for _ in range(concurrency)))
+    await asyncio.gather(*(one_client() for _ in range(clients)))
     await client.close()
+    return results
+
+
+def worker_main(url, model, clients, n, args, seed, barrier, out_queue):
+    out_queue.put(asyncio.run(client_share(url, model, clients, n, args, seed, barrier)))
+
+
+def split(total, parts):
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+async def first_model(url, args):
+    client = openai.AsyncOpenAI(base_url=url + "/v1", api_key=args.api_key, max_retries=0)
+    model = args.model or (await client.models.list()).data[0].id
+    await client.close()
+    return model
+
+
+def run_level(url, concurrency, n, args, seed):
+    """The clients run in `workers` processes: the openai client spends ~10-25 ms of CPU preparing
+    each request with a 1K-id prompt, so one process with 128 clients sends its first request only
+    after preparing all of them (seconds), and that would be measured as the server's time."""
+    model = asyncio.run(first_model(url, args))
+    workers = max(1, min(concurrency, args.workers or os.cpu_count() or 1))
+    if workers == 1:
+        results = asyncio.run(client_share(url, model, concurrency, n, args, seed, None))
+    else:
+        ctx = multiprocessing.get_context("spawn")
+        barrier, out_queue = ctx.Barrier(workers), ctx.Queue()
+        procs = [ctx.Process(target=worker_main,
+                             args=(url, model, c, k, args, seed * 1000 + i, barrier, out_queue))
+                 for i, (c, k) in enumerate(zip(split(concurrency, workers), split(n, workers)))]
+        for proc in procs:
+            proc.start()
+        results = [r for _ in procs for r in out_queue.get()]
+        for proc in procs:
+            proc.join()
     ttft = [r[0] for r in results]
     gaps = [g for r in results for g in r[1]]
     e2e = [r[2] for r in results]
@@ -98,6 +142,8 @@ def main():
     p.add_argument("--vocab", type=int, default=4000, help="prompt ids are drawn below this")
     p.add_argument("--requests-per-client", type=int, default=4)
     p.add_argument("--extra", default="{}", help="more request body keys, as JSON")
+    p.add_argument("--workers", type=int, default=0,
+                   help="client processes (default: min(concurrency, CPU count))")
     p.add_argument("--json", default="")
     args = p.parse_args()
     rng = random.Random(1)
@@ -107,7 +153,7 @@ def main():
     print("|---:|---:|---:|---|---|---|---|", flush=True)
     for c in [int(x) for x in args.concurrency.split(",")]:
         n = max(16, c * args.requests_per_client)
-        r = asyncio.run(run_level(args.url, c, n, args, rng))
+        r = run_level(args.url, c, n, args, seed=rng.randrange(1 << 30))
         rows.append(r)
         f = lambda pair: f"{pair[0]:.1f} / {pair[1]:.1f}"
         print(f"| {c} | {r['requests']} | {r['output_tokens_per_second']:.1f} | {f(r['ttft_ms'])} "
