@@ -40,7 +40,12 @@ SequenceRequest bench_request(const Model& model, uint64_t id, int32_t block, in
   p.strategy = "block";
   p.block_length = block;
   p.steps = block;
-  p.remasking = "low_confidence_static";
+  if (c.family == "llada2_moe") {  // dynamic only; a threshold no probability passes commits
+    p.remasking = "low_confidence_dynamic";  // the schedule's one token per step, the same
+    p.threshold = 1.0f;
+  } else {
+    p.remasking = "low_confidence_static";
+  }
   p.max_tokens = max_tokens;
   p.fuse_commit = fuse_commit;
   p.sequence_id = static_cast<uint32_t>(id);

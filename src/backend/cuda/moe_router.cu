@@ -1,6 +1,7 @@
-// LLaDA2.x MoE router (kernels.h moe_route): one thread per token. The work per token is a few
-// thousand comparisons (256 experts, top 8 of 4 of 8 groups), far below the GEMMs around it; the
-// plain per-token loop keeps the rule and its tie-breaking visibly the CPU reference's.
+// LLaDA2.x MoE router (kernels.h moe_route): one block per token, one thread per expert. The
+// rule and its tie-breaking are the CPU reference's (backend/moe_routing.cpp): experts ordered by
+// biased score, ties to the lower index; a group's score is the sum of its two best; the top
+// groups are kept; the top-k kept experts in rank order; weights normalised in that order.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "core/error.h"
@@ -20,54 +21,56 @@ __device__ __forceinline__ bool before(float va, int a, float vb, int b) {
   return va > vb || (va == vb && a < b);
 }
 
+// Blocks of roundup(experts, 32) threads. Each kept expert finds its rank among the kept ones by
+// counting those before it (a strict total order, so the ranks are distinct): the chosen are
+// ranks 0..top_k-1, with no serial top-k loop (one thread per token took ~0.3 ms a layer).
 __global__ void moe_route_kernel(MoeRouteParams p) {
-  const int t = blockIdx.x * blockDim.x + threadIdx.x;
-  if (t >= p.n) return;
+  __shared__ float biased[kMaxExperts];
+  __shared__ bool kept[kMaxExperts];
+  __shared__ float group_score[kMaxGroups];
+  __shared__ int chosen[kMaxTopK];
+  const int t = blockIdx.x, e = threadIdx.x;
   const float* logits = p.logits + static_cast<int64_t>(t) * p.experts;
   const int per_group = p.experts / p.groups;
-  float biased[kMaxExperts];
-  for (int e = 0; e < p.experts; ++e)
-    biased[e] = sigmoid(logits[e]) + (p.expert_bias ? p.expert_bias[e] : 0.0f);
-  // Group scores: the sum of each group's two best biased scores.
-  float group_score[kMaxGroups];
-  for (int g = 0; g < p.groups; ++g) {
+  if (e < p.experts) biased[e] = sigmoid(logits[e]) + (p.expert_bias ? p.expert_bias[e] : 0.0f);
+  if (e < p.top_k) chosen[e] = 0;  // a valid expert even if NaN scores leave a rank unfilled
+  __syncthreads();
+  if (e < p.groups) {  // the sum of the group's two best biased scores
     int best = -1, second = -1;
-    for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
-      if (best < 0 || before(biased[e], e, biased[best], best)) {
+    for (int x = e * per_group; x < (e + 1) * per_group; ++x) {
+      if (best < 0 || before(biased[x], x, biased[best], best)) {
         second = best;
-        best = e;
-      } else if (second < 0 || before(biased[e], e, biased[second], second)) {
-        second = e;
+        best = x;
+      } else if (second < 0 || before(biased[x], x, biased[second], second)) {
+        second = x;
       }
     }
-    group_score[g] = biased[best] + biased[second];
+    group_score[e] = biased[best] + biased[second];
   }
-  uint64_t kept = 0;  // bit g: group g may be routed to
-  for (int i = 0; i < p.groups_per_token; ++i) {
-    int best = -1;
-    for (int g = 0; g < p.groups; ++g)
-      if (!(kept >> g & 1) && (best < 0 || before(group_score[g], g, group_score[best], best)))
-        best = g;
-    kept |= uint64_t{1} << best;
+  __syncthreads();
+  if (e < p.experts) {  // a group is kept when fewer than groups_per_token groups rank before it
+    const int g = e / per_group;
+    int rank = 0;
+    for (int o = 0; o < p.groups; ++o) rank += before(group_score[o], o, group_score[g], g);
+    kept[e] = rank < p.groups_per_token;
   }
-  int chosen[kMaxTopK];
-  float total = 0.0f;
-  for (int j = 0; j < p.top_k; ++j) {
-    int best = -1;
-    for (int e = 0; e < p.experts; ++e) {
-      if (!(kept >> (e / per_group) & 1)) continue;
-      bool taken = false;
-      for (int i = 0; i < j; ++i) taken = taken || chosen[i] == e;
-      if (!taken && (best < 0 || before(biased[e], e, biased[best], best))) best = e;
+  __syncthreads();
+  if (e < p.experts && kept[e]) {
+    const float v = biased[e];
+    int rank = 0;
+    for (int o = 0; o < p.experts; ++o) rank += kept[o] && before(biased[o], o, v, e);
+    if (rank < p.top_k) chosen[rank] = e;
+  }
+  __syncthreads();
+  if (e == 0) {
+    float total = 0.0f;
+    for (int j = 0; j < p.top_k; ++j) total += sigmoid(logits[chosen[j]]);
+    for (int j = 0; j < p.top_k; ++j) {
+      const float s = sigmoid(logits[chosen[j]]);
+      p.experts_out[static_cast<int64_t>(t) * p.top_k + j] = chosen[j];
+      p.weights_out[static_cast<int64_t>(t) * p.top_k + j] =
+          (p.top_k > 1 ? s / (total + 1e-20f) : s) * p.scaling;
     }
-    chosen[j] = best;
-    total += sigmoid(logits[best]);
-  }
-  for (int j = 0; j < p.top_k; ++j) {
-    const float s = sigmoid(logits[chosen[j]]);
-    p.experts_out[static_cast<int64_t>(t) * p.top_k + j] = chosen[j];
-    p.weights_out[static_cast<int64_t>(t) * p.top_k + j] =
-        (p.top_k > 1 ? s / (total + 1e-20f) : s) * p.scaling;
   }
 }
 
@@ -83,8 +86,8 @@ void moe_route(const MoeRouteParams& p, cudaStream_t stream) {
          "); the CUDA router handles up to ", kMaxExperts, " experts, ", kMaxGroups,
          " groups and top ", kMaxTopK);
   if (p.n == 0) return;
-  constexpr int kThreads = 128;
-  moe_route_kernel<<<(p.n + kThreads - 1) / kThreads, kThreads, 0, stream>>>(p);
+  const int threads = (p.experts + 31) / 32 * 32;
+  moe_route_kernel<<<p.n, threads, 0, stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
