@@ -271,9 +271,12 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     int64_t row = 0;
     for (const auto& seq : batch)
       for (size_t i = 0; i < seq.tokens.size(); ++i) {
+        // Given embeddings (vision features) where the request has them, else the token's row.
+        const float* given =
+            seq.input_embeddings ? seq.input_embeddings->at(seq.positions[i]) : nullptr;
         float* xr = &x[static_cast<size_t>(row++ * h)];
-        if (seq.input_embeddings)
-          std::copy_n(seq.input_embeddings->at(seq.positions[i]), h, xr);
+        if (given)
+          std::copy_n(given, h, xr);
         else
           embed_.row_to_f32(seq.tokens[i], xr);
       }
