@@ -2,7 +2,7 @@
 // the CPU forward: the embedded tiny-block model (hidden 256, 8 × 32 query heads, 2 KV heads,
 // intermediate 768, vocab 4096) at 4..512 rows, and the Qwen3-0.6B benchmark model
 // (configs/qwen3-0.6b-sdar.json: hidden 1024, 16 × 128 query heads, intermediate 3072) at a
-// denoising step's 32 rows and a 512-row prefill. Each case runs on 1 and on 2 threads (our pool
+// denoising step's 4 and 32 rows and a 512-row prefill. Each case runs on 1 and on 2 threads (our pool
 // and OpenMP alike), and ours also with bf16 weights (widened in registers, gemm_nt).
 //
 //   build/bench/bench_gemm [--benchmark_filter=tiny] [--benchmark_min_time=0.3]
@@ -34,7 +34,7 @@ constexpr Projection kQwen[] = {{"qwen0.6b/q", 2048, 1024},
                                 {"qwen0.6b/o", 1024, 2048},
                                 {"qwen0.6b/gate,up", 3072, 1024},
                                 {"qwen0.6b/down", 1024, 3072}};
-constexpr int kQwenRows[] = {32, 512};
+constexpr int kQwenRows[] = {4, 32, 512};
 
 using dllm::cpu::GemmKernel;
 constexpr GemmKernel kSimdKernels[] = {GemmKernel::kAvx2, GemmKernel::kAvx512};

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <memory>
 #include <cstdlib>
 #include <mutex>
@@ -18,10 +17,11 @@
 namespace dllm {
 namespace {
 
-// How long an idle thread polls before it sleeps: longer than the serial gap between two GEMMs
-// of a layer (norms, RoPE, attention bookkeeping: tens of microseconds), far shorter than
-// libgomp's default (docs/benchmarks.md, "CPU threads").
-constexpr auto kSpinMicros = std::chrono::microseconds(100);
+// How often an idle thread polls its word before it sleeps in the kernel: a couple of
+// microseconds, no more. Measured on the shared 2-core VM (docs/benchmarks.md, "CPU threads"):
+// 0, 5, 20 and 100 us of spinning gave 0.49, 0.51, 0.53-0.60 and 0.61-0.69 s for the same
+// generation, libgomp's default spinning 2.1-3.2 s.
+constexpr int kSpinPolls = 64;
 
 int default_threads() {
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
@@ -35,14 +35,12 @@ int default_threads() {
   return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxThreads);
 }
 
-// Polls `word` until done(value) for kSpinMicros, then sleeps on it (woken by notify).
+// Polls `word` until done(value) kSpinPolls times, then sleeps on it (woken by notify).
 template <class Done>
 void spin_then_wait(const std::atomic<uint32_t>& word, Done done) {
-  const auto until = std::chrono::steady_clock::now() + kSpinMicros;
-  for (int i = 0;; ++i) {
+  for (int i = 0; i < kSpinPolls; ++i) {
     if (done(word.load(std::memory_order_acquire))) return;
     _mm_pause();
-    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) break;
   }
   for (;;) {
     const uint32_t v = word.load(std::memory_order_acquire);

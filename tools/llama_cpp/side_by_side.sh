@@ -5,6 +5,8 @@
 #
 #   tools/llama_cpp/side_by_side.sh WORK_DIR [THREADS]
 #
+# PROMPTS="64" runs only the given prompt lengths. STEPS=8 runs 8 denoising steps instead of 32 (2 per block): full diffusion recomputes every row
+# at every step, so the time per step does not depend on the step count, only the run's length.
 # WORK_DIR receives everything: llama.cpp built from the llama-cpp-python source distribution on
 # PyPI (it vendors llama.cpp: examples/diffusion and convert_hf_to_gguf.py with LLaDA), a Python
 # site for the converter (transformers), the checkpoint (make_llada_checkpoint.py), its GGUF, and
@@ -18,6 +20,7 @@ REPO=$(cd "$(dirname "$0")/../.." && pwd)
 DLLM=${DLLM:-$REPO/build-cpu/dllm}
 PYTHON=${PYTHON:-python3}
 JOBS=${JOBS:-2}
+STEPS=${STEPS:-32}
 mkdir -p "$WORK"
 cd "$WORK"
 
@@ -53,27 +56,31 @@ PY
 
 echo "| prompt tokens | engine | time per step (s) | total (s) | peak RSS (GB) |"
 echo "|---|---|---|---|---|"
-for N in 64 512; do
+for N in ${PROMPTS:-64 512}; do
   TEXT=$(prompt_of "$N")
   TOTAL=$((N + 128 + 8))
   # dllm: greedy full diffusion (LLaDA's low-confidence remasking), blocks of 32, 32 steps.
   /usr/bin/time -v "$DLLM" generate -m ckpt --device cpu --threads "$THREADS" \
-    -p "$TEXT" --max-tokens 128 --steps 32 --block-length 32 --format json \
+    --strategy full -p "$TEXT" --max-tokens 128 --steps "$STEPS" --block-length 32 --format json \
     > "dllm-$N.json" 2> "dllm-$N.log"
   "$PYTHON" - "$N" "dllm-$N.json" "dllm-$N.log" <<'PY'
 import json, re, sys
-n, out, log = sys.argv[1], json.load(open(sys.argv[2])), open(sys.argv[3]).read()
+n, out, log = sys.argv[1], json.load(open(sys.argv[2])), open(sys.argv[3], errors="replace").read()
 stats = out["stats"]
 secs, steps = stats["seconds"], stats["forwards"]
 rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", log).group(1)) / 1e6
 print(f"| {n} ({stats['prompt_tokens']} tokens) | dllm | {secs / steps:.3f} | {secs:.2f} | {rss:.2f} |")
 PY
+  # llama-diffusion-cli cuts its whole canvas (prompt included) into blocks and runs the same
+  # number of steps in each, so its step count must be a multiple of (N + 128) / 32; every step is
+  # one forward over the whole canvas either way, as dllm's full diffusion.
+  LLAMA_STEPS=$(((N + 128) / 32 * (STEPS / 4)))
   /usr/bin/time -v build/bin/llama-diffusion-cli -m llada.gguf -p "$TEXT" -t "$THREADS" \
-    -tb "$THREADS" -c "$TOTAL" -b "$TOTAL" -ub "$((N + 128))" --diffusion-steps 32 \
-    --diffusion-block-length 32 --temp 0 --top-k 1 -no-cnv > "llama-$N.out" 2> "llama-$N.log" || true
+    -tb "$THREADS" -c "$TOTAL" -b "$TOTAL" -ub "$((N + 128))" --diffusion-steps "$LLAMA_STEPS" \
+    --diffusion-block-length 32 --temp 0 > "llama-$N.out" 2> "llama-$N.log" || true
   "$PYTHON" - "$N" "llama-$N.log" <<'PY'
 import re, sys
-n, log = sys.argv[1], open(sys.argv[2]).read()
+n, log = sys.argv[1], open(sys.argv[2], errors="replace").read()
 m = re.search(r"total time: ([\d.]+)ms, time per step: ([\d.]+)ms", log)
 rss = int(re.search(r"Maximum resident set size \(kbytes\): (\d+)", log).group(1)) / 1e6
 print(f"| {n} | llama.cpp | {float(m.group(2)) / 1e3:.3f} | {float(m.group(1)) / 1e3:.2f} | {rss:.2f} |")
