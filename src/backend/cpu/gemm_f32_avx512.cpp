@@ -12,10 +12,13 @@ namespace {
 // (measured on Zen 4 at k = 1024: 86 against 72 GFLOP/s, docs/benchmarks.md).
 constexpr int64_t kL1Bytes = 32 * 1024;
 
+// A block of at most 6 rows is one row tile: each w tile is used once, so the L1 concern above does
+// not arise, and splitting 4 rows into 3 + 1 would load (and widen) every weight twice — a
+// denoising step's 4-row GEMMs ran 1.5x slower that way (docs/benchmarks.md, issue 25).
 template <class W>
 void tile(const float* a, int64_t lda, const void* w, int64_t ldw, float* out, int64_t ldo,
           int64_t m, int64_t n, int64_t k, bool accumulate) {
-  if (k * (6 + 4) * int64_t{sizeof(float)} <= kL1Bytes)
+  if (m <= 6 || k * (6 + 4) * int64_t{sizeof(float)} <= kL1Bytes)
     tile_block<6, 4, W>(a, lda, w, ldw, out, ldo, m, n, k, accumulate);
   else
     tile_block<3, 4, W>(a, lda, w, ldw, out, ldo, m, n, k, accumulate);
