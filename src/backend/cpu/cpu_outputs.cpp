@@ -32,8 +32,10 @@ void CpuBackend::compute_outputs(const SequenceForward& seq, const float* x,
   if (seq.want_stats) {
     auto& stats = result.stats;
     stats.resize(static_cast<size_t>(m));
-    // Tiny vocabularies: one thread.
-    const int64_t rows_per_thread = std::max<int64_t>(1, (int64_t{1} << 16) / c.vocab_size);
+    // A row's statistics are a softmax (exp, log in double) over the vocabulary: a thread pays
+    // from ~8K entries per chunk (a 4-row step of the embedded model splits 2 + 2; 8 requests of
+    // it: 943-952 -> 1024 tokens/s on 2 cores, docs/benchmarks.md issue 25).
+    const int64_t rows_per_thread = std::max<int64_t>(1, (int64_t{1} << 13) / c.vocab_size);
     parallel_for(
         m,
         [&](int64_t first, int64_t last) {
