@@ -1,8 +1,10 @@
 // CPU forward benchmark: one forward of a ~0.6B random-weight Qwen3-shaped model (SDAR dialect,
-// configs/qwen3-0.6b-sdar.json), next to what OpenBLAS itself reaches on a large square SGEMM and
-// to the memory-bandwidth floor of a weight-streaming denoising step.
+// configs/qwen3-0.6b-sdar.json, bf16 weights kept as they are), next to what OpenBLAS itself
+// reaches on a large square SGEMM and to the memory-bandwidth floor of a weight-streaming
+// denoising step (4-64 rows: every weight byte read once per step).
 //
 //   build/bench_cpu_forward [--config configs/qwen3-0.6b-sdar.json] [--tokens 128,512] [--reps 3]
+//                           [--rows 4,8,16,32,64] [--threads N]
 #include <cblas.h>
 #include <omp.h>
 
@@ -14,7 +16,10 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "backend/backend.h"
+#include "core/thread_pool.h"
 #include "io/json_file.h"
 #include "model/random_model.h"
 
@@ -25,6 +30,15 @@ namespace {
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// User + system CPU seconds of the process so far: on a shared machine (other jobs on the cores)
+// wall time overstates a step, and CPU time per step shows what the step itself costs.
+double cpu_seconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         1e-6 * double(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
 template <class F>
@@ -88,14 +102,18 @@ std::vector<int> parse_list(const std::string& s) {
 int main(int argc, char** argv) {
   std::string config_path = std::string(DLLM_SOURCE_DIR) + "/configs/qwen3-0.6b-sdar.json";
   std::vector<int> token_counts = {128, 512};
+  std::vector<int> step_rows = {4, 8, 16, 32, 64};
   int reps = 3;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string k = argv[i];
     if (k == "--config") config_path = argv[i + 1];
     if (k == "--tokens") token_counts = parse_list(argv[i + 1]);
+    if (k == "--rows") step_rows = parse_list(argv[i + 1]);
     if (k == "--reps") reps = std::stoi(argv[i + 1]);
+    if (k == "--threads") set_num_threads(std::stoi(argv[i + 1]));
   }
-  std::printf("threads: %d (OpenMP), OpenBLAS: %s\n", omp_get_max_threads(), openblas_get_config());
+  std::printf("threads: %d (dllm pool), %d (OpenMP: OpenBLAS, bandwidth probe), OpenBLAS: %s\n",
+              num_threads(), omp_get_max_threads(), openblas_get_config());
 
   const double peak = sgemm_peak_gflops(2048, 5);
   std::printf("OpenBLAS SGEMM 2048^3 peak: %.1f GFLOP/s\n", peak);
@@ -106,7 +124,7 @@ int main(int argc, char** argv) {
   auto model = make_random_model(read_json_file(config_path), 42);
   auto backend = make_cpu_backend(*model);
   const ModelConfig& c = model->config();
-  std::printf("model: %s, %.3f B parameters, built + converted to fp32 in %.1f s\n",
+  std::printf("model: %s, %.3f B parameters (bf16, kept as they are), built in %.1f s\n",
               config_path.c_str(), model->parameter_count() / 1e9, seconds_since(t0));
 
   // FLOPs of the linear layers per token (the embedding is a lookup; the LM head runs on 1 row).
@@ -114,7 +132,8 @@ int main(int argc, char** argv) {
       double(c.num_layers) * (double(c.hidden_size) * (2 * c.q_dim() + 2 * c.kv_dim()) +
                               3.0 * c.hidden_size * c.intermediate_size);
   const double head_flops = 2.0 * c.vocab_size * c.hidden_size;
-  const double weight_bytes_f32 = (layer_params + double(c.vocab_size) * c.hidden_size) * 4;
+  // Bytes a step streams: every layer weight and the LM head, in bf16.
+  const double weight_bytes = (layer_params + double(c.vocab_size) * c.hidden_size) * 2;
 
   std::printf(
       "\n| forward | tokens | ms | GEMM GFLOP | GFLOP/s | vs SGEMM peak "
@@ -137,7 +156,7 @@ int main(int argc, char** argv) {
   }
 
   // A denoising step: a block of B queries over a 512-token cached prefix, no cache write. It must
-  // stream every fp32 weight once: the floor is weight bytes / read bandwidth.
+  // stream every bf16 weight once: the floor is weight bytes / read bandwidth.
   auto cache = backend->create_cache(1024);
   SequenceForward pre;
   pre.cache = cache.get();
@@ -149,9 +168,9 @@ int main(int argc, char** argv) {
   pre.write = CacheWrite::kAppend;
   backend->forward(std::span(&pre, 1));
   std::printf(
-      "\n| denoising step | block | ms/step | floor ms (weights/bandwidth) | x floor | GFLOP/s "
-      "|\n|---|---|---|---|---|---|\n");
-  for (int b : {4, 32}) {
+      "\n| denoising step | block | ms/step | CPU ms/step | floor ms (weights/bandwidth) | x floor "
+      "| GFLOP/s |\n|---|---|---|---|---|---|---|\n");
+  for (int b : step_rows) {
     SequenceForward f;
     f.cache = cache.get();
     for (int i = 0; i < b; ++i) {
@@ -162,11 +181,17 @@ int main(int argc, char** argv) {
     f.want_stats = true;
     f.output_rows.resize(size_t(b));
     std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
+    const double cpu0 = cpu_seconds();
     const double s = median_seconds(reps + 2, [&] { backend->forward(std::span(&f, 1)); });
-    const double floor_s = weight_bytes_f32 / (bw * 1e9);
+    const double cpu_s = (cpu_seconds() - cpu0) / (reps + 2);
+    const double floor_s = weight_bytes / (bw * 1e9);
     const double gflop = (2.0 * b * layer_params + b * head_flops) / 1e9;
-    std::printf("| 512 cached | %d | %.1f | %.1f | %.2f | %.1f |\n", b, s * 1e3, floor_s * 1e3,
-                s / floor_s, gflop / s);
+    std::printf("| 512 cached | %d | %.1f | %.1f | %.1f | %.2f | %.1f |\n", b, s * 1e3,
+                cpu_s * 1e3, floor_s * 1e3, s / floor_s, gflop / s);
   }
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  std::printf("\npeak resident memory: %.2f GB (the 1 GiB bandwidth probe buffer included)\n",
+              usage.ru_maxrss / 1e6);
   return 0;
 }

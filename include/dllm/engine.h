@@ -42,6 +42,9 @@ struct EngineConfig {
   int32_t max_running = 256;       // sequences in one forward at most
   int64_t max_batch_rows = 16384;  // query rows in one forward (a single longer plan runs alone)
   bool prefix_sharing = true;      // reuse the K/V of identical prompt prefixes across requests
+  // CPU threads of the process (the CPU forward, host statistics), 1..256; 0: OMP_NUM_THREADS
+  // when set, else every CPU the process may run on. One pool serves the whole process.
+  int32_t threads = 0;
   // Benchmarks: a config.json of a model shape (configs/sdar-8b.json) whose weights are drawn at
   // random, as `dllm bench` builds them, instead of loading `model`'s weights; `model` still
   // gives the tokenizer and chat template (if any).

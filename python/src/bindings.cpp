@@ -143,6 +143,7 @@ void bind_config(nb::module_& m) {
       .def_rw("max_running", &dllm::EngineConfig::max_running)
       .def_rw("max_batch_rows", &dllm::EngineConfig::max_batch_rows)
       .def_rw("prefix_sharing", &dllm::EngineConfig::prefix_sharing)
+      .def_rw("threads", &dllm::EngineConfig::threads)
       .def_rw("random_weights", &dllm::EngineConfig::random_weights);
 }
 

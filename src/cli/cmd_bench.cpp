@@ -18,7 +18,9 @@
 #include "cli/bench_args.h"
 #include "cli/cli_util.h"
 #include "cli/commands.h"
+#include "cli/engine_options.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "decode/s2d2_verify.h"
 #include "engine/engine_core.h"
 #include "io/json_file.h"
@@ -206,6 +208,7 @@ void run_bench(const BenchArgs& a) {
     return;
   }
 
+  if (a.threads != 0) set_num_threads(a.threads);
   double t0 = now_s();
   auto model = make_random_model(read_json_file(a.shape), 1234);
   auto backend = make_backend(*model, device);
@@ -432,6 +435,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--sparse-exact-layers", a->sparse_exact_layers,
                   "--sparse: the first N layers attend exactly (default 2)");
   cmd->add_option("--device", a->device, "auto | cpu | cuda");
+  add_threads_option(*cmd, a->threads);
   cmd->add_option("--reps", a->reps, "Timed repetitions per context (default 20)");
   cmd->add_option("--prefill", a->prefill, "Tokens of the timed prefill (default 2048)");
   cmd->add_option("--json", a->json_out, "Also write the results as JSON");

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace dllm::cli {
 
@@ -28,6 +29,17 @@ std::string default_model_dir() {
   fail("no -m MODEL_DIR given and the embedded default model models/tiny-block was not found; "
        "tried:",
        tried);
+}
+
+CLI::Option* add_threads_option(CLI::App& cmd, int32_t& threads) {
+  return cmd.add_option_function<int32_t>(
+      "--threads",
+      [&threads](const int32_t& n) {
+        if (n < 1 || n > kMaxThreads)
+          fail("--threads must be between 1 and ", kMaxThreads, " (got ", n, ")");
+        threads = n;
+      },
+      "CPU threads (default: OMP_NUM_THREADS if set, else every CPU this process may use)");
 }
 
 void add_engine_options(CLI::App& cmd, EngineConfig& c) {
@@ -54,6 +66,7 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
       ->group(g);
   cmd.add_option("--max-batch-rows", c.max_batch_rows, "Query rows in one forward (16384)")
       ->group(g);
+  add_threads_option(cmd, c.threads)->group(g);
   cmd.add_flag("--no-prefix-sharing{false}", c.prefix_sharing,
                "Do not reuse the K/V of identical prompt prefixes across requests")
       ->group(g);

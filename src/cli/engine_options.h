@@ -14,8 +14,11 @@ namespace dllm::cli {
 // tree this binary was built from.
 std::string default_model_dir();
 
+// --threads N (1..kMaxThreads, core/thread_pool.h), checked when parsed.
+CLI::Option* add_threads_option(CLI::App& cmd, int32_t& threads);
+
 // -m/--model, --device, --kv-cache-memory, --gpu-memory-utilization, --kv-page-size,
-// --max-running, --max-batch-rows, --no-prefix-sharing, --random-weights.
+// --max-running, --max-batch-rows, --threads, --no-prefix-sharing, --random-weights.
 void add_engine_options(CLI::App& cmd, EngineConfig& config);
 // Fills in the default model when none was given.
 void finish_engine_config(EngineConfig& config);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "decode/s2d2_policy.h"
 
 namespace dllm {
@@ -88,12 +89,17 @@ std::vector<SpanRowStats> span_stats_on_host(const SequenceForward& seq,
   const size_t v = static_cast<size_t>(vocab);
   const int64_t m = static_cast<int64_t>(stats.size());
   std::vector<SpanRowStats> out(stats.size());
-#pragma omp parallel for if (m > 1 && vocab >= (1 << 14))  // a vocabulary-sized softmax per row
-  for (int64_t i = 0; i < m; ++i) {
-    const size_t r = static_cast<size_t>(i);
-    out[r] = span_row_stats(sampling_distribution(logits.subspan(r * v, v), seq.sampler),
-                            stats[r].token);
-  }
+  // A vocabulary-sized softmax per row: worth a thread from 16K entries on.
+  parallel_for(
+      m,
+      [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) {
+          const size_t r = static_cast<size_t>(i);
+          out[r] = span_row_stats(sampling_distribution(logits.subspan(r * v, v), seq.sampler),
+                                  stats[r].token);
+        }
+      },
+      vocab >= (1 << 14) ? 1 : m);
   return out;
 }
 

@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "decode/decode_options.h"
 #include "engine/engine_core.h"
 #include "engine/request_params.h"
@@ -256,6 +257,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   const int32_t ps = config.kv_page_size;
   if (ps < 8 || ps > 256 || (ps & (ps - 1)) != 0)
     fail("--kv-page-size must be a power of two from 8 to 256 (got ", ps, ")");
+  if (config.threads != 0) set_num_threads(config.threads, "--threads");
   m.model = config.random_weights.empty()
                 ? Model::load(config.model)
                 : make_random_model(read_json_file(config.random_weights), /*seed=*/1234);

@@ -7,6 +7,7 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 
 namespace dllm {
 
@@ -22,15 +23,19 @@ uint64_t splitmix(uint64_t x) {
 
 std::vector<unsigned char> random_bf16(int64_t n, uint64_t key, float center, float scale) {
   std::vector<unsigned char> bytes(static_cast<size_t>(n) * 2);
-#pragma omp parallel for
-  for (int64_t i = 0; i < n; ++i) {
-    // Uniform in [-sqrt(3), sqrt(3)]: unit variance, cheap.
-    const double u =
-        static_cast<double>(splitmix(key ^ static_cast<uint64_t>(i)) >> 11) * 0x1.0p-53;
-    const float v = center + scale * static_cast<float>((u * 2.0 - 1.0) * 1.7320508075688772);
-    const uint16_t b = f32_to_bf16(v);
-    std::memcpy(&bytes[static_cast<size_t>(i) * 2], &b, 2);
-  }
+  parallel_for(
+      n,
+      [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) {
+          // Uniform in [-sqrt(3), sqrt(3)]: unit variance, cheap.
+          const double u =
+              static_cast<double>(splitmix(key ^ static_cast<uint64_t>(i)) >> 11) * 0x1.0p-53;
+          const float v = center + scale * static_cast<float>((u * 2.0 - 1.0) * 1.7320508075688772);
+          const uint16_t b = f32_to_bf16(v);
+          std::memcpy(&bytes[static_cast<size_t>(i) * 2], &b, 2);
+        }
+      },
+      65536);
   return bytes;
 }
 

@@ -4,12 +4,13 @@
 #include "backend/cpu/gemm_f32.h"
 
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include "core/thread_pool.h"
 
 namespace dllm {
 namespace {
@@ -139,19 +140,19 @@ TEST(GemmF32, RowsAreBatchInvariant) {
 // A product large enough to run on several threads gives the same bits on one and on two.
 TEST(GemmF32, ThreadCountInvariant) {
   std::mt19937 rng(13);
-  const int threads = omp_get_max_threads();
+  const int threads = num_threads();
   for (const auto kernel : available_kernels())
     for (const Shape s : {Shape{200, 256, 384}, Shape{64, 1000, 257}, Shape{7, 4096, 256}}) {
       Problem p(s, rng);
-      omp_set_num_threads(1);
+      set_num_threads(1);
       p.run_on(kernel, false);
       const std::vector<float> one = p.out;
-      omp_set_num_threads(2);
+      set_num_threads(2);
       p.run_on(kernel, false);
       EXPECT_EQ(std::memcmp(one.data(), p.out.data(), one.size() * sizeof(float)), 0)
           << cpu::gemm_kernel_name(kernel) << " m=" << s.m << " n=" << s.n << " k=" << s.k;
     }
-  omp_set_num_threads(threads);
+  set_num_threads(threads);
 }
 
 TEST(GemmF32, SimdKernelsMatchPortableBitwise) {

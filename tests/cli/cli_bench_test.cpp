@@ -53,6 +53,20 @@ TEST(CliBench, BadArgumentsNameTheOption) {
                                    shape("sdar-tiny") + " --step sideways");
   EXPECT_NE(s.status, 0);
   EXPECT_NE(s.output.find("--step"), std::string::npos) << s.output;
+  const auto t = test::run_command(test::dllm_binary() + " bench --device cpu --shape " +
+                                   shape("sdar-tiny") + " --threads 0");
+  EXPECT_NE(t.status, 0);
+  EXPECT_NE(t.output.find("--threads must be between 1 and 256 (got 0)"), std::string::npos)
+      << t.output;
+}
+
+TEST(CliBench, ThreadsOptionRunsTheStep) {
+  const auto out = test::temp_dir("cli-bench") / "threads.json";
+  const auto r = test::run_command(test::dllm_binary() + " bench --device cpu --threads 1 --shape " +
+                                   shape("sdar-tiny") + " --block 4 --context 8 --reps 2 " +
+                                   "--prefill 0 --json " + out.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(read_json_file(out)["rows"].size(), 1u);
 }
 
 }  // namespace

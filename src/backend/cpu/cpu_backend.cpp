@@ -18,42 +18,37 @@
 namespace dllm::cpu_backend {
 namespace {
 
-// Rows [first, first + count) of a [rows, cols] weight.
-HostTensor row_slice(const HostTensor& t, int64_t first, int64_t count) {
-  HostTensor out({count, t.dim(1)});
-  std::copy_n(t.ptr() + first * t.dim(1), count * t.dim(1), out.ptr());
-  return out;
-}
+using cpu::WeightMatrix;
 
-CpuFfn to_f32(const FfnTensors& f) {
-  return {to_f32(f.gate), to_f32(f.up), to_f32(f.down)};
+CpuFfn ffn_weights(const FfnTensors& f) {
+  return {WeightMatrix::of(f.gate), WeightMatrix::of(f.up), WeightMatrix::of(f.down)};
 }
 
 CpuLayer load_layer(const LayerTensors& l, const ModelConfig& c) {
   CpuLayer L{to_f32(l.attn_norm),
-             to_f32(l.q),
-             to_f32(l.k),
-             to_f32(l.v),
-             to_f32(l.o),
+             WeightMatrix::of(l.q),
+             WeightMatrix::of(l.k),
+             WeightMatrix::of(l.v),
+             WeightMatrix::of(l.o),
              to_f32(l.q_bias),
              to_f32(l.k_bias),
              to_f32(l.v_bias),
              to_f32(l.q_norm),
              to_f32(l.k_norm),
              to_f32(l.mlp_norm),
-             CpuFfn{to_f32(l.gate), to_f32(l.up), to_f32(l.down)},
+             ffn_weights({l.gate, l.up, l.down}),
              {}};
   if (l.qkv) {  // fused [Q | K | V] rows (LLaDA2.x): split on the head axis
-    const HostTensor qkv = to_f32(l.qkv);
-    L.q = row_slice(qkv, 0, c.q_dim());
-    L.k = row_slice(qkv, c.q_dim(), c.kv_dim());
-    L.v = row_slice(qkv, c.q_dim() + c.kv_dim(), c.kv_dim());
+    const WeightMatrix qkv = WeightMatrix::of(l.qkv);
+    L.q = qkv.row_slice(0, c.q_dim());
+    L.k = qkv.row_slice(c.q_dim(), c.kv_dim());
+    L.v = qkv.row_slice(c.q_dim() + c.kv_dim(), c.kv_dim());
   }
   if (l.router) {
-    L.moe.router = to_f32(l.router);
+    L.moe.router = WeightMatrix::of(l.router);
     L.moe.expert_bias = to_f32(l.expert_bias);
-    for (const FfnTensors& e : l.experts) L.moe.experts.push_back(to_f32(e));
-    L.moe.shared = to_f32(l.shared);
+    for (const FfnTensors& e : l.experts) L.moe.experts.push_back(ffn_weights(e));
+    L.moe.shared = ffn_weights(l.shared);
   }
   return L;
 }
@@ -69,10 +64,10 @@ void gather_rows(const float* v, std::span<const int64_t> rows, int64_t dim, flo
 CpuBackend::CpuBackend(const Model& model)
     : config_(model.config()), desc_(describe_layers(model.config())) {
   const ModelTensors& t = model.tensors();
-  embed_ = to_f32(t.embed);
+  embed_ = WeightMatrix::of(t.embed);
   final_norm_ = to_f32(t.final_norm);
   tied_ = t.lm_head == t.embed;
-  if (!tied_) lm_head_ = to_f32(t.lm_head);
+  if (!tied_) lm_head_ = WeightMatrix::of(t.lm_head);
   for (const LayerTensors& l : t.layers) layers_.push_back(load_layer(l, config_));
   const RopeTable rope = rope_table(config_);
   inv_freq_ = rope.inv_freq;
@@ -147,9 +142,9 @@ void CpuBackend::project_qkv(const CpuLayer& L, const float* xn, int64_t rows,
   const ModelConfig& c = config_;
   const int64_t h = c.hidden_size, qd = c.q_dim(), kvd = c.kv_dim(), hd = c.head_dim;
   const float eps = static_cast<float>(c.norm_eps);
-  if (q) cpu::matmul_nt(xn, h, L.q.ptr(), h, q, qd, rows, qd, h);
-  if (k) cpu::matmul_nt(xn, h, L.k.ptr(), h, k, kvd, rows, kvd, h);
-  if (v) cpu::matmul_nt(xn, h, L.v.ptr(), h, v, kvd, rows, kvd, h);
+  if (q) cpu::matmul_nt(xn, h, L.q, q, qd, rows);
+  if (k) cpu::matmul_nt(xn, h, L.k, k, kvd, rows);
+  if (v) cpu::matmul_nt(xn, h, L.v, v, kvd, rows);
   if (c.qkv_bias) {
     for (int64_t r = 0; r < rows; ++r) {
       if (q)
@@ -261,8 +256,8 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     int64_t width = 0;
     for (int32_t s : runs[si].key_slots) width = std::max<int64_t>(width, s + 1);
     results[si].attention_width = width;
-    results[si].attention_rows.assign(
-        static_cast<size_t>(c.num_layers * runs[si].rows * width), 0.0f);
+    results[si].attention_rows.assign(static_cast<size_t>(c.num_layers * runs[si].rows * width),
+                                      0.0f);
   }
   for (size_t si = 0; si < batch.size(); ++si)
     if (batch[si].sparse && batch[si].sparse->want_selection)
@@ -276,15 +271,19 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     int64_t row = 0;
     for (const auto& seq : batch)
       for (size_t i = 0; i < seq.tokens.size(); ++i) {
+        // Given embeddings (vision features) where the request has them, else the token's row.
         const float* given =
             seq.input_embeddings ? seq.input_embeddings->at(seq.positions[i]) : nullptr;
-        std::copy_n(given ? given : embed_.ptr() + static_cast<int64_t>(seq.tokens[i]) * h, h,
-                    &x[static_cast<size_t>(row++ * h)]);
+        float* xr = &x[static_cast<size_t>(row++ * h)];
+        if (given)
+          std::copy_n(given, h, xr);
+        else
+          embed_.row_to_f32(seq.tokens[i], xr);
       }
   }
   const float eps = static_cast<float>(c.norm_eps);
   std::vector<float>&xn = sc.xn, &q = sc.q, &k = sc.k, &v = sc.v, &attn = sc.attn, &o = sc.o;
-  std::vector<int64_t> rows;      // batch rows recomputed in this layer
+  std::vector<int64_t> rows;       // batch rows recomputed in this layer
   std::vector<int32_t> positions;  // their positions
   for (int64_t li = 0; li < c.num_layers; ++li) {
     const CpuLayer& L = layers_[static_cast<size_t>(li)];
@@ -318,8 +317,8 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     for (size_t si = 0; si < runs.size(); ++si) {
       SequenceRun& run = runs[si];
       for (size_t i = 0; i < run.active.size(); ++i) {
-        const int64_t phys = run.cache->physical_slot(
-            run.query_slots[static_cast<size_t>(run.active[i])]);
+        const int64_t phys =
+            run.cache->physical_slot(run.query_slots[static_cast<size_t>(run.active[i])]);
         std::copy_n(&k[static_cast<size_t>((at + int64_t(i)) * kvd)], kvd, k_row(li, phys));
         std::copy_n(&v[static_cast<size_t>((at + int64_t(i)) * kvd)], kvd, v_row(li, phys));
       }
@@ -328,7 +327,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
                results[si]);
       at += static_cast<int64_t>(run.active.size());
     }
-    cpu::matmul_nt(attn.data(), qd, L.o.ptr(), qd, o.data(), h, m, h, qd);
+    cpu::matmul_nt(attn.data(), qd, L.o, o.data(), h, m);
     at = 0;
     for (SequenceRun& run : runs) {
       add_block_output(li, run, &o[static_cast<size_t>(at * h)], /*ffn=*/false, x.data());

@@ -3,14 +3,16 @@
 //   cpu_outputs.cpp   final norm, LM head, TokenStats, S2D2's kept rows and verification
 //   cpu_dllm_cache.cpp dLLM-Cache's per-layer reuse, an option of that forward
 //   cpu_sparse.cpp    sparse attention's selection and gathered attention (MAGE, Quest, SparseD)
-// fp32 compute from bf16/f16/f32 weights (converted once at load); the GEMMs run over the rows
-// of every sequence at once, attention per sequence over its K/V pages.
+// fp32 compute; weight matrices stay in the checkpoint's dtype where they lie (cpu_weight.h: bf16 /
+// f16 widened in the GEMM's registers, nothing copied); the GEMMs run over the rows of every
+// sequence at once, attention per sequence over its K/V pages.
 #pragma once
 
 #include <memory>
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cpu/cpu_weight.h"
 #include "core/host_tensor.h"
 #include "model/layer_desc.h"
 
@@ -18,20 +20,24 @@ namespace dllm::cpu_backend {
 
 // One SwiGLU FFN's weights.
 struct CpuFfn {
-  HostTensor gate, up, down;
+  cpu::WeightMatrix gate, up, down;
 };
 
 // A mixture-of-experts FFN (cpu_moe.cpp): router, selection bias (may be empty), experts, shared
 // experts (empty without them).
 struct CpuMoe {
-  HostTensor router, expert_bias;
+  cpu::WeightMatrix router;
+  HostTensor expert_bias;
   std::vector<CpuFfn> experts;
   CpuFfn shared;
 };
 
-// q, k, v are separate even when the checkpoint fuses them (split at load: the GEMMs are the same).
+// q, k, v are separate even when the checkpoint fuses them (row views of the fused weight: the
+// GEMMs are the same). Norm weights and biases are fp32 copies (tiny, read elementwise).
 struct CpuLayer {
-  HostTensor attn_norm, q, k, v, o, q_bias, k_bias, v_bias, q_norm, k_norm, mlp_norm;
+  HostTensor attn_norm;
+  cpu::WeightMatrix q, k, v, o;
+  HostTensor q_bias, k_bias, v_bias, q_norm, k_norm, mlp_norm;
   CpuFfn ffn;  // dense layers
   CpuMoe moe;  // FfnKind::kMoeSwiGlu layers
 };
@@ -144,7 +150,8 @@ class CpuBackend final : public Backend {
 
   ModelConfig config_;
   std::vector<LayerDesc> desc_;
-  HostTensor embed_, final_norm_, lm_head_;
+  cpu::WeightMatrix embed_, lm_head_;
+  HostTensor final_norm_;
   bool tied_ = false;
   std::vector<CpuLayer> layers_;
   std::vector<float> inv_freq_;  // RoPE (model/rope.h)

@@ -11,20 +11,20 @@ namespace dllm::cpu_backend {
 
 void swiglu_ffn(const CpuFfn& w, const float* x, int64_t rows, int64_t hidden, float* out,
                 std::vector<float>& gate, std::vector<float>& up) {
-  const int64_t inter = w.gate.dim(0);
+  const int64_t inter = w.gate.rows;
   gate.resize(static_cast<size_t>(rows * inter));
   up.resize(gate.size());
-  cpu::matmul_nt(x, hidden, w.gate.ptr(), hidden, gate.data(), inter, rows, inter, hidden);
-  cpu::matmul_nt(x, hidden, w.up.ptr(), hidden, up.data(), inter, rows, inter, hidden);
+  cpu::matmul_nt(x, hidden, w.gate, gate.data(), inter, rows);
+  cpu::matmul_nt(x, hidden, w.up, up.data(), inter, rows);
   cpu::silu_mul(gate.data(), up.data(), gate.data(), rows * inter);
-  cpu::matmul_nt(gate.data(), inter, w.down.ptr(), inter, out, hidden, rows, hidden, inter);
+  cpu::matmul_nt(gate.data(), inter, w.down, out, hidden, rows);
 }
 
 void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, int64_t m,
              int64_t hidden, float* out) {
   const int64_t n = config.num_experts, k = config.experts_per_token;
   std::vector<float> logits(static_cast<size_t>(m * n));  // the router runs in fp32 (§8.6)
-  cpu::matmul_nt(xn, hidden, weights.router.ptr(), hidden, logits.data(), n, m, n, hidden);
+  cpu::matmul_nt(xn, hidden, weights.router, logits.data(), n, m);
   const MoeRouting routing = route_experts(config, logits, m, weights.expert_bias.data);
 
   // Rows routed to each expert, in row order, with their weights.

@@ -1,13 +1,22 @@
 #include "backend/cpu/cpu_ops.h"
 
-
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "backend/cpu/gemm_f32.h"
+#include "core/thread_pool.h"
 
 namespace dllm::cpu {
+namespace {
+
+// Rows of `width` values per thread at least: below ~16K values waking a thread costs more than
+// the work.
+int64_t rows_per_chunk(int64_t width) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1));
+}
+
+}  // namespace
 
 void matmul_nt(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
                int64_t m, int64_t n, int64_t k, bool accumulate) {
@@ -17,15 +26,20 @@ void matmul_nt(const float* a, int64_t lda, const float* w, int64_t ldw, float* 
 
 void rms_norm(const float* x, int64_t x_stride, const float* weight, float* out, int64_t out_stride,
               int64_t rows, int64_t dim, float eps) {
-#pragma omp parallel for if (rows * dim > 32768)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float* xr = x + r * x_stride;
-    float* o = out + r * out_stride;
-    double ss = 0.0;
-    for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
-    const float inv = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(dim)) + eps);
-    for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
-  }
+  parallel_for(
+      rows,
+      [&](int64_t first, int64_t last) {
+        for (int64_t r = first; r < last; ++r) {
+          const float* xr = x + r * x_stride;
+          float* o = out + r * out_stride;
+          double ss = 0.0;
+          for (int64_t i = 0; i < dim; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+          const float inv =
+              1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(dim)) + eps);
+          for (int64_t i = 0; i < dim; ++i) o[i] = xr[i] * inv * weight[i];
+        }
+      },
+      rows_per_chunk(dim));
 }
 
 std::vector<float> rope_inv_freq(double theta, int64_t rotary_dim) {
@@ -43,35 +57,40 @@ void rope_neox(float* x, int64_t stride, int64_t rows, int64_t heads, int64_t he
                int64_t rotary_dim, std::span<const int32_t> positions,
                std::span<const float> inv_freq, float scale) {
   const int64_t half = rotary_dim / 2;
-#pragma omp parallel if (rows * heads * head_dim > 32768)
-  {
-    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
-#pragma omp for
-    for (int64_t r = 0; r < rows; ++r) {
-      const float pos = static_cast<float>(positions[static_cast<size_t>(r)]);
-      for (int64_t i = 0; i < half; ++i) {
-        const float angle = pos * inv_freq[static_cast<size_t>(i)];
-        cs[static_cast<size_t>(i)] = std::cos(angle) * scale;
-        sn[static_cast<size_t>(i)] = std::sin(angle) * scale;
-      }
-      for (int64_t h = 0; h < heads; ++h) {
-        float* v = x + r * stride + h * head_dim;
-        for (int64_t i = 0; i < half; ++i) {
-          const float a = v[i], b = v[i + half];
-          v[i] = a * cs[static_cast<size_t>(i)] - b * sn[static_cast<size_t>(i)];
-          v[i + half] = b * cs[static_cast<size_t>(i)] + a * sn[static_cast<size_t>(i)];
+  parallel_for(
+      rows,
+      [&](int64_t first, int64_t last) {
+        std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half));
+        for (int64_t r = first; r < last; ++r) {
+          const float pos = static_cast<float>(positions[static_cast<size_t>(r)]);
+          for (int64_t i = 0; i < half; ++i) {
+            const float angle = pos * inv_freq[static_cast<size_t>(i)];
+            cs[static_cast<size_t>(i)] = std::cos(angle) * scale;
+            sn[static_cast<size_t>(i)] = std::sin(angle) * scale;
+          }
+          for (int64_t h = 0; h < heads; ++h) {
+            float* v = x + r * stride + h * head_dim;
+            for (int64_t i = 0; i < half; ++i) {
+              const float a = v[i], b = v[i + half];
+              v[i] = a * cs[static_cast<size_t>(i)] - b * sn[static_cast<size_t>(i)];
+              v[i + half] = b * cs[static_cast<size_t>(i)] + a * sn[static_cast<size_t>(i)];
+            }
+          }
         }
-      }
-    }
-  }
+      },
+      rows_per_chunk(heads * head_dim));
 }
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
-#pragma omp parallel for if (n > 65536)
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    out[i] = g / (1.0f + std::exp(-g)) * up[i];
-  }
+  parallel_for(
+      n,
+      [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) {
+          const float g = gate[i];
+          out[i] = g / (1.0f + std::exp(-g)) * up[i];
+        }
+      },
+      32768);
 }
 
 void attention(const float* q, int64_t q_stride, std::span<const float* const> k_rows,
@@ -89,44 +108,51 @@ void attention(const float* q, int64_t q_stride, std::span<const float* const> k
       vt(static_cast<size_t>(n_k * head_dim));
   std::vector<float> scores(static_cast<size_t>(n_q * n_k));
   for (int64_t g = 0; g < num_kv_heads; ++g) {
-#pragma omp parallel for if (n_k * head_dim > 65536)
-    for (int64_t j = 0; j < n_k; ++j) {
-      std::copy_n(k_rows[static_cast<size_t>(j)] + g * head_dim, head_dim,
-                  &kg[static_cast<size_t>(j * head_dim)]);
-      const float* v = v_rows[static_cast<size_t>(j)] + g * head_dim;
-      for (int64_t d = 0; d < head_dim; ++d) vt[static_cast<size_t>(d * n_k + j)] = v[d];
-    }
+    parallel_for(
+        n_k,
+        [&](int64_t first, int64_t last) {
+          for (int64_t j = first; j < last; ++j) {
+            std::copy_n(k_rows[static_cast<size_t>(j)] + g * head_dim, head_dim,
+                        &kg[static_cast<size_t>(j * head_dim)]);
+            const float* v = v_rows[static_cast<size_t>(j)] + g * head_dim;
+            for (int64_t d = 0; d < head_dim; ++d) vt[static_cast<size_t>(d * n_k + j)] = v[d];
+          }
+        },
+        2 * rows_per_chunk(head_dim));
     for (int64_t hh = 0; hh < group; ++hh) {
       const int64_t h = g * group + hh;
       // The batch-invariant GEMM (gemm_f32.h): a query row's scores do not depend on n_q.
       matmul_nt(q + h * head_dim, q_stride, kg.data(), head_dim, scores.data(), n_k, n_q, n_k,
                 head_dim);
-#pragma omp parallel for if (n_q * n_k > 32768)
-      for (int64_t i = 0; i < n_q; ++i) {
-        float* s = &scores[static_cast<size_t>(i * n_k)];
-        for (int64_t j = 0; j < n_k; ++j) s[j] *= scale;
-        const uint8_t* vis = &visible[static_cast<size_t>(i * n_k)];
-        float mx = -std::numeric_limits<float>::infinity();
-        for (int64_t j = 0; j < n_k; ++j)
-          if (vis[j]) mx = std::max(mx, s[j]);
-        if (mx == -std::numeric_limits<float>::infinity()) {
-          std::fill_n(s, n_k, 0.0f);  // sees nothing: zero output
-          continue;
+      const auto softmax_rows = [&](int64_t first, int64_t last) {
+        for (int64_t i = first; i < last; ++i) {
+          float* s = &scores[static_cast<size_t>(i * n_k)];
+          for (int64_t j = 0; j < n_k; ++j) s[j] *= scale;
+          const uint8_t* vis = &visible[static_cast<size_t>(i * n_k)];
+          float mx = -std::numeric_limits<float>::infinity();
+          for (int64_t j = 0; j < n_k; ++j)
+            if (vis[j]) mx = std::max(mx, s[j]);
+          if (mx == -std::numeric_limits<float>::infinity()) {
+            std::fill_n(s, n_k, 0.0f);  // sees nothing: zero output
+            continue;
+          }
+          double sum = 0.0;
+          for (int64_t j = 0; j < n_k; ++j) {
+            s[j] = vis[j] ? std::exp(s[j] - mx) : 0.0f;
+            sum += s[j];
+          }
+          const float inv = static_cast<float>(1.0 / sum);
+          for (int64_t j = 0; j < n_k; ++j) s[j] *= inv;
+          if (head_mean_probs) {
+            float* acc = head_mean_probs + i * n_k;
+            for (int64_t j = 0; j < n_k; ++j) acc[j] += s[j] * inv_heads;
+          }
         }
-        double sum = 0.0;
-        for (int64_t j = 0; j < n_k; ++j) {
-          s[j] = vis[j] ? std::exp(s[j] - mx) : 0.0f;
-          sum += s[j];
-        }
-        const float inv = static_cast<float>(1.0 / sum);
-        for (int64_t j = 0; j < n_k; ++j) s[j] *= inv;
-        if (head_mean_probs) {
-          float* acc = head_mean_probs + i * n_k;
-          for (int64_t j = 0; j < n_k; ++j) acc[j] += s[j] * inv_heads;
-        }
-      }
-      matmul_nt(scores.data(), n_k, vt.data(), n_k, out + h * head_dim, out_stride, n_q,
-                head_dim, n_k);
+      };
+      // head_mean_probs sums over heads into shared rows: rows are split, heads are not.
+      parallel_for(n_q, softmax_rows, rows_per_chunk(n_k));
+      matmul_nt(scores.data(), n_k, vt.data(), n_k, out + h * head_dim, out_stride, n_q, head_dim,
+                n_k);
     }
   }
 }

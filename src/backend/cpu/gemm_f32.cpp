@@ -1,12 +1,13 @@
 // Driver of gemm_f32: picks the kernel, cuts the product into cache-sized blocks and shares the
-// blocks among the OpenMP threads. Every block is a whole [rows, columns] piece of the output
-// with the full k reduction, so neither the cut nor the thread count changes any element's
-// arithmetic (gemm_f32.h).
+// blocks among the threads (core/thread_pool.h). Every block is a whole [rows, columns] piece of
+// the output with the full k reduction, so neither the cut nor the thread count changes any
+// element's arithmetic (gemm_f32.h).
 #include "backend/cpu/gemm_f32.h"
 
 #include <algorithm>
 
 #include "backend/cpu/gemm_f32_tiles.h"
+#include "core/thread_pool.h"
 
 namespace dllm::cpu {
 namespace {
@@ -27,34 +28,40 @@ int64_t block_rows(int64_t k) {
   return std::max(kRowMultiple, rows / kRowMultiple * kRowMultiple);
 }
 
-TileFn tile_of(GemmKernel kernel) {
+TileFn tile_of(GemmKernel kernel, DType w_dtype) {
   switch (kernel) {
     case GemmKernel::kAvx512:
-      return gemm_detail::tile_avx512;
+      return gemm_detail::tile_avx512(w_dtype);
     case GemmKernel::kAvx2:
-      return gemm_detail::tile_avx2;
+      return gemm_detail::tile_avx2(w_dtype);
     case GemmKernel::kPortable:
       break;
   }
-  return gemm_detail::tile_portable;
+  return gemm_detail::tile_portable(w_dtype);
 }
 
-void run_blocks(TileFn tile, const float* a, int64_t lda, const float* w, int64_t ldw, float* out,
-                int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
+void run_blocks(TileFn tile, const float* a, int64_t lda, DType w_dtype, const void* w, int64_t ldw,
+                float* out, int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
   if (m <= 0 || n <= 0) return;
   const int64_t rows = block_rows(k);
   const int64_t col_blocks = (n + kBlockCols - 1) / kBlockCols;
   const int64_t row_blocks = (m + rows - 1) / rows;
   const bool parallel = m * n * k >= kParallelMacs && col_blocks * row_blocks > 1;
+  const auto* w_bytes = static_cast<const unsigned char*>(w);
+  const int64_t row_bytes = ldw * static_cast<int64_t>(dtype_size(w_dtype));
   // Column-block major: consecutive blocks of one thread share w rows, and a few-row product
-  // (one row block) reads every weight once.
-#pragma omp parallel for collapse(2) schedule(static) if (parallel)
-  for (int64_t cb = 0; cb < col_blocks; ++cb)
-    for (int64_t rb = 0; rb < row_blocks; ++rb) {
-      const int64_t i = rb * rows, j = cb * kBlockCols;
-      tile(a + i * lda, lda, w + j * ldw, ldw, out + i * ldo + j, ldo, std::min(rows, m - i),
-           std::min(kBlockCols, n - j), k, accumulate);
+  // (one row block) reads every weight once. Static contiguous chunks of the block list.
+  const auto blocks = [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b) {
+      const int64_t i = (b % row_blocks) * rows, j = (b / row_blocks) * kBlockCols;
+      tile(a + i * lda, lda, w_bytes + j * row_bytes, ldw, out + i * ldo + j, ldo,
+           std::min(rows, m - i), std::min(kBlockCols, n - j), k, accumulate);
     }
+  };
+  if (parallel)
+    parallel_for(col_blocks * row_blocks, blocks);
+  else
+    blocks(0, col_blocks * row_blocks);
 }
 
 }  // namespace
@@ -63,9 +70,10 @@ bool gemm_kernel_available(GemmKernel kernel) {
   switch (kernel) {
     case GemmKernel::kAvx512:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("fma");
+             __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     case GemmKernel::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+             __builtin_cpu_supports("f16c");
     case GemmKernel::kPortable:
       return true;
   }
@@ -93,12 +101,23 @@ const char* gemm_kernel_name(GemmKernel kernel) {
 
 void gemm_nt_f32(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
                  int64_t m, int64_t n, int64_t k, bool accumulate) {
-  run_blocks(tile_of(gemm_best_kernel()), a, lda, w, ldw, out, ldo, m, n, k, accumulate);
+  gemm_nt(a, lda, DType::kF32, w, ldw, out, ldo, m, n, k, accumulate);
 }
 
 void gemm_nt_f32_on(GemmKernel kernel, const float* a, int64_t lda, const float* w, int64_t ldw,
                     float* out, int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
-  run_blocks(tile_of(kernel), a, lda, w, ldw, out, ldo, m, n, k, accumulate);
+  gemm_nt_on(kernel, a, lda, DType::kF32, w, ldw, out, ldo, m, n, k, accumulate);
+}
+
+void gemm_nt(const float* a, int64_t lda, DType w_dtype, const void* w, int64_t ldw, float* out,
+             int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
+  gemm_nt_on(gemm_best_kernel(), a, lda, w_dtype, w, ldw, out, ldo, m, n, k, accumulate);
+}
+
+void gemm_nt_on(GemmKernel kernel, const float* a, int64_t lda, DType w_dtype, const void* w,
+                int64_t ldw, float* out, int64_t ldo, int64_t m, int64_t n, int64_t k,
+                bool accumulate) {
+  run_blocks(tile_of(kernel, w_dtype), a, lda, w_dtype, w, ldw, out, ldo, m, n, k, accumulate);
 }
 
 }  // namespace dllm::cpu

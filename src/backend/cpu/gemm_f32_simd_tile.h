@@ -7,13 +7,16 @@
 // chunk loop. W is read in place (no packing): for few rows every weight byte streams through
 // once, for many rows a w tile stays in cache while the row tiles pass over it. The AVX-512
 // build only has more registers (32 instead of 16) for a larger tile; the arithmetic per element
-// is the same instructions.
+// is the same instructions. Weights are read in their storage dtype (fp32, bf16, f16) and widened
+// to fp32 in registers as they are loaded, so bf16/f16 checkpoints are streamed at half the bytes
+// and never copied.
 #pragma once
 
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <utility>
 
 namespace dllm::cpu::gemm_detail {
@@ -46,42 +49,94 @@ inline void store_sums(float* out, __m128 s, int n, bool accumulate) {
   for (int c = 0; c < n; ++c) out[c] = accumulate ? out[c] + v[c] : v[c];
 }
 
+// How a kernel reads one weight dtype: 8 consecutive values widened to fp32 in a register. bf16
+// and f16 widen exactly (bf16 is the top half of an fp32; every f16 is an fp32), so a product over
+// bf16/f16 weights has the bits of the same product over their fp32 copies (gemm_f32.h).
+struct WeightF32 {
+  using T = float;
+  static __m256 load(const T* p) { return _mm256_loadu_ps(p); }
+  static __m256 load_tail(const T* p, int64_t rem) { return _mm256_maskload_ps(p, tail_mask(rem)); }
+};
+struct WeightBf16 {
+  using T = uint16_t;
+  static __m256 widen(__m128i h) {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+  static __m256 load(const T* p) {
+    return widen(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  // The zero-padded last chunk: lanes past the row read +0 (bf16 0x0000), never memory past it.
+  static __m256 load_tail(const T* p, int64_t rem) {
+    alignas(16) T v[8] = {};
+    std::memcpy(v, p, static_cast<size_t>(rem) * sizeof(T));
+    return widen(_mm_load_si128(reinterpret_cast<const __m128i*>(v)));
+  }
+};
+struct WeightF16 {
+  using T = uint16_t;
+  static __m256 load(const T* p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  }
+  static __m256 load_tail(const T* p, int64_t rem) {
+    alignas(16) T v[8] = {};
+    std::memcpy(v, p, static_cast<size_t>(rem) * sizeof(T));
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i*>(v)));
+  }
+};
+
 // One k chunk of an R × C tile: the vectors of the smaller side are loaded once and kept in
-// registers, those of the other side one at a time (R·C + min(R, C) + 1 registers).
-template <int R, int C, class Load>
-inline void chunk_fma(__m256 (&acc)[R][C], const float* a, int64_t lda, const float* w, int64_t ldw,
-                      Load load) {
+// registers, those of the other side one at a time (R·C + min(R, C) + 1 registers). `load_a`
+// reads 8 fp32 activations, `load_w` 8 weights widened to fp32.
+template <int R, int C, class WT, class LoadA, class LoadW>
+inline void chunk_fma(__m256 (&acc)[R][C], const float* a, int64_t lda, const WT* w, int64_t ldw,
+                      LoadA load_a, LoadW load_w) {
   if constexpr (R <= C) {
     __m256 av[R];
-    for (int r = 0; r < R; ++r) av[r] = load(a + r * lda);
+    for (int r = 0; r < R; ++r) av[r] = load_a(a + r * lda);
     for (int c = 0; c < C; ++c) {
-      const __m256 wv = load(w + c * ldw);
+      const __m256 wv = load_w(w + c * ldw);
       for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(av[r], wv, acc[r][c]);
     }
   } else {
     __m256 wv[C];
-    for (int c = 0; c < C; ++c) wv[c] = load(w + c * ldw);
+    for (int c = 0; c < C; ++c) wv[c] = load_w(w + c * ldw);
     for (int r = 0; r < R; ++r) {
-      const __m256 av = load(a + r * lda);
+      const __m256 av = load_a(a + r * lda);
       for (int c = 0; c < C; ++c) acc[r][c] = _mm256_fmadd_ps(av, wv[c], acc[r][c]);
     }
   }
 }
 
-template <int R, int C>
-void micro_tile(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
-                int64_t k, bool accumulate) {
+// An R × C output tile over weights of kind W (WeightF32 / WeightBf16 / WeightF16).
+template <int R, int C, class W>
+void micro_tile(const float* a, int64_t lda, const void* w_bytes, int64_t ldw, float* out,
+                int64_t ldo, int64_t k, bool accumulate) {
+  using WT = typename W::T;
+  const WT* w = static_cast<const WT*>(w_bytes);
   __m256 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+  // The C weight rows of a tile are short streams (2-4 KB); the hardware prefetcher barely ramps
+  // up on one before it ends. So each row also prefetches, one cache line per line it consumes,
+  // the same line of the tile C rows further on (the next tile of tile_block's column loop): a
+  // few-row step streams its weights at the memory's rate instead of its latency.
+  constexpr int64_t kLineElems = 64 / sizeof(WT);
   int64_t k0 = 0;
-  for (; k0 + 8 <= k; k0 += 8)
-    chunk_fma<R, C>(acc, a + k0, lda, w + k0, ldw,
-                    [](const float* p) { return _mm256_loadu_ps(p); });
+  for (; k0 + 8 <= k; k0 += 8) {
+    if (k0 % kLineElems == 0)
+      for (int c = 0; c < C; ++c)
+        _mm_prefetch(reinterpret_cast<const char*>(w + (c + C) * ldw + k0), _MM_HINT_T0);
+    chunk_fma<R, C>(
+        acc, a + k0, lda, w + k0, ldw, [](const float* p) { return _mm256_loadu_ps(p); },
+        [](const WT* p) { return W::load(p); });
+  }
   if (k0 < k) {
-    const __m256i mask = tail_mask(k - k0);
-    chunk_fma<R, C>(acc, a + k0, lda, w + k0, ldw,
-                    [mask](const float* p) { return _mm256_maskload_ps(p, mask); });
+    const int64_t rem = k - k0;
+    const __m256i mask = tail_mask(rem);
+    chunk_fma<R, C>(
+        acc, a + k0, lda, w + k0, ldw,
+        [mask](const float* p) { return _mm256_maskload_ps(p, mask); },
+        [rem](const WT* p) { return W::load_tail(p, rem); });
   }
   for (int r = 0; r < R; ++r)
     for (int c0 = 0; c0 < C; c0 += 4) {
@@ -94,11 +149,11 @@ void micro_tile(const float* a, int64_t lda, const float* w, int64_t ldw, float*
     }
 }
 
-using MicroFn = void (*)(const float*, int64_t, const float*, int64_t, float*, int64_t, int64_t,
+using MicroFn = void (*)(const float*, int64_t, const void*, int64_t, float*, int64_t, int64_t,
                          bool);
 
-// table[r - 1][c - 1] = micro_tile<r, c>: the full tile and every edge tile of a block.
-template <int R, int C>
+// table[r - 1][c - 1] = micro_tile<r, c, W>: the full tile and every edge tile of a block.
+template <int R, int C, class W>
 struct MicroTable {
   MicroFn fn[R][C];
   constexpr MicroTable() : fn() { fill<1>(); }
@@ -109,16 +164,17 @@ struct MicroTable {
   }
   template <int r, int... c>
   constexpr void fill_row(std::integer_sequence<int, c...>) {
-    ((fn[r - 1][c] = micro_tile<r, c + 1>), ...);
+    ((fn[r - 1][c] = micro_tile<r, c + 1, W>), ...);
   }
 };
 
 // A whole [m, n] block with R × C tiles. The w tile is the outer loop: its C rows stay in L1
 // while every row tile of the block passes over them.
-template <int R, int C>
-void tile_block(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
-                int64_t m, int64_t n, int64_t k, bool accumulate) {
-  static constexpr MicroTable<R, C> kTable;
+template <int R, int C, class W>
+void tile_block(const float* a, int64_t lda, const void* w_bytes, int64_t ldw, float* out,
+                int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
+  static constexpr MicroTable<R, C, W> kTable;
+  const auto* w = static_cast<const typename W::T*>(w_bytes);
   for (int64_t j = 0; j < n; j += C) {
     const int64_t cols = std::min<int64_t>(C, n - j);
     for (int64_t i = 0; i < m; i += R) {

@@ -1,26 +1,26 @@
 // The per-ISA halves of gemm_f32 (gemm_f32.h states the arithmetic every one of them performs).
 // A tile function computes a whole [m, n] block of the output, looping over its own register
-// tiles; gemm_f32.cpp cuts the product into such blocks for the caches and the threads.
+// tiles; gemm_f32.cpp cuts the product into such blocks for the caches and the threads. There is
+// one tile function per weight dtype (w points at fp32, bf16 or f16 values; ldw counts elements).
 #pragma once
 
 #include <cstdint>
 
+#include "core/dtype.h"
+
 namespace dllm::cpu::gemm_detail {
 
-using TileFn = void (*)(const float* a, int64_t lda, const float* w, int64_t ldw, float* out,
+using TileFn = void (*)(const float* a, int64_t lda, const void* w, int64_t ldw, float* out,
                         int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate);
 
 // std::fma only: any x86-64 (or other) CPU. gemm_f32_portable.cpp.
-void tile_portable(const float* a, int64_t lda, const float* w, int64_t ldw, float* out,
-                   int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate);
+TileFn tile_portable(DType w_dtype);
 
-// AVX2 + FMA intrinsics; call only on a CPU that has both. gemm_f32_avx2.cpp.
-void tile_avx2(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
-               int64_t m, int64_t n, int64_t k, bool accumulate);
+// AVX2 + FMA (+ F16C) intrinsics; call only on a CPU that has them. gemm_f32_avx2.cpp.
+TileFn tile_avx2(DType w_dtype);
 
 // The same 256-bit arithmetic with AVX-512VL's 32 registers; call only on a CPU with AVX-512F,
-// AVX-512VL and FMA. gemm_f32_avx512.cpp.
-void tile_avx512(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
-                 int64_t m, int64_t n, int64_t k, bool accumulate);
+// AVX-512VL, FMA and F16C. gemm_f32_avx512.cpp.
+TileFn tile_avx512(DType w_dtype);
 
 }  // namespace dllm::cpu::gemm_detail

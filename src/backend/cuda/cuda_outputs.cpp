@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
+#include "core/thread_pool.h"
 #include "decode/s2d2_verify.h"
 
 namespace dllm::cuda_backend {
@@ -34,16 +35,17 @@ TokenStats from_device_stats(const cuda::DeviceTokenStats& d) {
 void host_token_stats(const ModelConfig& c, const SequenceForward& seq,
                       const std::vector<float>& logits, std::vector<TokenStats>& stats) {
   const int64_t m = static_cast<int64_t>(seq.output_rows.size());
-#pragma omp parallel for if (m > 1)
-  for (int64_t i = 0; i < m; ++i) {
-    const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
-    const int32_t pos =
-        seq.rng_positions.empty() ? seq.positions[row] : seq.rng_positions[static_cast<size_t>(i)];
-    stats[static_cast<size_t>(i)] = compute_token_stats(
-        std::span<const float>(logits).subspan(static_cast<size_t>(i * c.vocab_size),
-                                               static_cast<size_t>(c.vocab_size)),
-        seq.sampler, seq.rng, pos);
-  }
+  parallel_for(m, [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i) {
+      const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
+      const int32_t pos = seq.rng_positions.empty() ? seq.positions[row]
+                                                    : seq.rng_positions[static_cast<size_t>(i)];
+      stats[static_cast<size_t>(i)] = compute_token_stats(
+          std::span<const float>(logits).subspan(static_cast<size_t>(i * c.vocab_size),
+                                                 static_cast<size_t>(c.vocab_size)),
+          seq.sampler, seq.rng, pos);
+    }
+  });
 }
 
 }  // namespace
@@ -119,8 +121,8 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
     } else if (seq.verify) {  // top-k / top-p: the host functions on the kept rows
       host_kept[si].resize(static_cast<size_t>(st.kept_rows * V));
       DLLM_CUDA_CHECK(cudaMemcpyAsync(host_kept[si].data(), st.kept_logits.get(),
-                                      host_kept[si].size() * sizeof(float),
-                                      cudaMemcpyDeviceToHost, stream_));
+                                      host_kept[si].size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                      stream_));
     }
     // verify_in_ is reused by the next sequence's copy only after this one's kernel ran.
     if (seq.verify) DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
@@ -147,19 +149,17 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
       // The queries' own columns: the last rows of the keys' logical slots.
       const int32_t* query_cols = ints_.get() + p.logical_keys_at + (p.n_keys - p.rows);
       cuda::attention_rollout(attn_rows_out_.get() + p.attn_rows_at, query_cols,
-                              static_cast<int>(c.num_layers), n, width, rollout_ws_.get(),
-                              stream_);
+                              static_cast<int>(c.num_layers), n, width, rollout_ws_.get(), stream_);
       importance[si].resize(static_cast<size_t>(width));
       DLLM_CUDA_CHECK(cudaMemcpyAsync(importance[si].data(), rollout_ws_.get(),
-                                      importance[si].size() * sizeof(float),
-                                      cudaMemcpyDeviceToHost, stream_));
+                                      importance[si].size() * sizeof(float), cudaMemcpyDeviceToHost,
+                                      stream_));
     }
     if (p.seq->want_attention_rows) {
       results[si].attention_rows.resize(p.attn_rows_count);
-      DLLM_CUDA_CHECK(cudaMemcpyAsync(results[si].attention_rows.data(),
-                                      attn_rows_out_.get() + p.attn_rows_at,
-                                      p.attn_rows_count * sizeof(float), cudaMemcpyDeviceToHost,
-                                      stream_));
+      DLLM_CUDA_CHECK(
+          cudaMemcpyAsync(results[si].attention_rows.data(), attn_rows_out_.get() + p.attn_rows_at,
+                          p.attn_rows_count * sizeof(float), cudaMemcpyDeviceToHost, stream_));
     }
   }
   DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
