@@ -212,42 +212,55 @@ void add_grid_rows(SparseHeadPlan& head, const PrefillLayout& layout, const Grid
   add_dense_rows(head, layout, ve, layout.n_tokens);
 }
 
-// Q-boundary: per modality, VS indices from the last <= 64 queries of its last span.
-void add_q_boundary_rows(SparseHeadPlan& head, const PrefillLayout& layout, const HeadQK& qk,
-                         const HeadPattern& p) {
-  const int32_t n = layout.n_tokens;
-  std::vector<int32_t> span_end(256, -1), span_begin(256, -1);
-  for (int32_t r = 0; r < n;) {  // the last span of each modality
+// The last span [begin, end) of every modality present (index: the modality value).
+struct LastSpans {
+  std::vector<int32_t> begin = std::vector<int32_t>(256, -1), end = std::vector<int32_t>(256, -1);
+};
+
+LastSpans last_spans(const PrefillLayout& layout) {
+  LastSpans out;
+  const auto& mod = layout.modality;
+  for (int32_t r = 0; r < layout.n_tokens;) {
     int32_t e = r;
-    while (e < n &&
-           layout.modality[static_cast<size_t>(e)] == layout.modality[static_cast<size_t>(r)])
-      ++e;
-    span_begin[layout.modality[static_cast<size_t>(r)]] = r;
-    span_end[layout.modality[static_cast<size_t>(r)]] = e;
+    while (e < layout.n_tokens && mod[static_cast<size_t>(e)] == mod[static_cast<size_t>(r)]) ++e;
+    out.begin[mod[static_cast<size_t>(r)]] = r;
+    out.end[mod[static_cast<size_t>(r)]] = e;
     r = e;
   }
-  std::vector<VsIndices> idx(256);
-  for (int m = 0; m < 256; ++m) {
-    if (span_end[static_cast<size_t>(m)] < 0) continue;
-    const int32_t e = span_end[static_cast<size_t>(m)];
-    const int32_t b = std::max(span_begin[static_cast<size_t>(m)], e - 64);
-    idx[static_cast<size_t>(m)] =
-        estimate_vertical_slash(qk, layout, b, e, p.vertical, p.slash, 30, 100);
-  }
-  for_each_row_chunk(0, n, [&](int32_t f, int32_t l) {
+  return out;
+}
+
+// Q-boundary: per original 64-row block, one tile per modality present, with that modality's
+// indices converted for the block.
+void add_q_boundary_tiles(SparseHeadPlan& head, const PrefillLayout& layout,
+                          const std::vector<VsIndices>& idx) {
+  const auto& mod = layout.modality;
+  for_each_row_chunk(0, layout.n_tokens, [&](int32_t f, int32_t l) {
     for (int m = 0; m < 256; ++m) {
-      if (span_end[static_cast<size_t>(m)] < 0) continue;
       int32_t last = -1;
       for (int32_t r = f; r <= l; ++r)
-        if (layout.modality[static_cast<size_t>(r)] == m) last = r;
+        if (mod[static_cast<size_t>(r)] == m) last = r;
       if (last < 0) continue;
       head.open_tile();
       for (int32_t r = f; r <= l; ++r)
-        if (layout.modality[static_cast<size_t>(r)] == m) head.add_row(r);
-      add_vertical_slash_spans(head, idx[static_cast<size_t>(m)], f, limit_of(layout, last) + 1);
+        if (mod[static_cast<size_t>(r)] == m) head.add_row(r);
+      add_vertical_slash_spans(head, idx.at(static_cast<size_t>(m)), f, limit_of(layout, last) + 1);
       add_diagonal_block_span(head, layout, f + kSparseKeyBlock, last);
     }
   });
+}
+
+// Q-boundary: per modality, VS indices from the last <= 64 queries of its last span.
+void add_q_boundary_rows(SparseHeadPlan& head, const PrefillLayout& layout, const HeadQK& qk,
+                         const HeadPattern& p) {
+  const LastSpans spans = last_spans(layout);
+  std::vector<VsIndices> idx(256);
+  for (size_t m = 0; m < 256; ++m) {
+    if (spans.end[m] < 0) continue;
+    const int32_t b = std::max(spans.begin[m], spans.end[m] - 64);
+    idx[m] = estimate_vertical_slash(qk, layout, b, spans.end[m], p.vertical, p.slash, 30, 100);
+  }
+  add_q_boundary_tiles(head, layout, idx);
 }
 
 void check_layout(const PrefillLayout& layout, const HeadPattern& p) {
@@ -274,6 +287,21 @@ void check_layout(const PrefillLayout& layout, const HeadPattern& p) {
 }
 
 }  // namespace
+
+SparseHeadPlan plan_vertical_slash(const PrefillLayout& layout, const VsIndices& idx) {
+  SparseHeadPlan head;
+  add_vertical_slash_rows(head, layout, idx);
+  return head;
+}
+
+SparseHeadPlan plan_q_boundary(const PrefillLayout& layout, const std::vector<VsIndices>& idx) {
+  if (layout.modality.size() != static_cast<size_t>(layout.n_tokens))
+    fail("sparse prefill: Q-boundary needs a modality per token (got ", layout.modality.size(),
+         " for ", layout.n_tokens, " tokens)");
+  SparseHeadPlan head;
+  add_q_boundary_tiles(head, layout, idx);
+  return head;
+}
 
 std::vector<int32_t> grid_stride_space(const PrefillLayout& layout) {
   const int32_t span = layout.vision_end - layout.vision_begin;

@@ -111,6 +111,10 @@ GridParams estimate_grid(const HeadQK& qk, const PrefillLayout& layout,
 // half the vision span) (the paper's max_stride) and the frame stride.
 std::vector<int32_t> grid_stride_space(const PrefillLayout& layout);
 
+// Vertical-slash and Q-boundary plans from given indices (Q-boundary: idx[modality]).
+SparseHeadPlan plan_vertical_slash(const PrefillLayout& layout, const VsIndices& idx);
+SparseHeadPlan plan_q_boundary(const PrefillLayout& layout, const std::vector<VsIndices>& idx);
+
 // The plan of one head for `pattern` (estimating what it needs from qk).
 SparseHeadPlan build_head_plan(const HeadPattern& pattern, const PrefillLayout& layout,
                                const HeadQK& qk);

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention/sparse_prefill_plan.h"
 #include "backend/forward_batch.h"
 #include "backend/method_state.h"
 #include "kv/kv_cache.h"
@@ -26,7 +27,10 @@ class Backend {
   virtual std::pair<int64_t, int64_t> device_memory() const { return {0, 0}; }
   // Bytes of activations and workspaces a forward of `rows` query rows (with as many output
   // rows) may allocate — what the KV pool must leave free.
-  virtual int64_t activation_bytes(int64_t rows) const { (void)rows; return 0; }
+  virtual int64_t activation_bytes(int64_t rows) const {
+    (void)rows;
+    return 0;
+  }
   // Bytes of K/V one cache slot takes (all layers, K and V) in this backend's storage.
   virtual int64_t kv_bytes_per_slot() const = 0;
   // Allocates the KV pool's storage: `num_pages` pages of `page_size` slots. Once, before the
@@ -96,6 +100,10 @@ double time_cuda_attention_kernel(int n_q, int context, int heads, int kv_heads,
 // pool), every call reading from device memory. Error when built without CUDA.
 double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int kv_heads,
                                  int head_dim, int page_size, int reps);
+// Microseconds per call of the sparse prefill kernel (backend/cuda/sparse_prefill.h) for `plan`
+// on random bf16 Q/K/V of its length. Error when built without CUDA.
+double time_cuda_sparse_prefill(const SparsePrefillPlan& plan, int heads, int kv_heads,
+                                int head_dim, int reps);
 // "cpu", "cuda" or "auto" (CUDA when available, else CPU).
 std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device);
 
