@@ -423,7 +423,11 @@ SparseHeadPlan build_head_plan(const HeadPattern& p, const PrefillLayout& layout
       add_a_shape_rows(head, layout, 0, n, p.sink, p.local);
       break;
     case PatternKind::kTriShape: {
-      const int32_t split = std::max(0, n - p.n_last);
+      // n_last < 0: MMInference's a_shape, whose dense rows are the text after the vision span.
+      const int32_t n_last =
+          p.n_last >= 0 ? p.n_last
+                        : (layout.vision_end > layout.vision_begin ? n - layout.vision_end : 0);
+      const int32_t split = std::max(0, n - n_last);
       add_a_shape_rows(head, layout, 0, split, p.sink, p.local);
       add_dense_rows(head, layout, split, n);
       break;

@@ -1,0 +1,49 @@
+// The sparse prefill config: which pattern every (layer, query head) runs (method-specs §2.7).
+// Reads both published formats (microsoft/MInference):
+//   MInference 1.0  [ {"0": ["vertical_and_slash", 1000, 6096, 0.96], ...}, ... ]  (one object per
+//                   layer; "stream_llm" [n_init, n_local], "block_sparse" [top_k, _]; a trailing
+//                   score is ignored)
+//   MMInference     {"layer-0": {"0": ["grid_attn", stride, hline, vline, slash, local, shift],
+//                                "1": ["a_shape", sink, local], "2": ["vs_attn", v, s, last_q],
+//                                "3": ["shuffle_q", "vs_attn", v, s], ...}, ...}
+// plus our own names: "dense", "tri_shape" [sink, local, n_last], "vertical_and_slash" [v, s],
+// "block_sparse" [top_blocks]. Where the published runtime differs from its search output we
+// follow the runtime: MMInference's "a_shape" runs as tri-shape whose dense rows are the text
+// after the vision span (mminference_kernel); "shuffle_q" is the Q-boundary form. A grid stride of
+// 0 is estimated online. A head missing from a listed layer runs MInference's default
+// ("vertical_and_slash", 1000, 6096); a layer missing from the file runs dense.
+// save_sparse_prefill_config writes the MMInference form.
+#pragma once
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "attention/sparse_prefill_patterns.h"
+
+namespace dllm {
+
+struct SparsePrefillConfig {
+  struct Layer {
+    bool given = false;              // false: the layer runs dense
+    std::vector<HeadPattern> heads;  // by query head
+    std::vector<bool> head_given;    // false: the default vertical-slash (1000, 6096)
+  };
+  std::vector<Layer> layers;
+
+  HeadPattern pattern(int layer, int head) const;
+};
+
+// `source` names the file in errors.
+SparsePrefillConfig parse_sparse_prefill_config(const nlohmann::json& j, const std::string& source);
+SparsePrefillConfig load_sparse_prefill_config(const std::filesystem::path& path);
+nlohmann::json sparse_prefill_config_json(const SparsePrefillConfig& config);
+void save_sparse_prefill_config(const SparsePrefillConfig& config,
+                                const std::filesystem::path& path);
+
+// Errors naming the layer or head when the config lists more layers or heads than the model has.
+void check_config_fits(const SparsePrefillConfig& config, int layers, int heads,
+                       const std::string& source);
+
+}  // namespace dllm
