@@ -38,6 +38,7 @@ struct BenchArgs {
   std::string sparse_prefill_kernel;
   std::string prefill_lengths = "32768,65536,131072";
   int prefill_block = 1;
+  std::string sparse_prefill_config;  // --sparse-prefill CONFIG.json: also time every layer of it
   std::string sparse = "none";
   int sparse_k = 1024, sparse_exact_layers = 2;
 };

@@ -422,6 +422,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--prefill-lengths", a->prefill_lengths,
                   "--sparse-prefill-kernel: comma-separated prompt lengths (default "
                   "32768,65536,131072)");
+  cmd->add_option("--sparse-prefill", a->sparse_prefill_config,
+                  "--sparse-prefill-kernel: also time every layer of this MInference / "
+                  "MMInference pattern config (JSON) against dense x layers");
   cmd->add_option("--prefill-block", a->prefill_block,
                   "--sparse-prefill-kernel: 1 = causal, B = block-causal with block B (SDAR: 4)");
   cmd->add_option("--page-size", a->page_size,

@@ -3,15 +3,19 @@
 // 196-token frames each followed by 8 text tokens (timestamps), a 512-token text question.
 //   dllm bench --device cuda --shape configs/sdar-8b.json --sparse-prefill-kernel all
 //              --prefill-lengths 32768,65536,131072 [--prefill-block 4]
+//              [--sparse-prefill CONFIG.json]   (every layer of a searched config, summed)
 // Plans are built on the host from random fp32 Q/K of one head (the online estimates included)
 // and shared by every head; the kernel runs on random bf16 Q/K/V.
 #include "cli/sparse_prefill_bench.h"
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
+#include <optional>
 #include <random>
 #include <sstream>
 
+#include "attention/sparse_prefill_config.h"
 #include "attention/sparse_prefill_patterns.h"
 #include "backend/backend.h"
 #include "cli/cli_util.h"
@@ -94,6 +98,36 @@ double computed_density(const SparsePrefillPlan& plan) {
   return computed / family;
 }
 
+// Every layer of --sparse-prefill CONFIG.json, timed one after the other (heads with equal
+// patterns share one plan): the prefill's attention under the config.
+double time_config_layers(const SparsePrefillConfig& config, int layers, int heads, int kv_heads,
+                          int d, const PrefillLayout& layout, const HeadQK& qk, int reps,
+                          double& density) {
+  std::map<std::string, SparseHeadPlan> plans;
+  double total_ms = 0, density_sum = 0;
+  for (int l = 0; l < layers; ++l) {
+    SparsePrefillPlan plan;
+    plan.n_tokens = layout.n_tokens;
+    plan.block_size = layout.block_size;
+    for (int h = 0; h < heads; ++h) {
+      SparsePrefillConfig one;
+      one.layers.resize(1);
+      one.layers[0].given = true;
+      one.layers[0].heads = {config.pattern(l, h)};
+      one.layers[0].head_given = {true};
+      const std::string key = sparse_prefill_config_json(one).dump();
+      auto it = plans.find(key);
+      if (it == plans.end())
+        it = plans.emplace(key, build_head_plan(config.pattern(l, h), layout, qk)).first;
+      plan.heads.push_back(it->second);
+    }
+    density_sum += computed_density(plan);
+    total_ms += time_cuda_sparse_prefill(plan, heads, kv_heads, d, reps) / 1e3;
+  }
+  density = density_sum / layers;
+  return total_ms;
+}
+
 }  // namespace
 
 nlohmann::json sparse_prefill_bench(const BenchArgs& a, const std::string& device) {
@@ -122,6 +156,12 @@ nlohmann::json sparse_prefill_bench(const BenchArgs& a, const std::string& devic
   }
   const int heads = static_cast<int>(c.num_heads), kv_heads = static_cast<int>(c.num_kv_heads);
   const int d = static_cast<int>(c.head_dim);
+  const int layers = static_cast<int>(c.num_layers);
+  std::optional<SparsePrefillConfig> config;
+  if (!a.sparse_prefill_config.empty()) {
+    config = load_sparse_prefill_config(a.sparse_prefill_config);
+    check_config_fits(*config, layers, heads, a.sparse_prefill_config);
+  }
   std::printf("\n%s sparse prefill attention, one layer (%d/%d heads, head_dim %d), block %d\n\n",
               a.shape.c_str(), heads, kv_heads, d, a.prefill_block);
   std::printf(
@@ -154,10 +194,25 @@ nlohmann::json sparse_prefill_bench(const BenchArgs& a, const std::string& devic
       std::fflush(stdout);
       rows.push_back({{"tokens", n},
                       {"pattern", np.name},
+                      {"layers", 1},
                       {"computed_density", density},
                       {"ms", ms},
                       {"tflops", tflops},
                       {"speedup_vs_dense", dense_ms / ms}});
+    }
+    if (config) {
+      double density = 0;
+      const double ms = time_config_layers(*config, layers, heads, kv_heads, d, layout, qk,
+                                           std::min(a.reps, 3), density);
+      std::printf("| %d | config, %d layers (vs dense x %d) | %.3f | %.2f | - | %.2fx |\n", n,
+                  layers, layers, density, ms, dense_ms * layers / ms);
+      std::fflush(stdout);
+      rows.push_back({{"tokens", n},
+                      {"pattern", "config"},
+                      {"layers", layers},
+                      {"computed_density", density},
+                      {"ms", ms},
+                      {"speedup_vs_dense", dense_ms * layers / ms}});
     }
   }
   return rows;
