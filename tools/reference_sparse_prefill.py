@@ -22,6 +22,8 @@ walk. Semantics, with limit(r) = min(n-1, (r // B + 1) * B - 1) (B = 1: causal):
                rows outside [vb, ve) dense; else sink c < vb, band c > limit(r) - local,
                vline (c - vb) % stride == phase, hline rows (r - vb) % stride == phase dense
   q_boundary   per modality VS from the last <= 64 queries of its last span, per-row conversion
+  2d_boundary  per query modality m: VS over m's compacted rows and keys (from m's last <= 64
+               queries), plus for each other modality the top-`vertical` keys those queries attend
 
 Regenerate:  /work/refenv/bin/python tools/reference_sparse_prefill.py tests/fixtures/sparse_prefill
 """
@@ -197,11 +199,62 @@ def mask_q_boundary(q, k, n, b, modality, vertical, slash):
     return mask
 
 
+def mask_2d_boundary(q, k, n, b, modality, vertical, slash):
+    mod = np.asarray(modality)
+    lim = limits(n, b)
+    mask = np.zeros((n, n), bool)
+    scale = np.float32(1 / np.sqrt(q.shape[1]))
+    for m in np.unique(mod):
+        rows = np.flatnonzero(mod == m)
+        est = rows[-64:]
+        n_c = int(np.searchsorted(rows, lim[rows[-1]], side="right"))
+        col = np.zeros(n_c)
+        diag = np.zeros(n_c)
+        cross = {mk: np.zeros(int(np.searchsorted(np.flatnonzero(mod == mk), lim[rows[-1]], side="right")))
+                 for mk in np.unique(mod) if mk != m}
+        for r in est:
+            i = int(np.searchsorted(rows, r))
+            keys = np.arange(lim[r] + 1)
+            s = (q[r].astype(np.float32) @ k[keys].astype(np.float32).T) * scale
+            a = softmax_rows(s[None, :].astype(np.float64), np.ones((1, keys.size), bool))[0]
+            own = mod[keys] == m
+            j = np.searchsorted(rows, keys[own])
+            np.add.at(col, j, a[own])
+            ok = i - j >= 0
+            np.add.at(diag, n_c - 1 - (i - j[ok]), a[own][ok])
+            for mk in cross:
+                sel = mod[keys] == mk
+                np.add.at(cross[mk], np.searchsorted(np.flatnonzero(mod == mk), keys[sel]), a[sel])
+        col[:30] = np.inf
+        diag[n_c - min(100, n_c):] = np.inf
+        v_idx = np.sort(topk_stable(col, min(n_c, max(vertical, 30))))
+        s_idx = np.sort((n_c - 1) - topk_stable(diag, min(n_c, max(slash, 50))))[::-1]
+        # intra-modality: the conversion in compacted coordinates
+        for t in range(0, rows.size, BLOCK):
+            keys_c = np.array(sorted(c for c in convert_block(v_idx, s_idx, t) if c < n_c), dtype=int)
+            for i in range(t, min(rows.size, t + BLOCK)):
+                r = rows[i]
+                kc = np.arange(n_c)
+                ok = rows[kc] <= lim[r]
+                sel = np.zeros(n_c, bool)
+                sel[keys_c] = True
+                sel[t + BLOCK:] = True  # the diagonal-block rule, compacted
+                mask[r, rows[kc[ok & sel]]] = True
+        for mk, mass in cross.items():
+            pos = np.flatnonzero(mod == mk)
+            chosen = pos[topk_stable(mass, min(mass.size, vertical))]
+            for r in rows:
+                mask[r, chosen[chosen <= lim[r]]] = True
+    return mask
+
+
 def head_mask(case, q, k):
     n, b, p = case["n"], case["block_size"], case["pattern"]
     kind = p["kind"]
     if p.get("boundary") == "q":
         return mask_q_boundary(q, k, n, b, case["modality"], p["vertical"], p["slash"])
+    if p.get("boundary") == "2d":
+        return mask_2d_boundary(q, k, n, b, case["modality"], p["vertical"], p["slash"])
     if kind == "dense":
         return family(n, b)
     if kind == "a_shape":
@@ -294,6 +347,10 @@ def cases(rng):
                                      pattern=dict(kind="grid_attn", stride=0, phase=0, hline=False, vline=True, local=30, last_q=64))
     yield "q_boundary_n640", dict(small, n=640, modality=short_segments(rng, 640),
                                   pattern=dict(kind="vertical_and_slash", boundary="q", vertical=30, slash=110, last_q=64))
+    yield "2d_boundary_n700", dict(small, n=700, modality=short_segments(rng, 700),
+                                   pattern=dict(kind="vertical_and_slash", boundary="2d", vertical=30, slash=104, last_q=64))
+    yield "2d_boundary_block4_n650", dict(small, n=650, block_size=4, kv_heads=2, modality=short_segments(rng, 650),
+                                          pattern=dict(kind="vertical_and_slash", boundary="2d", vertical=31, slash=102, last_q=64))
     yield "q_boundary_block4_n601", dict(small, n=601, block_size=4, kv_heads=2, modality=short_segments(rng, 601),
                                          pattern=dict(kind="vertical_and_slash", boundary="q", vertical=33, slash=101, last_q=64))
 

@@ -46,7 +46,7 @@ class EntryReader {
   [[noreturn]] void unknown() const {
     fail(where_, ": unknown pattern '", name(0),
          "' (dense, vertical_and_slash, vs_attn, stream_llm, a_shape, tri_shape, block_sparse, "
-         "grid_attn, shuffle_q, no_shuffle)");
+         "grid_attn, shuffle_q, no_shuffle, 2d_shuffle)");
   }
   [[noreturn]] void bad_arity(const char* expected) const {
     fail(where_, ": ", name(0), " takes ", expected, " (got ", a_.dump(), ")");
@@ -105,11 +105,12 @@ HeadPattern parse_entry(const EntryReader& e) {
     if (e.boolean(4, "slash")) e.bad_arity("slash = false (grid slash lines are not implemented)");
     p.grid.local = e.integer(5, "local", 0, kMaxSize);
     p.grid.phase = e.integer(e.size() - 1, "shift", 0, std::max(0, p.grid.stride - 1));
-  } else if (name == "shuffle_q" || name == "no_shuffle") {
+  } else if (name == "shuffle_q" || name == "no_shuffle" || name == "2d_shuffle") {
     if (e.name(1) != "vs_attn" || e.size() != 4)
       e.bad_arity("[\"vs_attn\", vertical_size, slash_size]");
     p = vertical_slash(e, 2, false);
     if (name == "shuffle_q") p.boundary = BoundaryKind::kQ;
+    if (name == "2d_shuffle") p.boundary = BoundaryKind::k2D;
   } else {
     e.unknown();
   }
@@ -190,6 +191,8 @@ nlohmann::json entry_json(const HeadPattern& p) {
   using nlohmann::json;
   if (p.boundary == BoundaryKind::kQ)
     return json::array({"shuffle_q", "vs_attn", p.vertical, p.slash});
+  if (p.boundary == BoundaryKind::k2D)
+    return json::array({"2d_shuffle", "vs_attn", p.vertical, p.slash});
   switch (p.kind) {
     case PatternKind::kDense:
       return json::array({"dense"});

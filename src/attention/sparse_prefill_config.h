@@ -6,6 +6,8 @@
 //   MMInference     {"layer-0": {"0": ["grid_attn", stride, hline, vline, slash, local, shift],
 //                                "1": ["a_shape", sink, local], "2": ["vs_attn", v, s, last_q],
 //                                "3": ["shuffle_q", "vs_attn", v, s], ...}, ...}
+//                   ("2d_shuffle", the name the published search's commented-out space gives the
+//                   2D-boundary form, takes the same arguments)
 // plus our own names: "dense", "tri_shape" [sink, local, n_last], "vertical_and_slash" [v, s],
 // "block_sparse" [top_blocks]. Where the published runtime differs from its search output we
 // follow the runtime: MMInference's "a_shape" runs as tri-shape whose dense rows are the text

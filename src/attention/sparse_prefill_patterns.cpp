@@ -42,14 +42,15 @@ float dot(const float* a, const float* b, int d) {
 // Softmax rows of queries [q_begin, q_end) over keys [0, q_end) under the family rule, fp32
 // ([rows][q_end], row-major): the "last queries" attention every online estimate starts from.
 std::vector<float> last_query_attention(const HeadQK& qk, const PrefillLayout& layout,
-                                        int32_t q_begin, int32_t q_end) {
+                                        int32_t q_begin, int32_t q_end, int32_t key_end = -1) {
+  if (key_end < 0) key_end = q_end;
   const int32_t rows = q_end - q_begin;
   const float scale = 1.0f / std::sqrt(static_cast<float>(qk.head_dim));
-  std::vector<float> a(static_cast<size_t>(rows) * q_end, 0.0f);
+  std::vector<float> a(static_cast<size_t>(rows) * key_end, 0.0f);
   for (int32_t i = 0; i < rows; ++i) {
     const int32_t r = q_begin + i;
-    const int32_t lim = std::min(limit_of(layout, r), q_end - 1);
-    float* row = &a[static_cast<size_t>(i) * q_end];
+    const int32_t lim = std::min(limit_of(layout, r), key_end - 1);
+    float* row = &a[static_cast<size_t>(i) * key_end];
     float mx = -std::numeric_limits<float>::infinity();
     for (int32_t c = 0; c <= lim; ++c) {
       row[c] = dot(qk.q + r * qk.q_stride, qk.k + c * qk.k_stride, qk.head_dim) * scale;
@@ -263,6 +264,110 @@ void add_q_boundary_rows(SparseHeadPlan& head, const PrefillLayout& layout, cons
   add_q_boundary_tiles(head, layout, idx);
 }
 
+// 2D-boundary: rows and keys grouped by modality (positions of each modality ascending: the
+// permuted layout, addressed through the key map). Per query modality mq: VS over its own keys
+// in compacted coordinates (estimated from its last <= 64 queries), and for every other modality
+// mk the top `vertical` keys of mk those queries attend (no slashes across modalities).
+struct ModalityPositions {
+  std::vector<std::vector<int32_t>> pos = std::vector<std::vector<int32_t>>(256);
+};
+
+ModalityPositions modality_positions(const PrefillLayout& layout) {
+  ModalityPositions m;
+  for (int32_t r = 0; r < layout.n_tokens; ++r)
+    m.pos[layout.modality[static_cast<size_t>(r)]].push_back(r);
+  return m;
+}
+
+// Keys of `keys` (ascending positions) with position <= lim: the compacted key limit.
+int32_t compacted_end(const std::vector<int32_t>& keys, int32_t lim) {
+  return static_cast<int32_t>(std::upper_bound(keys.begin(), keys.end(), lim) - keys.begin());
+}
+
+struct PairIndices {
+  VsIndices intra;                              // compacted coordinates of the modality
+  std::vector<std::vector<int32_t>> verticals;  // [mk] key positions, ascending
+};
+
+PairIndices estimate_2d(const HeadQK& qk, const PrefillLayout& layout, const ModalityPositions& mp,
+                        int mq, const HeadPattern& p) {
+  const std::vector<int32_t>& rows = mp.pos[static_cast<size_t>(mq)];
+  const int32_t nq = static_cast<int32_t>(rows.size());
+  const int32_t first = std::max(0, nq - 64);
+  const int32_t n_c = compacted_end(rows, limit_of(layout, rows.back()));
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> col(static_cast<size_t>(n_c), 0.0f), diag(static_cast<size_t>(n_c), 0.0f);
+  std::vector<std::vector<float>> cross(256);
+  for (int32_t i = first; i < nq; ++i) {
+    const int32_t r = rows[static_cast<size_t>(i)];
+    const std::vector<float> a =
+        last_query_attention(qk, layout, r, r + 1, limit_of(layout, r) + 1);
+    for (int32_t c = 0; c < static_cast<int32_t>(a.size()); ++c) {
+      const int m = layout.modality[static_cast<size_t>(c)];
+      const auto& keys = mp.pos[static_cast<size_t>(m)];
+      const int32_t j =
+          static_cast<int32_t>(std::lower_bound(keys.begin(), keys.end(), c) - keys.begin());
+      if (m == mq) {
+        col[static_cast<size_t>(j)] += a[static_cast<size_t>(c)];
+        if (i - j >= 0) diag[static_cast<size_t>(n_c - 1 - (i - j))] += a[static_cast<size_t>(c)];
+      } else {
+        auto& v = cross[static_cast<size_t>(m)];
+        if (v.size() < keys.size()) v.resize(keys.size(), 0.0f);
+        v[static_cast<size_t>(j)] += a[static_cast<size_t>(c)];
+      }
+    }
+  }
+  for (int32_t c = 0; c < std::min(30, n_c); ++c) col[static_cast<size_t>(c)] = inf;
+  for (int32_t o = 0; o < std::min(100, n_c); ++o) diag[static_cast<size_t>(n_c - 1 - o)] = inf;
+  PairIndices out;
+  out.intra.verticals = top_k(col, std::min(n_c, std::max(p.vertical, 30)));
+  std::sort(out.intra.verticals.begin(), out.intra.verticals.end());
+  for (int32_t i : top_k(diag, std::min(n_c, std::max(p.slash, 50))))
+    out.intra.slashes.push_back(n_c - 1 - i);
+  std::sort(out.intra.slashes.rbegin(), out.intra.slashes.rend());
+  out.verticals.resize(256);
+  for (size_t m = 0; m < 256; ++m) {
+    const auto& keys = mp.pos[m];
+    std::vector<float> v = cross[m];
+    v.resize(static_cast<size_t>(compacted_end(keys, limit_of(layout, rows.back()))), 0.0f);
+    for (int32_t j : top_k(v, std::min<int32_t>(static_cast<int32_t>(v.size()), p.vertical)))
+      out.verticals[m].push_back(keys[static_cast<size_t>(j)]);
+    std::sort(out.verticals[m].begin(), out.verticals[m].end());
+  }
+  return out;
+}
+
+void add_2d_boundary_rows(SparseHeadPlan& head, const PrefillLayout& layout, const HeadQK& qk,
+                          const HeadPattern& p) {
+  const ModalityPositions mp = modality_positions(layout);
+  for (int mq = 0; mq < 256; ++mq) {
+    const std::vector<int32_t>& rows = mp.pos[static_cast<size_t>(mq)];
+    if (rows.empty()) continue;
+    const PairIndices idx = estimate_2d(qk, layout, mp, mq, p);
+    const int32_t map = head.add_key_list(rows);
+    const int32_t nq = static_cast<int32_t>(rows.size());
+    for (int32_t t = 0; t < nq; t += kSparseTileRows) {
+      const int32_t last_i = std::min(nq, t + kSparseTileRows) - 1;
+      const int32_t last = rows[static_cast<size_t>(last_i)];
+      const int32_t lim = limit_of(layout, last);
+      head.open_tile();
+      for (int32_t i = t; i <= last_i; ++i) head.add_row(rows[static_cast<size_t>(i)]);
+      const int32_t key_end = compacted_end(rows, lim);
+      add_vertical_slash_spans(head, idx.intra, t, key_end, map, &rows);
+      if (t + kSparseKeyBlock < key_end)  // the diagonal-block rule, in compacted keys
+        head.add_span({t + kSparseKeyBlock, key_end - t - kSparseKeyBlock, 1, 0, map});
+      for (size_t mk = 0; mk < 256; ++mk) {
+        if (static_cast<int>(mk) == mq) continue;
+        std::vector<int32_t> cols;
+        for (int32_t c : idx.verticals[mk])
+          if (c <= lim) cols.push_back(c);
+        if (!cols.empty())
+          head.add_span({0, static_cast<int32_t>(cols.size()), 1, 0, head.add_key_list(cols)});
+      }
+    }
+  }
+}
+
 void check_layout(const PrefillLayout& layout, const HeadPattern& p) {
   if (layout.n_tokens < 1)
     fail("sparse prefill: n_tokens must be >= 1 (got ", layout.n_tokens, ")");
@@ -282,8 +387,8 @@ void check_layout(const PrefillLayout& layout, const HeadPattern& p) {
   }
   if (p.boundary == BoundaryKind::kQ &&
       layout.modality.size() != static_cast<size_t>(layout.n_tokens))
-    fail("sparse prefill: Q-boundary needs a modality per token (got ", layout.modality.size(),
-         " for ", layout.n_tokens, " tokens)");
+    fail("sparse prefill: Q- and 2D-boundary need a modality per token (got ",
+         layout.modality.size(), " for ", layout.n_tokens, " tokens)");
 }
 
 }  // namespace
@@ -339,7 +444,8 @@ VsIndices estimate_vertical_slash(const HeadQK& qk, const PrefillLayout& layout,
 }
 
 void add_vertical_slash_spans(SparseHeadPlan& head, const VsIndices& idx, int32_t start_m,
-                              int32_t key_end) {
+                              int32_t key_end, int32_t key_map_offset,
+                              const std::vector<int32_t>* key_positions) {
   const int32_t end_m = start_m + kSparseTileRows;
   // Bands: a diagonal with offset o covers columns [end_m - o - 64, end_m - o) of this block
   // (clamped to start at 0); offsets >= end_m miss it. Offsets descend, so band ends ascend. A
@@ -359,7 +465,7 @@ void add_vertical_slash_spans(SparseHeadPlan& head, const VsIndices& idx, int32_
   key_end = std::min(key_end, end_m);
   auto clip = [&](int32_t c) { return std::min(c, key_end); };
   for (const auto& [b, e] : ranges)
-    if (clip(b) < clip(e)) head.add_span({b, clip(e) - b, 1, 0, -1});
+    if (clip(b) < clip(e)) head.add_span({b, clip(e) - b, 1, 0, key_map_offset});
   // Verticals before the last range's end and outside every range become gathered columns.
   std::vector<int32_t> cols;
   const int32_t final_end = ranges.empty() ? end_m : ranges.back().second;
@@ -368,7 +474,7 @@ void add_vertical_slash_spans(SparseHeadPlan& head, const VsIndices& idx, int32_
     if (v >= final_end || v >= key_end) break;
     while (ri < ranges.size() && ranges[ri].second <= v) ++ri;
     if (ri < ranges.size() && v >= ranges[ri].first) continue;
-    cols.push_back(v);
+    cols.push_back(key_positions ? (*key_positions)[static_cast<size_t>(v)] : v);
   }
   if (!cols.empty())
     head.add_span({0, static_cast<int32_t>(cols.size()), 1, 0, head.add_key_list(cols)});
@@ -413,6 +519,10 @@ SparseHeadPlan build_head_plan(const HeadPattern& p, const PrefillLayout& layout
   const int32_t n = layout.n_tokens;
   if (p.boundary == BoundaryKind::kQ) {
     add_q_boundary_rows(head, layout, qk, p);
+    return head;
+  }
+  if (p.boundary == BoundaryKind::k2D) {
+    add_2d_boundary_rows(head, layout, qk, p);
     return head;
   }
   switch (p.kind) {

@@ -20,6 +20,13 @@
 //     modality's last span over the keys before its end; a row uses its modality's indices,
 //     converted for its original 64-row block (rows stay in place; a block with several
 //     modalities becomes one tile per modality).
+//   - 2D-boundary (the paper's Alg. 3 / 7; the published code has it only commented out): rows
+//     and keys grouped by modality. A row of modality m sees its own modality's keys through a
+//     VS over the modality-compacted rows and keys (estimated from m's last <= 64 queries,
+//     converted per 64 compacted rows, the diagonal-block rule in compacted keys), and every
+//     other modality's keys through the top `vertical` columns those queries attend there
+//     (ours: no slashes across modalities; under block-causal, other modalities' keys inside a
+//     row's block are visible only through those columns).
 // Block-causal families (SDAR, B = 4): every rule above uses limit(r) (sparse_prefill_plan.h) for
 // "r"; the diagonal-block rule adds the keys (end of the row block, limit(last row)] where a
 // pattern's bands stop short of them.
@@ -54,7 +61,7 @@ struct PrefillLayout {
 };
 
 enum class PatternKind { kDense, kAShape, kTriShape, kVerticalSlash, kBlockSparse, kGrid };
-enum class BoundaryKind { kNone, kQ };
+enum class BoundaryKind { kNone, kQ, k2D };
 
 struct GridParams {
   int32_t stride = 0;  // 0: search it online (estimate_grid)
@@ -96,8 +103,12 @@ VsIndices estimate_vertical_slash(const HeadQK& qk, const PrefillLayout& layout,
 // MInference's convert_vertical_slash_indexes for one 64-row block [start_m, start_m + 64):
 // appends the merged bands as contiguous spans and the verticals outside them as one gathered
 // span to the open tile (keys clipped to [0, key_end)).
+// With key_positions (2D-boundary: a modality's keys, compacted), idx and the block are in
+// compacted coordinates: spans address keys through key_map[key_map_offset + ...] and gathered
+// columns are stored as positions.
 void add_vertical_slash_spans(SparseHeadPlan& head, const VsIndices& idx, int32_t start_m,
-                              int32_t key_end);
+                              int32_t key_end, int32_t key_map_offset = -1,
+                              const std::vector<int32_t>* key_positions = nullptr);
 
 // The online grid search (MMInference Alg. 1): for every stride in `strides`, fold the last
 // last_q queries' attention over the vision keys by stride and take the phase with the most

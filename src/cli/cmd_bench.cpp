@@ -418,7 +418,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--sparse-prefill-kernel", a->sparse_prefill_kernel,
                   "Time the MMInference sparse prefill kernel alone on one layer: comma-separated "
                   "patterns (dense, a_shape, tri_shape, vertical_slash, block_sparse, grid, "
-                  "grid_hline, q_boundary) or all, against the dense plan, on a video-like prompt");
+                  "grid_hline, q_boundary, 2d_boundary) or all, against the dense plan, on a "
+                  "video-like prompt");
   cmd->add_option("--prefill-lengths", a->prefill_lengths,
                   "--sparse-prefill-kernel: comma-separated prompt lengths (default "
                   "32768,65536,131072)");

@@ -77,6 +77,8 @@ std::vector<NamedPattern> bench_patterns() {
   p.kind = PatternKind::kVerticalSlash;
   p.boundary = BoundaryKind::kQ;
   ps.push_back({"q_boundary", p});
+  p.boundary = BoundaryKind::k2D;
+  ps.push_back({"2d_boundary", p});
   return ps;
 }
 
@@ -147,7 +149,7 @@ nlohmann::json sparse_prefill_bench(const BenchArgs& a, const std::string& devic
       if (it == patterns.end())
         fail("--sparse-prefill-kernel: unknown pattern '", name,
              "' (dense, a_shape, tri_shape, vertical_slash, block_sparse, grid, grid_hline, "
-             "q_boundary or all)");
+             "q_boundary, 2d_boundary or all)");
       chosen.push_back(*it);
     }
     if (std::none_of(chosen.begin(), chosen.end(), [](auto& p) { return p.name == "dense"; }))

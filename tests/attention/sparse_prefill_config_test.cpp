@@ -70,13 +70,15 @@ TEST(SparsePrefillConfig, SaveLoadRoundTrip) {
   const auto c = parse(R"({"layer-1": {"0": ["grid_attn", 14, true, true, false, 256, 13],
                                        "1": ["tri_shape", 64, 512, 100], "2": ["dense"],
                                        "3": ["block_sparse", 100], "4": ["stream_llm", 128, 4096],
-                                       "6": ["shuffle_q", "vs_attn", 3000, 6096]}})");
+                                       "6": ["shuffle_q", "vs_attn", 3000, 6096],
+                                       "7": ["2d_shuffle", "vs_attn", 500, 1000]}})");
   const auto dir = test::temp_dir("sparse_prefill_config");
   save_sparse_prefill_config(c, dir / "c.json");
   const auto back = load_sparse_prefill_config(dir / "c.json");
   EXPECT_EQ(sparse_prefill_config_json(back), sparse_prefill_config_json(c));
   EXPECT_EQ(back.pattern(1, 5).kind, PatternKind::kVerticalSlash);  // not listed: the default
   EXPECT_EQ(back.pattern(1, 6).vertical, 3000);
+  EXPECT_EQ(back.pattern(1, 7).boundary, BoundaryKind::k2D);
 }
 
 TEST(SparsePrefillConfig, ErrorsNameTheFieldAtFault) {

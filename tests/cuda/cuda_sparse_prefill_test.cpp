@@ -129,6 +129,8 @@ std::vector<HeadPattern> all_patterns() {
   p.vertical = 60;
   p.slash = 200;
   ps.push_back(p);
+  p.boundary = BoundaryKind::k2D;
+  ps.push_back(p);
   return ps;
 }
 
