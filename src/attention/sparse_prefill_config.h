@@ -18,6 +18,7 @@
 #pragma once
 
 #include <filesystem>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -35,6 +36,16 @@ struct SparsePrefillConfig {
   std::vector<Layer> layers;
 
   HeadPattern pattern(int layer, int head) const;
+};
+
+// What a prefill forward asks of the backend (SequenceForward::sparse_prefill): the config and the
+// prompt's layout (modality per token and the vision span, empty / zero for text). The backend
+// applies it to a prefill from position 0 with no visible cache entries, under the causal or
+// block-causal rule; any other forward of the sequence attends densely.
+struct SparsePrefillRequest {
+  std::shared_ptr<const SparsePrefillConfig> config;
+  std::vector<uint8_t> modality;
+  int32_t vision_begin = 0, vision_end = 0, frame_stride = 0;
 };
 
 // `source` names the file in errors.

@@ -9,6 +9,7 @@
 
 #include "attention/attention_rule.h"
 #include "attention/sparse_attention.h"
+#include "attention/sparse_prefill_config.h"
 #include "backend/input_embeddings.h"
 #include "backend/method_state.h"
 #include "decode/token_stats.h"
@@ -100,6 +101,9 @@ struct SequenceForward {
   // select index sets per (layer, KV head) into `state` and/or attend through them. Needs the
   // cache, the state, the committed range as the visible prefix, and no write at slots.
   std::optional<SparseStep> sparse;
+  // MMInference / MInference sparse prefill (attention/sparse_prefill_config.h): the per-(layer,
+  // query head) patterns of a prompt's prefill.
+  std::shared_ptr<const SparsePrefillRequest> sparse_prefill;
 
   // S2D2 (SpanVerify above): keep this forward's output-row logits in `state` (replacing what
   // was kept), and/or verify this forward's output rows against the kept rows.
