@@ -30,11 +30,11 @@ void validate_sparse_prefill(const SequenceForward& seq, const std::string& wher
   const SparsePrefillRequest& sp = *seq.sparse_prefill;
   if (!sp.config) fail(where, "sparse prefill without a config");
   if (seq.rule.kind != AttentionKind::kCausal && seq.rule.kind != AttentionKind::kBlockCausal)
-    fail(where, "sparse prefill needs the causal or block-causal rule (got ", seq.rule.to_string(),
-         ")");
-  const size_t n = seq.tokens.size();
+    fail(where, "sparse prefill needs the causal or block-causal rule (got ",
+         seq.rule.to_string(), ")");
   // The map and span describe the whole prompt; a forward may cover a prefix of it (block
   // families prefill floor(P / B) * B tokens), so the backend clips them to its tokens.
+  const size_t n = seq.tokens.size();
   if (!sp.modality.empty() && sp.modality.size() < n)
     fail(where, "sparse prefill: ", sp.modality.size(), " modalities for ", n, " tokens");
   if (sp.vision_begin < 0 || sp.vision_end < sp.vision_begin)
@@ -109,8 +109,7 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
   if (seq.want_span_stats && !seq.want_stats)
     fail(where, "want_span_stats needs want_stats (the statistics are of each row's token)");
   if ((seq.retain_logits || seq.verify) && !seq.state)
-    fail(where,
-         "retain_logits and verify need the sequence's method state (it keeps the draft rows)");
+    fail(where, "retain_logits and verify need the sequence's method state (it keeps the draft rows)");
   if (seq.verify) {
     const SpanVerify& v = *seq.verify;
     const size_t m = seq.output_rows.size();

@@ -25,10 +25,9 @@ std::string default_model_dir() {
     if (fs::is_regular_file(c / "config.json", ec)) return c.string();
   std::string tried;
   for (const auto& c : candidates) tried += "\n  " + c.string();
-  fail(
-      "no -m MODEL_DIR given and the embedded default model models/tiny-block was not found; "
-      "tried:",
-      tried);
+  fail("no -m MODEL_DIR given and the embedded default model models/tiny-block was not found; "
+       "tried:",
+       tried);
 }
 
 void add_engine_options(CLI::App& cmd, EngineConfig& c) {

@@ -38,8 +38,8 @@ int64_t kv_pool_pages(const EngineConfig& cfg, Backend& backend) {
     bytes = static_cast<int64_t>(cfg.gpu_memory_utilization * double(total)) - used -
             backend.activation_bytes(cfg.max_batch_rows);
     if (bytes <= 0)
-      fail("no GPU memory is left for the KV cache (", used >> 20, " MiB in use of ", total >> 20,
-           " MiB, --gpu-memory-utilization ", cfg.gpu_memory_utilization,
+      fail("no GPU memory is left for the KV cache (", used >> 20, " MiB in use of ",
+           total >> 20, " MiB, --gpu-memory-utilization ", cfg.gpu_memory_utilization,
            "); raise it or lower --max-batch-rows");
   } else if (bytes == 0) {
     bytes = int64_t{1} << 30;
@@ -112,7 +112,7 @@ struct Engine::Impl {
   std::unique_ptr<Model> model;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<TextCodec> text;
-  VisionSide vision;                                          // vision-language models only
+  VisionSide vision;  // vision-language models only
   std::shared_ptr<const SparsePrefillConfig> sparse_prefill;  // --sparse-prefill
   std::unique_ptr<EngineCore> core;
   bool on_gpu = false;
@@ -239,8 +239,7 @@ void Engine::Impl::loop() {
     std::vector<uint64_t> cancelled;
     {
       std::unique_lock lk(mu);
-      work_cv.wait(lk,
-                   [&] { return stopping || !inbox.empty() || !cancels.empty() || !core_idle; });
+      work_cv.wait(lk, [&] { return stopping || !inbox.empty() || !cancels.empty() || !core_idle; });
       if (stopping) break;
       added.swap(inbox);
       cancelled.swap(cancels);
@@ -269,8 +268,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.config = config;
   if (config.model.empty()) fail("no model directory given");
-  if (config.max_running <= 0)
-    fail("--max-running must be positive (got ", config.max_running, ")");
+  if (config.max_running <= 0) fail("--max-running must be positive (got ", config.max_running, ")");
   if (config.max_batch_rows <= 0)
     fail("--max-batch-rows must be positive (got ", config.max_batch_rows, ")");
   const int32_t ps = config.kv_page_size;
@@ -285,8 +283,8 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   m.vision = load_vision_side(*m.model);
   if (!config.sparse_prefill.empty()) {
     if (m.on_gpu) fail("--sparse-prefill runs on the CPU backend only so far (use --device cpu)");
-    auto sp =
-        std::make_shared<SparsePrefillConfig>(load_sparse_prefill_config(config.sparse_prefill));
+    auto sp = std::make_shared<SparsePrefillConfig>(
+        load_sparse_prefill_config(config.sparse_prefill));
     check_config_fits(*sp, static_cast<int>(m.model->config().num_layers),
                       static_cast<int>(m.model->config().num_heads), config.sparse_prefill);
     m.sparse_prefill = std::move(sp);

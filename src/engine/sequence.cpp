@@ -115,7 +115,7 @@ void Sequence::reserve_pages() {
   for (SequenceForward& f : forwards_)
     if (!f.tokens.empty())
       f.cache->reserve(f.dllm_cache ? static_cast<int64_t>(f.tokens.size())
-                                    : needed_capacity(query_slots_of(f, f.cache)));
+                                  : needed_capacity(query_slots_of(f, f.cache)));
 }
 
 bool Sequence::observe(std::span<const SequenceResult> results) {

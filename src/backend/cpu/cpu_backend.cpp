@@ -262,8 +262,8 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     int64_t width = 0;
     for (int32_t s : runs[si].key_slots) width = std::max<int64_t>(width, s + 1);
     results[si].attention_width = width;
-    results[si].attention_rows.assign(static_cast<size_t>(c.num_layers * runs[si].rows * width),
-                                      0.0f);
+    results[si].attention_rows.assign(
+        static_cast<size_t>(c.num_layers * runs[si].rows * width), 0.0f);
   }
   for (size_t si = 0; si < batch.size(); ++si)
     if (batch[si].sparse && batch[si].sparse->want_selection)
@@ -285,7 +285,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
   }
   const float eps = static_cast<float>(c.norm_eps);
   std::vector<float>&xn = sc.xn, &q = sc.q, &k = sc.k, &v = sc.v, &attn = sc.attn, &o = sc.o;
-  std::vector<int64_t> rows;       // batch rows recomputed in this layer
+  std::vector<int64_t> rows;      // batch rows recomputed in this layer
   std::vector<int32_t> positions;  // their positions
   for (int64_t li = 0; li < c.num_layers; ++li) {
     const CpuLayer& L = layers_[static_cast<size_t>(li)];
@@ -319,8 +319,8 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     for (size_t si = 0; si < runs.size(); ++si) {
       SequenceRun& run = runs[si];
       for (size_t i = 0; i < run.active.size(); ++i) {
-        const int64_t phys =
-            run.cache->physical_slot(run.query_slots[static_cast<size_t>(run.active[i])]);
+        const int64_t phys = run.cache->physical_slot(
+            run.query_slots[static_cast<size_t>(run.active[i])]);
         std::copy_n(&k[static_cast<size_t>((at + int64_t(i)) * kvd)], kvd, k_row(li, phys));
         std::copy_n(&v[static_cast<size_t>((at + int64_t(i)) * kvd)], kvd, v_row(li, phys));
       }
