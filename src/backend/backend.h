@@ -27,10 +27,7 @@ class Backend {
   virtual std::pair<int64_t, int64_t> device_memory() const { return {0, 0}; }
   // Bytes of activations and workspaces a forward of `rows` query rows (with as many output
   // rows) may allocate — what the KV pool must leave free.
-  virtual int64_t activation_bytes(int64_t rows) const {
-    (void)rows;
-    return 0;
-  }
+  virtual int64_t activation_bytes(int64_t rows) const { (void)rows; return 0; }
   // Bytes of K/V one cache slot takes (all layers, K and V) in this backend's storage.
   virtual int64_t kv_bytes_per_slot() const = 0;
   // Allocates the KV pool's storage: `num_pages` pages of `page_size` slots. Once, before the
