@@ -1,5 +1,5 @@
 // MMInference sparse prefill through the CPU backend's forward (SequenceForward::sparse_prefill)
-// on the sdar-tiny fixture: a config whose every head runs one data-independent pattern (A-shape,
+// on the sdar-tiny fixture (400 tokens): a config whose every head runs one data-independent pattern (A-shape,
 // tri-shape, grid) must give exactly the logits of the plain forward under the custom rule of
 // that pattern's mask (plan_mask, checked bit for bit against the NumPy reference elsewhere);
 // data-dependent patterns change the logits; forwards that are not a cold prefill, and dense
@@ -31,7 +31,7 @@ class SparsePrefillForward : public ::testing::Test {
   void SetUp() override {
     model_ = Model::load(test::model_fixture("sdar-tiny"));
     backend_ = make_cpu_backend(*model_);
-    for (int i = 0; i < 150; ++i) ids_.push_back((i * 37 + 11) % 300);
+    for (int i = 0; i < 400; ++i) ids_.push_back((i * 37 + 11) % 300);
   }
   SequenceForward request(AttentionRule rule) const {
     SequenceForward f;
@@ -90,12 +90,12 @@ TEST_F(SparsePrefillForward, DataIndependentPatternsEqualTheirMaskUnderTheCustom
   for (int32_t block : {1, 4})
     for (const HeadPattern& p : {a, tri, grid}) {
       SCOPED_TRACE(to_string(p.kind) + " block " + std::to_string(block));
-      PrefillLayout layout{n, block, {}, 10, 140, 0};
+      PrefillLayout layout{n, block, {}, 10, 380, 0};
       SequenceForward f =
           request(block == 1 ? AttentionRule::causal() : AttentionRule::block_causal(block));
       auto req = everywhere(p);
       req->vision_begin = 10;
-      req->vision_end = 140;
+      req->vision_end = 380;
       f.sparse_prefill = req;
       const auto got = logits(f);
       EXPECT_LT(rel_error(got, masked_reference(p, layout)), 1e-5);
@@ -117,7 +117,7 @@ TEST_F(SparsePrefillForward, DenseLayersAndWarmForwardsAttendDensely) {
   f.sparse_prefill = everywhere(vs, 1);  // layer 0 dense, the others VS
   EXPECT_GT(rel_error(logits(f), dense), 1e-4);
   // A prompt continuing a cached prefix is no cold prefill: dense.
-  auto cache = backend_->create_cache(256);
+  auto cache = backend_->create_cache(512);
   SequenceForward pre = request(AttentionRule::causal());
   pre.tokens.resize(50);
   pre.positions.resize(50);
@@ -150,7 +150,7 @@ TEST_F(SparsePrefillForward, BadRequestsNameTheField) {
     logits(f);
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("3 modalities for 150 tokens"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("3 modalities for 400 tokens"), std::string::npos)
         << e.what();
   }
 }
