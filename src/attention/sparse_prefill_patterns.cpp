@@ -384,9 +384,15 @@ SparseHeadPlan build_head_plan(const HeadPattern& p, const PrefillLayout& layout
       add_block_sparse_rows(head, layout, qk, p.top_blocks);
       break;
     case PatternKind::kGrid: {
+      // No vision span: the whole prompt is the span (the published code's default boundaries).
+      PrefillLayout span = layout;
+      if (span.vision_end <= span.vision_begin) {
+        span.vision_begin = 0;
+        span.vision_end = n;
+      }
       GridParams g = p.grid;
-      if (g.stride == 0) g = estimate_grid(qk, layout, grid_stride_space(layout), p.last_q, g);
-      add_grid_rows(head, layout, g);
+      if (g.stride == 0) g = estimate_grid(qk, span, grid_stride_space(span), p.last_q, g);
+      add_grid_rows(head, span, g);
       break;
     }
   }

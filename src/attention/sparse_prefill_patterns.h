@@ -16,6 +16,7 @@
 //     (tri-shape's sink / last rows); a vision row sees the keys before the span (sink), its
 //     local band of `local` keys, and with vline every key v_begin + phase + k * stride; with
 //     hline the rows v_begin + phase + k * stride attend densely (grid_attn / _ref_attention).
+//     Without a vision span the whole prompt is the span (the published default boundaries).
 //   - Q-boundary (mix_modality_vs): per modality, VS indices from the last <= 64 queries of that
 //     modality's last span over the keys before its end; a row uses its modality's indices,
 //     converted for its original 64-row block (rows stay in place; a block with several

@@ -23,6 +23,22 @@ bool is_cold_prefill(const SequenceRun& run) {
 
 }  // namespace
 
+void CpuBackend::keep_layer_qk(int64_t layer, const SequenceRun& run,
+                               std::span<const float* const> krows, const float* q,
+                               SequenceResult& result) const {
+  const int64_t n = static_cast<int64_t>(run.seq->tokens.size());
+  const int64_t qd = config_.q_dim(), kvd = config_.kv_dim();
+  if (result.layer_q.empty()) {
+    result.layer_q.resize(static_cast<size_t>(config_.num_layers * n * qd));
+    result.layer_k.resize(static_cast<size_t>(config_.num_layers * n * kvd));
+  }
+  std::copy_n(q, n * qd, &result.layer_q[static_cast<size_t>(layer * n * qd)]);
+  const size_t first_query_key = krows.size() - static_cast<size_t>(n);  // [visible | queries]
+  for (int64_t i = 0; i < n; ++i)
+    std::copy_n(krows[first_query_key + static_cast<size_t>(i)], kvd,
+                &result.layer_k[static_cast<size_t>((layer * n + i) * kvd)]);
+}
+
 bool CpuBackend::attend_sparse_prefill(int64_t layer, const SequenceRun& run,
                                        std::span<const float* const> krows,
                                        std::span<const float* const> vrows, const float* q,
