@@ -49,6 +49,11 @@ struct EngineConfig {
   // random, as `dllm bench` builds them, instead of loading `model`'s weights; `model` still
   // gives the tokenizer and chat template (if any).
   std::string random_weights;
+  // MMInference / MInference sparse prefill: a pattern config (JSON, either published format;
+  // docs/mminference.md) applied to every prompt's prefill from position 0 under the causal or
+  // block-causal rule. CPU backend only so far; turns prefix sharing off (a shared prefix's K/V
+  // would come from a different attention than the rest of the prompt).
+  std::string sparse_prefill;
 };
 
 struct Request {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "attention/sparse_prefill_plan.h"
 #include "backend/forward_batch.h"
 #include "backend/method_state.h"
 #include "kv/kv_cache.h"
@@ -96,6 +97,10 @@ double time_cuda_attention_kernel(int n_q, int context, int heads, int kv_heads,
 // pool), every call reading from device memory. Error when built without CUDA.
 double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int kv_heads,
                                  int head_dim, int page_size, int reps);
+// Microseconds per call of the sparse prefill kernel (backend/cuda/sparse_prefill.h) for `plan`
+// on random bf16 Q/K/V of its length. Error when built without CUDA.
+double time_cuda_sparse_prefill(const SparsePrefillPlan& plan, int heads, int kv_heads,
+                                int head_dim, int reps);
 // "cpu", "cuda" or "auto" (CUDA when available, else CPU).
 std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device);
 

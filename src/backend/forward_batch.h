@@ -9,6 +9,7 @@
 
 #include "attention/attention_rule.h"
 #include "attention/sparse_attention.h"
+#include "attention/sparse_prefill_config.h"
 #include "backend/input_embeddings.h"
 #include "backend/method_state.h"
 #include "decode/token_stats.h"
@@ -100,6 +101,12 @@ struct SequenceForward {
   // select index sets per (layer, KV head) into `state` and/or attend through them. Needs the
   // cache, the state, the committed range as the visible prefix, and no write at slots.
   std::optional<SparseStep> sparse;
+  // MMInference / MInference sparse prefill (attention/sparse_prefill_config.h): the per-(layer,
+  // query head) patterns of a prompt's prefill.
+  std::shared_ptr<const SparsePrefillRequest> sparse_prefill;
+  // The offline pattern search (dllm search-patterns): every layer's post-RoPE queries and keys
+  // of this forward's rows, SequenceResult::layer_q / layer_k (CPU backend).
+  bool want_layer_qk = false;
 
   // S2D2 (SpanVerify above): keep this forward's output-row logits in `state` (replacing what
   // was kept), and/or verify this forward's output rows against the kept rows.
@@ -131,6 +138,8 @@ struct SequenceResult {
   // sparse->want_selection: the sets selected in this forward, [num_layers * num_kv_heads]
   // (index layer * num_kv_heads + kv_head); the exact layers' entries are empty.
   std::vector<SparseSet> sparse_selection;
+  // want_layer_qk: [num_layers, tokens.size(), q_dim] and [num_layers, tokens.size(), kv_dim].
+  std::vector<float> layer_q, layer_k;
 };
 
 }  // namespace dllm

@@ -26,6 +26,26 @@ void validate_sparse_step(const ModelConfig& config, const SequenceForward& seq,
     fail(where, "sparse select queries must be >= 0 (got ", sp.select_queries, ")");
 }
 
+void validate_sparse_prefill(const SequenceForward& seq, const std::string& where) {
+  const SparsePrefillRequest& sp = *seq.sparse_prefill;
+  if (!sp.config) fail(where, "sparse prefill without a config");
+  if (seq.rule.kind != AttentionKind::kCausal && seq.rule.kind != AttentionKind::kBlockCausal)
+    fail(where, "sparse prefill needs the causal or block-causal rule (got ",
+         seq.rule.to_string(), ")");
+  // The map and span describe the whole prompt; a forward may cover a prefix of it (block
+  // families prefill floor(P / B) * B tokens), so the backend clips them to its tokens.
+  const size_t n = seq.tokens.size();
+  if (!sp.modality.empty() && sp.modality.size() < n)
+    fail(where, "sparse prefill: ", sp.modality.size(), " modalities for ", n, " tokens");
+  if (sp.vision_begin < 0 || sp.vision_end < sp.vision_begin)
+    fail(where, "sparse prefill: vision span [", sp.vision_begin, ", ", sp.vision_end,
+         ") must satisfy 0 <= begin <= end");
+  if (seq.sparse || seq.dllm_cache || seq.want_attention_rows || seq.want_attention_rollout)
+    fail(where,
+         "sparse prefill does not combine with sparse decoding attention, dLLM-Cache or "
+         "attention rows");
+}
+
 }  // namespace
 
 void validate_forward(const ModelConfig& config, const SequenceForward& seq, size_t index) {
@@ -85,6 +105,9 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
       fail(where, "dLLM-Cache canvas of ", n, " tokens over a cache of ", len);
   }
   if (seq.sparse) validate_sparse_step(config, seq, where);
+  if (seq.sparse_prefill) validate_sparse_prefill(seq, where);
+  if (seq.want_layer_qk && seq.dllm_cache)
+    fail(where, "want_layer_qk does not combine with dLLM-Cache (it recomputes a subset of rows)");
   if (seq.want_span_stats && !seq.want_stats)
     fail(where, "want_span_stats needs want_stats (the statistics are of each row's token)");
   if ((seq.retain_logits || seq.verify) && !seq.state)

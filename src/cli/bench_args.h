@@ -34,6 +34,12 @@ struct BenchArgs {
   bool fuse_commit = false;
   // Sparse attention of --step block (attention/sparse_attention.h): step 1 (selection) and
   // steps 2..T (attending through the sets) are timed apart.
+  // The sparse prefill kernel alone (sparse_prefill_bench.h): comma-separated patterns or "all",
+  // for each prompt length, under the causal (1) or block-causal rule of block prefill_block.
+  std::string sparse_prefill_kernel;
+  std::string prefill_lengths = "32768,65536,131072";
+  int prefill_block = 1;
+  std::string sparse_prefill_config;  // --sparse-prefill CONFIG.json: also time every layer of it
   std::string sparse = "none";
   int sparse_k = 1024, sparse_exact_layers = 2;
 };

@@ -8,6 +8,8 @@
 //                                                       (one layer's attention kernel alone)
 //   dllm bench --shape configs/sdar-8b.json --attention-kernel --attention-batch 1,8,32,128
 //              --block 4,32 --context 1024,4096       (one batched paged call over many sequences)
+//   dllm bench --device cuda --shape configs/sdar-8b.json --sparse-prefill-kernel all
+//              --prefill-lengths 32768,65536,131072   (MMInference sparse prefill vs dense)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,6 +21,7 @@
 #include "cli/cli_util.h"
 #include "cli/commands.h"
 #include "cli/engine_options.h"
+#include "cli/sparse_prefill_bench.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "decode/s2d2_verify.h"
@@ -200,6 +203,11 @@ void run_bench(const BenchArgs& a) {
   for (int32_t c : contexts)
     if (c < 0) fail("--context values must be >= 0");
   const std::string device = a.device == "auto" ? (cuda_available() ? "cuda" : "cpu") : a.device;
+  if (!a.sparse_prefill_kernel.empty()) {
+    const nlohmann::json rows = sparse_prefill_bench(a, device);
+    if (!a.json_out.empty()) write_json(a, "cuda", rows);
+    return;
+  }
   if (a.attention_kernel) {
     if (a.attention_batch.empty())
       attention_kernel_bench(a, device, blocks, contexts);
@@ -413,6 +421,19 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--attention-batch", a->attention_batch,
                   "With --attention-kernel: time one batched paged attention call over this many "
                   "sequences (comma-separated counts), each a --block block after --context keys");
+  cmd->add_option("--sparse-prefill-kernel", a->sparse_prefill_kernel,
+                  "Time the MMInference sparse prefill kernel alone on one layer: comma-separated "
+                  "patterns (dense, a_shape, tri_shape, vertical_slash, block_sparse, grid, "
+                  "grid_hline, q_boundary, 2d_boundary) or all, against the dense plan, on a "
+                  "video-like prompt");
+  cmd->add_option("--prefill-lengths", a->prefill_lengths,
+                  "--sparse-prefill-kernel: comma-separated prompt lengths (default "
+                  "32768,65536,131072)");
+  cmd->add_option("--sparse-prefill", a->sparse_prefill_config,
+                  "--sparse-prefill-kernel: also time every layer of this MInference / "
+                  "MMInference pattern config (JSON) against dense x layers");
+  cmd->add_option("--prefill-block", a->prefill_block,
+                  "--sparse-prefill-kernel: 1 = causal, B = block-causal with block B (SDAR: 4)");
   cmd->add_option("--page-size", a->page_size,
                   "--attention-batch: KV pool page size in slots (default 16)");
   cmd->add_option("--decode", a->decode,

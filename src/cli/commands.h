@@ -7,6 +7,7 @@ namespace dllm::cli {
 
 void add_info_command(CLI::App& app);
 void add_forward_command(CLI::App& app);
+void add_search_patterns_command(CLI::App& app);
 void add_generate_command(CLI::App& app);
 void add_tokenize_command(CLI::App& app);
 void add_detokenize_command(CLI::App& app);

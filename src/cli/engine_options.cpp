@@ -70,6 +70,12 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_flag("--no-prefix-sharing{false}", c.prefix_sharing,
                "Do not reuse the K/V of identical prompt prefixes across requests")
       ->group(g);
+  cmd.add_option("--sparse-prefill", c.sparse_prefill,
+                 "MMInference / MInference sparse prefill: a pattern config (JSON; "
+                 "docs/mminference.md) for the prompt's prefill (CPU backend; turns prefix "
+                 "sharing off)")
+      ->check(CLI::ExistingFile)
+      ->group(g);
   cmd.add_option("--random-weights", c.random_weights,
                  "Benchmarks: random weights of this config.json's shape (configs/sdar-8b.json); "
                  "-m then gives only the tokenizer")

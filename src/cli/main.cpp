@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   dllm::cli::add_info_command(app);
   dllm::cli::add_forward_command(app);
+  dllm::cli::add_search_patterns_command(app);
   dllm::cli::add_generate_command(app);
   dllm::cli::add_tokenize_command(app);
   dllm::cli::add_detokenize_command(app);

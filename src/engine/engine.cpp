@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "attention/sparse_prefill_config.h"
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
@@ -90,6 +91,21 @@ RequestStats to_public(const GenerationStats& s) {
   return r;
 }
 
+// The sequence's sparse prefill: the engine's config and the prompt's modality map, its vision
+// span from the first to the last image / video token.
+std::shared_ptr<const SparsePrefillRequest> sparse_prefill_request(
+    std::shared_ptr<const SparsePrefillConfig> config, const std::vector<Modality>& modality) {
+  auto r = std::make_shared<SparsePrefillRequest>();
+  r->config = std::move(config);
+  for (Modality m : modality) r->modality.push_back(static_cast<uint8_t>(m));
+  for (size_t i = 0; i < modality.size(); ++i)
+    if (modality[i] != Modality::kText) {
+      if (r->vision_end == 0) r->vision_begin = static_cast<int32_t>(i);
+      r->vision_end = static_cast<int32_t>(i) + 1;
+    }
+  return r;
+}
+
 }  // namespace
 
 struct Engine::Impl {
@@ -98,6 +114,7 @@ struct Engine::Impl {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<TextCodec> text;
   VisionSide vision;  // vision-language models only
+  std::shared_ptr<const SparsePrefillConfig> sparse_prefill;  // --sparse-prefill
   std::unique_ptr<EngineCore> core;
   bool on_gpu = false;
 
@@ -145,6 +162,7 @@ SequenceRequest Engine::Impl::make_sequence(const Request& request, uint64_t id,
     seq.input_embeddings = vp->embeddings;
     seq.modality = std::move(vp->prompt.modality);
   }
+  if (sparse_prefill) seq.sparse_prefill = sparse_prefill_request(sparse_prefill, seq.modality);
   seq.params = std::move(rr.params);
   seq.stop_ids = std::move(rr.stop_ids);
   SequenceCallbacks& cb = seq.callbacks;
@@ -265,11 +283,19 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   m.on_gpu = m.backend->name().rfind("cuda", 0) == 0;
   m.text = std::make_unique<TextCodec>(*m.model, config.model);
   m.vision = load_vision_side(*m.model);
+  if (!config.sparse_prefill.empty()) {
+    if (m.on_gpu) fail("--sparse-prefill runs on the CPU backend only so far (use --device cpu)");
+    auto sp = std::make_shared<SparsePrefillConfig>(
+        load_sparse_prefill_config(config.sparse_prefill));
+    check_config_fits(*sp, static_cast<int>(m.model->config().num_layers),
+                      static_cast<int>(m.model->config().num_heads), config.sparse_prefill);
+    m.sparse_prefill = std::move(sp);
+  }
   m.backend->create_kv_pool(kv_pool_pages(config, *m.backend), config.kv_page_size);
   SchedulerConfig sc;
   sc.max_running = config.max_running;
   sc.max_batch_rows = config.max_batch_rows;
-  sc.prefix_sharing = config.prefix_sharing;
+  sc.prefix_sharing = config.prefix_sharing && !m.sparse_prefill;
   m.core = std::make_unique<EngineCore>(*m.model, *m.backend, sc);
   m.publish_stats();
   m.thread = std::thread([&m] { m.loop(); });

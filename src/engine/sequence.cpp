@@ -80,7 +80,11 @@ bool Sequence::plan(Backend& backend) {
     forwards_.clear();
     return false;
   }
-  for (SequenceForward& f : forwards_) f.input_embeddings = request_.input_embeddings;
+  for (SequenceForward& f : forwards_) {
+    f.input_embeddings = request_.input_embeddings;
+    if (f.rule.kind == AttentionKind::kCausal || f.rule.kind == AttentionKind::kBlockCausal)
+      f.sparse_prefill = request_.sparse_prefill;
+  }
   // A forward planned without a cache sees only its own queries: an empty scratch cache says
   // the same, and gives its fresh K/V pool pages for the length of the step.
   for (SequenceForward& f : forwards_)

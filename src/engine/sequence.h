@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "attention/sparse_prefill_config.h"
 #include "backend/backend.h"
 #include "engine/generation.h"
 #include "vision/modality.h"
@@ -33,6 +34,9 @@ struct SequenceRequest {
   // forward of the sequence carries them) and the modality of each prompt token.
   std::shared_ptr<const InputEmbeddings> input_embeddings;
   std::vector<Modality> modality;
+  // MMInference sparse prefill (EngineConfig::sparse_prefill), attached to the sequence's causal
+  // and block-causal forwards; the backend applies it to the cold prefill only.
+  std::shared_ptr<const SparsePrefillRequest> sparse_prefill;
   DecodeParams params;  // resolved; params.sequence_id keys the RNG
   std::vector<int64_t> stop_ids;
   SequenceCallbacks callbacks;

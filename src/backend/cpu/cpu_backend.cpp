@@ -177,6 +177,8 @@ void CpuBackend::attend(int64_t layer, SequenceRun& run, const float* q, float* 
     krows.push_back(self.k_row(layer, phys));
     vrows.push_back(self.v_row(layer, phys));
   }
+  if (run.seq->want_layer_qk) keep_layer_qk(layer, run, krows, q, result);
+  if (run.seq->sparse_prefill && attend_sparse_prefill(layer, run, krows, vrows, q, out)) return;
   if (run.seq->sparse && layer >= run.seq->sparse->exact_layers)
     attend_sparse(layer, run, krows, vrows, q, out, result);
   else

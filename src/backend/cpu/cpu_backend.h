@@ -121,6 +121,14 @@ class CpuBackend final : public Backend {
   void attend_exact(int64_t layer, SequenceRun& run, std::span<const float* const> krows,
                     std::span<const float* const> vrows, const float* q, float* out,
                     SequenceResult& result) const;
+  // want_layer_qk (cpu_sparse_prefill.cpp): this layer's query rows and the queries' own keys.
+  void keep_layer_qk(int64_t layer, const SequenceRun& run, std::span<const float* const> krows,
+                     const float* q, SequenceResult& result) const;
+  // MMInference sparse prefill (cpu_sparse_prefill.cpp): false, attending nothing, when the
+  // forward is not a prefill from position 0 or every head of the layer is dense.
+  bool attend_sparse_prefill(int64_t layer, const SequenceRun& run,
+                             std::span<const float* const> krows,
+                             std::span<const float* const> vrows, const float* q, float* out) const;
   // Sparse attention (cpu_sparse.cpp): selects into the method state and/or attends the prefix
   // through its sets, per KV head; exact attention when the step attends no sets.
   void attend_sparse(int64_t layer, SequenceRun& run, std::span<const float* const> krows,

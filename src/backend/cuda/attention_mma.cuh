@@ -12,6 +12,7 @@
 #include "backend/cuda/flash_tile.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/mma_tile.cuh"
 
 namespace dllm::cuda {
 
@@ -128,28 +129,7 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
                                               min(row_a.qblk, row_b.qblk));
 
     float s[kKeysPerTile / 8][4];
-#pragma unroll
-    for (int nt = 0; nt < kKeysPerTile / 8; ++nt) {
-      s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-      // Lane l addresses key row nt*8 + l%8; lanes 8-15, 16-23, 24-31 the next 8-dim columns.
-      const bf16* krow = &kt[(nt * 8 + (lane & 7)) * kStride + (lane >> 3) * 8];
-      if constexpr (D % 32 == 0) {
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk += 2) {
-          uint32_t b[4];  // b0, b1 of dims kk*16.. and of (kk+1)*16..
-          ldmatrix_x4(b, krow + kk * 16);
-          mma_bf16(s[nt], qf[kk], b[0], b[1]);
-          mma_bf16(s[nt], qf[kk + 1], b[2], b[3]);
-        }
-      } else {
-#pragma unroll
-        for (int kk = 0; kk < D / 16; ++kk) {
-          uint32_t b[2];
-          ldmatrix_x2(b, krow + kk * 16);  // lanes 0-15 give the addresses
-          mma_bf16(s[nt], qf[kk], b[0], b[1]);
-        }
-      }
-    }
+    tile_scores<D, kKeysPerTile, kStride>(qf, kt, s, lane);
 
     // Mask (scores stay unscaled: online_softmax_tile folds the scale into the exponent).
     if (!all_visible) {
@@ -166,23 +146,7 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
 
     online_softmax_tile(s, o, m, l, scale_log2);
 
-    // O += P V.
-#pragma unroll
-    for (int t = 0; t < kKeysPerTile / 16; ++t) {
-      const uint32_t a[4] = {
-          pack_bf16(s[2 * t][0], s[2 * t][1]), pack_bf16(s[2 * t][2], s[2 * t][3]),
-          pack_bf16(s[2 * t + 1][0], s[2 * t + 1][1]), pack_bf16(s[2 * t + 1][2], s[2 * t + 1][3])};
-      // Matrices: keys t*16+0..7 / +8..15 of dims dn*8.., then the same of (dn+1)*8..; lane l
-      // addresses row l%8 of matrix l/8.
-      const bf16* vrow = &vt[(t * 16 + (lane & 8) + (lane & 7)) * kStride + (lane >> 4) * 8];
-#pragma unroll
-      for (int dn = 0; dn < D / 8; dn += 2) {
-        uint32_t b[4];
-        ldmatrix_x4_trans(b, vrow + dn * 8);
-        mma_bf16(o[dn], a, b[0], b[1]);
-        mma_bf16(o[dn + 1], a, b[2], b[3]);
-      }
-    }
+    tile_accumulate_pv<D, kKeysPerTile, kStride>(s, vt, o, lane);
     __syncthreads();  // this stage is refilled at the next iteration's start
   }
   cp_async_wait<0>();

@@ -91,6 +91,10 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
   ForwardPlan plan;
   for (size_t i = 0; i < batch.size(); ++i) {
     validate_forward(c, batch[i], i);
+    if (batch[i].sparse_prefill)  // the kernel exists (sparse_prefill.h); the forward's use not yet
+      fail("forward request ", i, ": sparse prefill runs on the CPU backend only so far");
+    if (batch[i].want_layer_qk)
+      fail("forward request ", i, ": want_layer_qk (pattern search) runs on the CPU backend");
     plan.any_input_embeddings = plan.any_input_embeddings || batch[i].input_embeddings;
   }
   plan.seqs.resize(batch.size());
