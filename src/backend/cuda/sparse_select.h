@@ -1,7 +1,9 @@
-// Sparse attention's selection on the GPU (method-specs §1.6 steps 2 and 3), as standalone
-// kernels checked against the CPU reference (backend/cpu/sparse_select.h) in
-// tests/cuda/cuda_sparse_select_test.cpp. Not yet wired into the CUDA forward, which refuses
-// sparse requests (cuda_forward_plan.cpp); what is missing is listed in the issue notes.
+// Sparse attention on the GPU (method-specs §1.6): MAGE's selection — the prefix-only
+// log-sum-exp of the block's queries, the score sums, a top-k per KV head — and the key lists
+// of the gathered attention, which then runs in the batched flash kernels
+// (AttentionBatchSeq::device_keys). The kernels are checked against the CPU reference
+// (backend/cpu/sparse_select.h) in tests/cuda/cuda_sparse_select_test.cpp; the forward's glue is
+// cuda_sparse.cpp.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -35,5 +37,35 @@ void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream);
 // (four 8-bit passes), then one ordered compaction pass. Needs 0 < k < n.
 void sparse_top_k(const float* scores, int n, int k, int kv_heads, int32_t* out,
                   cudaStream_t stream);
+
+// The prefix-only log-sum-exp the score sums need (§1.5: each row's softmax over the prefix keys
+// only): lse[r, head] = log sum_j exp(q[r, head] . k[j] * scale) over the prefix keys j, for the
+// used rows r (other rows are left alone). One pass over the prefix's K in chunks of
+// prefix_lse_chunk_keys() keys, then a merge of the chunks' (max, sum). workspace:
+// prefix_lse_workspace_floats() floats. The fields are ScoreSumParams' (scores unused).
+int prefix_lse_chunk_keys();
+size_t prefix_lse_workspace_floats(int n_prefix, int n_rows_used, int heads, int kv_heads);
+void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cudaStream_t stream);
+
+// The gathered attention's key lists for one layer (AttentionBatchSeq::device_keys), for every
+// sequence attending through stored sets: KV head h of a sequence reads the physical slots of
+//   [its k selected prefix slots (ascending) | the slots committed since: sel_prefix .. |
+//    its queries' own fresh slots]
+// — the logical slots j - k + sel_prefix past the first k, which is where the cache holds them.
+// table: kSparseKeysInts ints per sequence (below); `staging`: the device staging the offsets
+// count from. Sequences whose first sparse layer is past `layer` are skipped.
+namespace sparse_keys {
+constexpr int kSetsLo = 0;       // device address of the sets: int32 [layers, kv_heads, k]
+constexpr int kSetsHi = 1;
+constexpr int kK = 2;            // selected slots per KV head
+constexpr int kSelPrefix = 3;    // the prefix the sets were selected from
+constexpr int kNKeys = 4;        // keys per KV head (k + committed since + queries)
+constexpr int kKeysAt = 5;       // where the kv_heads lists go, int32 from `staging`
+constexpr int kPagesAt = 6;      // its page table, int32 from `staging`
+constexpr int kFirstLayer = 7;   // its first sparse layer
+constexpr int kInts = 8;
+}  // namespace sparse_keys
+void sparse_gather_keys(int32_t* staging, const int32_t* table, int n_seqs, int kv_heads,
+                        int layer, int page_shift, cudaStream_t stream);
 
 }  // namespace dllm::cuda
