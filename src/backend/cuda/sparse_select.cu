@@ -1,52 +1,214 @@
-// MAGE's score-sum and the per-KV-head top-k (sparse_select.h).
+// MAGE's selection (prefix-only LSE, score sums, per-KV-head top-k) and the gathered
+// attention's key lists (sparse_select.h).
+#include <type_traits>
+
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/sparse_select.h"
 
 namespace dllm::cuda {
 namespace {
 
-constexpr int kScoreWarps = 8;    // keys per score-sum block, one per warp
-constexpr int kMaxHeadDim = 256;  // head_dim / 32 values per lane
 constexpr int kTopKThreads = 1024;
 
-__device__ __forceinline__ float warp_all_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+// The selection's two passes over the prefix's K (prefix-only LSE, then score sums) on the
+// tensor cores, with the flash kernels' fragment layout (attention_mma.cuh, flash_tile.cuh): a
+// block takes one KV head's kSelBlockKeys prefix keys, in tiles of kSelTile keys staged in shared
+// memory, and all R = used rows x G query rows of that head, one warp per 16 rows. S = Q K^T by
+// mma.sync m16n8k16; s[nt][e] is key nt * 8 + 2 (lane % 4) + (e & 1) of the lane's row a (e < 2)
+// or a + 8. Row i of R is (used row rows_used[i / G], query head h * G + i % G).
+constexpr int kSelTile = 64;
+constexpr int kSelBlockKeys = 1024;
+constexpr int kSelMaxRows = 256;  // 16 warps
 
-// One warp per prefix key: the key's head_dim values stay in registers while the warp walks
-// every (used row, query head) pair of its KV head.
-__global__ void score_sum_kernel(ScoreSumParams p) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int j = blockIdx.x * kScoreWarps + warp, h = blockIdx.y;
-  if (j >= p.n_prefix) return;
-  const int group = p.heads / p.kv_heads, per_lane = p.head_dim / 32;
-  const bf16* k = p.k_cache + static_cast<int64_t>(p.prefix_slots[j]) * p.kv_heads * p.head_dim +
-                  h * p.head_dim;
-  float kr[kMaxHeadDim / 32];
+// The warp's Q fragments (rows row0 .. row0 + 15; rows past R are zeros).
+template <int D>
+__device__ __forceinline__ void load_q_fragments(const ScoreSumParams& p, int h, int row0, int R,
+                                                 uint32_t (&qf)[D / 16][4]) {
+  const int lane = threadIdx.x & 31, group = p.heads / p.kv_heads;
 #pragma unroll
-  for (int i = 0; i < kMaxHeadDim / 32; ++i)
-    kr[i] = i < per_lane ? __bfloat162float(k[i * 32 + lane]) : 0.0f;
-  float acc = 0.0f;
-  for (int ri = 0; ri < p.n_rows_used; ++ri) {
-    const int r = p.rows_used[ri];
-    for (int g = 0; g < group; ++g) {
-      const int head = h * group + g;
-      const bf16* q = p.q + (static_cast<int64_t>(r) * p.heads + head) * p.head_dim;
-      float s = 0.0f;
+  for (int reg = 0; reg < 4; ++reg) {
+    const int i = row0 + lane / 4 + ((reg & 1) ? 8 : 0);
+    const bool valid = i < R;
+    const int r = valid ? p.rows_used[i / group] : 0, head = h * group + i % group;
+    const bf16* q = p.q + (static_cast<int64_t>(r) * p.heads + head) * D;
 #pragma unroll
-      for (int i = 0; i < kMaxHeadDim / 32; ++i)
-        if (i < per_lane) s += __bfloat162float(q[i * 32 + lane]) * kr[i];
-      s = warp_all_sum(s);
-      acc += expf(s * p.scale - p.lse[r * p.heads + head]);
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int col = kk * 16 + (lane % 4) * 2 + (reg >= 2 ? 8 : 0);
+      qf[kk][reg] = valid ? *reinterpret_cast<const uint32_t*>(q + col) : 0u;
     }
   }
-  if (lane == 0)
-    p.scores[static_cast<int64_t>(h) * p.n_prefix + j] =
-        acc / static_cast<float>(p.n_rows_used * group);
 }
 
+// Stages keys [t0, t0 + kSelTile) of the prefix (zeros past `end`) into `kt`, [key][D + 8].
+template <int D>
+__device__ __forceinline__ void load_key_tile(const ScoreSumParams& p, int h, int t0, int end,
+                                              bf16* kt) {
+  constexpr int kChunks = D / 8;
+  const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * D;
+  for (int c = threadIdx.x; c < kSelTile * kChunks; c += blockDim.x) {
+    const int kr = c / kChunks, kc = c % kChunks, j = t0 + kr;
+    const bool valid = j < end;
+    const int64_t slot = valid ? p.prefix_slots[j] : 0;
+    ptx::cp_async16(&kt[kr * (D + 8) + kc * 8], p.k_cache + slot * kv_row + h * D + kc * 8, valid);
+  }
+  ptx::cp_async_commit();
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+}
+
+// S = Q K^T for the warp's 16 rows and the tile's keys (unscaled).
+template <int D>
+__device__ __forceinline__ void tile_scores(const uint32_t (&qf)[D / 16][4], const bf16* kt,
+                                            float (&s)[kSelTile / 8][4]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int nt = 0; nt < kSelTile / 8; ++nt) {
+    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    const bf16* krow = &kt[(nt * 8 + (lane & 7)) * (D + 8) + (lane >> 3) * 8];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk += 2) {
+      uint32_t b[4];
+      ptx::ldmatrix_x4(b, krow + kk * 16);
+      ptx::mma_bf16(s[nt], qf[kk], b[0], b[1]);
+      ptx::mma_bf16(s[nt], qf[kk + 1], b[2], b[3]);
+    }
+  }
+}
+
+// LSE pass: each row's running (max, sum) over the block's keys in base 2 with the scale folded
+// in (as online_softmax_tile), written as the block's partial (natural-log max, sum) per row:
+// partial[((blockIdx.x * kv_heads + h) * R + i) * 2].
+template <int D>
+__global__ void __launch_bounds__(kSelMaxRows * 2) prefix_lse_kernel(ScoreSumParams p,
+                                                                      float* partial) {
+  extern __shared__ __align__(16) unsigned char raw[];
+  bf16* kt = reinterpret_cast<bf16*>(raw);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
+  const int R = p.n_rows_used * (p.heads / p.kv_heads);
+  const int first = blockIdx.x * kSelBlockKeys, end = min(p.n_prefix, first + kSelBlockKeys);
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  uint32_t qf[D / 16][4];
+  load_q_fragments<D>(p, h, warp * 16, R, qf);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (int t0 = first; t0 < end; t0 += kSelTile) {
+    load_key_tile<D>(p, h, t0, end, kt);
+    float s[kSelTile / 8][4];
+    tile_scores<D>(qf, kt, s);
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kSelTile / 8; ++nt)
+#pragma unroll
+        for (int e = 2 * h2; e < 2 * h2 + 2; ++e) {
+          const int j = t0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+          s[nt][e] = j < end ? s[nt][e] * scale_log2 : -INFINITY;
+          mx = fmaxf(mx, s[nt][e]);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h2], mx);  // finite: every tile has a key
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kSelTile / 8; ++nt)
+#pragma unroll
+        for (int e = 2 * h2; e < 2 * h2 + 2; ++e) sum += exp2f(s[nt][e] - m_new);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l[h2] = l[h2] * exp2f(m[h2] - m_new) + sum;
+      m[h2] = m_new;
+    }
+    __syncthreads();  // the tile is refilled next
+  }
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int i = warp * 16 + lane / 4 + 8 * h2;
+    if (lane % 4 != 0 || i >= R) continue;
+    float* out = partial + ((static_cast<int64_t>(blockIdx.x) * p.kv_heads + h) * R + i) * 2;
+    out[0] = m[h2] * 0.6931471805599453f;  // base 2 -> natural log
+    out[1] = l[h2];
+  }
+}
+
+// Score pass: p = exp(s * scale - lse_row) summed over the R rows of each key: within a lane
+// (rows a, a + 8), over the 8 row groups of the warp (shuffles), then over the warps in a fixed
+// order (shared memory) — deterministic, so a sequence selects the same set in any batch.
+template <int D>
+__global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumParams p) {
+  extern __shared__ __align__(16) unsigned char raw[];
+  bf16* kt = reinterpret_cast<bf16*>(raw);
+  float* colsum = reinterpret_cast<float*>(kt + kSelTile * (D + 8));  // [warps][kSelTile]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
+  const int warps = blockDim.x >> 5, group = p.heads / p.kv_heads;
+  const int R = p.n_rows_used * group;
+  const int first = blockIdx.x * kSelBlockKeys, end = min(p.n_prefix, first + kSelBlockKeys);
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  uint32_t qf[D / 16][4];
+  load_q_fragments<D>(p, h, warp * 16, R, qf);
+  float lse2[2];  // each row's prefix LSE in base 2; +inf for padding rows (p = 0)
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int i = warp * 16 + lane / 4 + 8 * h2;
+    lse2[h2] = i < R ? p.lse[p.rows_used[i / group] * p.heads + h * group + i % group] *
+                           1.4426950408889634f
+                     : INFINITY;
+  }
+  for (int t0 = first; t0 < end; t0 += kSelTile) {
+    load_key_tile<D>(p, h, t0, end, kt);
+    float s[kSelTile / 8][4];
+    tile_scores<D>(qf, kt, s);
+#pragma unroll
+    for (int nt = 0; nt < kSelTile / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float v = exp2f(fmaf(s[nt][c], scale_log2, -lse2[0])) +
+                  exp2f(fmaf(s[nt][c + 2], scale_log2, -lse2[1]));
+        v += __shfl_xor_sync(0xffffffffu, v, 4);
+        v += __shfl_xor_sync(0xffffffffu, v, 8);
+        v += __shfl_xor_sync(0xffffffffu, v, 16);
+        if (lane < 4) colsum[warp * kSelTile + nt * 8 + lane * 2 + c] = v;
+      }
+    __syncthreads();
+    for (int t = threadIdx.x; t < kSelTile; t += blockDim.x) {
+      if (t0 + t >= end) continue;
+      float acc = 0.0f;
+      for (int w = 0; w < warps; ++w) acc += colsum[w * kSelTile + t];
+      p.scores[static_cast<int64_t>(h) * p.n_prefix + t0 + t] = acc / static_cast<float>(R);
+    }
+    __syncthreads();  // the tile and the column sums are refilled next
+  }
+}
+
+// Calls f(std::integral_constant<int, D>) for the head_dim, after checking the rows fit.
+template <class F>
+void with_head_dim(const ScoreSumParams& p, const char* what, F&& f) {
+  const int R = p.n_rows_used * (p.heads / p.kv_heads);
+  if (R > kSelMaxRows)
+    fail(what, ": ", p.n_rows_used, " selection rows x ", p.heads / p.kv_heads,
+         " query heads per KV head exceed ", kSelMaxRows,
+         " (--sparse-select-queries selects from fewer rows)");
+  switch (p.head_dim) {
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    case 256:
+      return f(std::integral_constant<int, 256>{});
+  }
+  fail(what, ": head_dim must be 32, 64, 128 or 256 (got ", p.head_dim, ")");
+}
+
+dim3 selection_grid(const ScoreSumParams& p) {
+  return dim3((p.n_prefix + kSelBlockKeys - 1) / kSelBlockKeys, p.kv_heads);
+}
+int selection_threads(const ScoreSumParams& p) {
+  return (p.n_rows_used * (p.heads / p.kv_heads) + 15) / 16 * 32;
+}
+template <int D>
+constexpr size_t kTileBytes = kSelTile * (D + 8) * sizeof(bf16);
 // Float bits mapped to an unsigned key with the same order (negative scores too: Quest's bound).
 __device__ __forceinline__ uint32_t order_key(float v) {
   const uint32_t b = __float_as_uint(v);
@@ -118,71 +280,7 @@ __global__ void __launch_bounds__(kTopKThreads)
   }
 }
 
-constexpr int kLseWarps = 4;
-constexpr int kLseKeysPerWarp = 128;
-constexpr int kLseChunk = kLseWarps * kLseKeysPerWarp;
-constexpr int kLseMaxRows = 1536;  // used rows x G per KV head: 4 warps x 1536 x 8 B = 48 KB
-
-// Chunk c of the prefix, KV head h: each warp walks its keys (the key in registers, as the score
-// sum) and keeps a running (max, sum) per (used row, query head) in shared memory — entry i owned
-// by lane i % 32 — then the warps' states merge into the chunk's partial.
-__global__ void prefix_lse_chunk_kernel(ScoreSumParams p, float* partial) {
-  extern __shared__ float st[];  // [warps][R][2]
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int c = blockIdx.x, h = blockIdx.y;
-  const int group = p.heads / p.kv_heads, per_lane = p.head_dim / 32;
-  const int R = p.n_rows_used * group;
-  float* mine = st + warp * R * 2;
-  for (int i = lane; i < R; i += 32) {
-    mine[2 * i] = -INFINITY;
-    mine[2 * i + 1] = 0.0f;
-  }
-  __syncwarp();
-  for (int t = 0; t < kLseKeysPerWarp; ++t) {
-    const int j = c * kLseChunk + t * kLseWarps + warp;
-    if (j >= p.n_prefix) break;
-    const bf16* k = p.k_cache + static_cast<int64_t>(p.prefix_slots[j]) * p.kv_heads * p.head_dim +
-                    h * p.head_dim;
-    float kr[kMaxHeadDim / 32];
-#pragma unroll
-    for (int i = 0; i < kMaxHeadDim / 32; ++i)
-      kr[i] = i < per_lane ? __bfloat162float(k[i * 32 + lane]) : 0.0f;
-    for (int i = 0; i < R; ++i) {
-      const int r = p.rows_used[i / group], head = h * group + i % group;
-      const bf16* q = p.q + (static_cast<int64_t>(r) * p.heads + head) * p.head_dim;
-      float s = 0.0f;
-#pragma unroll
-      for (int d = 0; d < kMaxHeadDim / 32; ++d)
-        if (d < per_lane) s += __bfloat162float(q[d * 32 + lane]) * kr[d];
-      s = warp_all_sum(s) * p.scale;
-      if (lane == (i & 31)) {
-        const float m = mine[2 * i];
-        if (s > m) {
-          mine[2 * i + 1] = mine[2 * i + 1] * expf(m - s) + 1.0f;  // exp(-inf) = 0 at the start
-          mine[2 * i] = s;
-        } else {
-          mine[2 * i + 1] += expf(s - m);
-        }
-      }
-    }
-  }
-  __syncthreads();
-  for (int i = threadIdx.x; i < R; i += blockDim.x) {
-    float m = -INFINITY, l = 0.0f;
-    for (int w = 0; w < kLseWarps; ++w) {
-      const float mw = st[(w * R + i) * 2], lw = st[(w * R + i) * 2 + 1];
-      if (mw == -INFINITY) continue;
-      const float mn = fmaxf(m, mw);
-      l = l * expf(m - mn) + lw * expf(mw - mn);
-      m = mn;
-    }
-    float* out = partial + ((static_cast<int64_t>(c) * p.kv_heads + h) * R + i) * 2;
-    out[0] = m;
-    out[1] = l;
-  }
-}
-
-// Merges the chunks' (max, sum) of one (KV head, used row, query head) into its lse.
+// Merges the key blocks' (max, sum) of one (KV head, used row, query head) into its lse.
 __global__ void prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, int chunks,
                                         float* lse) {
   const int group = p.heads / p.kv_heads, R = p.n_rows_used * group;
@@ -192,7 +290,6 @@ __global__ void prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, 
   float m = -INFINITY, l = 0.0f;
   for (int c = 0; c < chunks; ++c) {
     const float* pc = partial + ((static_cast<int64_t>(c) * p.kv_heads + h) * R + i) * 2;
-    if (pc[0] == -INFINITY) continue;
     const float mn = fmaxf(m, pc[0]);
     l = l * expf(m - mn) + pc[1] * expf(pc[0] - mn);
     m = mn;
@@ -223,32 +320,23 @@ __global__ void sparse_gather_keys_kernel(int32_t* staging, const int32_t* table
 
 }  // namespace
 
-int prefix_lse_chunk_keys() {
-  return kLseChunk;
-}
-
 size_t prefix_lse_workspace_floats(int n_prefix, int n_rows_used, int heads, int kv_heads) {
-  const size_t chunks = static_cast<size_t>((n_prefix + kLseChunk - 1) / kLseChunk);
+  const size_t chunks = static_cast<size_t>((n_prefix + kSelBlockKeys - 1) / kSelBlockKeys);
   return chunks * static_cast<size_t>(kv_heads) * n_rows_used * (heads / kv_heads) * 2;
 }
 
 void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cudaStream_t stream) {
-  if (p.head_dim % 32 != 0 || p.head_dim > kMaxHeadDim)
-    fail("mage_prefix_lse: head_dim must be a multiple of 32, at most 256 (got ", p.head_dim, ")");
-  const int R = p.n_rows_used * (p.heads / p.kv_heads);
-  if (R > kLseMaxRows)
-    fail("mage_prefix_lse: ", p.n_rows_used, " selection rows x ", p.heads / p.kv_heads,
-         " query heads per KV head exceed ", kLseMaxRows,
-         " (use --sparse-select-queries to select from fewer rows)");
-  if (p.n_prefix == 0 || R == 0) return;
-  const int chunks = (p.n_prefix + kLseChunk - 1) / kLseChunk;
-  const size_t smem = static_cast<size_t>(kLseWarps) * R * 2 * sizeof(float);
-  prefix_lse_chunk_kernel<<<dim3(chunks, p.kv_heads), kLseWarps * 32, smem, stream>>>(p,
-                                                                                      workspace);
-  DLLM_CUDA_LAUNCH_CHECK();
-  const int n = p.kv_heads * R;
-  prefix_lse_merge_kernel<<<(n + 255) / 256, 256, 0, stream>>>(p, workspace, chunks, lse);
-  DLLM_CUDA_LAUNCH_CHECK();
+  with_head_dim(p, "mage_prefix_lse", [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if (p.n_prefix == 0 || p.n_rows_used == 0) return;
+    prefix_lse_kernel<D>
+        <<<selection_grid(p), selection_threads(p), kTileBytes<D>, stream>>>(p, workspace);
+    DLLM_CUDA_LAUNCH_CHECK();
+    const int n = p.kv_heads * p.n_rows_used * (p.heads / p.kv_heads);
+    prefix_lse_merge_kernel<<<(n + 255) / 256, 256, 0, stream>>>(p, workspace,
+                                                                 selection_grid(p).x, lse);
+    DLLM_CUDA_LAUNCH_CHECK();
+  });
 }
 
 void sparse_gather_keys(int32_t* staging, const int32_t* table, int n_seqs, int kv_heads,
@@ -260,12 +348,14 @@ void sparse_gather_keys(int32_t* staging, const int32_t* table, int n_seqs, int 
 }
 
 void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
-  if (p.head_dim % 32 != 0 || p.head_dim > kMaxHeadDim)
-    fail("mage_score_sum: head_dim must be a multiple of 32, at most 256 (got ", p.head_dim, ")");
-  if (p.n_prefix == 0 || p.n_rows_used == 0) return;
-  const dim3 grid((p.n_prefix + kScoreWarps - 1) / kScoreWarps, p.kv_heads);
-  score_sum_kernel<<<grid, kScoreWarps * 32, 0, stream>>>(p);
-  DLLM_CUDA_LAUNCH_CHECK();
+  with_head_dim(p, "mage_score_sum", [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if (p.n_prefix == 0 || p.n_rows_used == 0) return;
+    const int threads = selection_threads(p);
+    const size_t smem = kTileBytes<D> + static_cast<size_t>(threads / 32) * kSelTile * sizeof(float);
+    score_sum_kernel<D><<<selection_grid(p), threads, smem, stream>>>(p);
+    DLLM_CUDA_LAUNCH_CHECK();
+  });
 }
 
 void sparse_top_k(const float* scores, int n, int k, int kv_heads, int32_t* out,

@@ -19,7 +19,8 @@ using bf16 = __nv_bfloat16;
 //   scores[h, j] = mean over the used rows r and the G query heads g of h of
 //                  exp(q[r, g] . k[j] * scale - lse[r, g])
 // where lse is each row's natural-log log-sum-exp of its scaled scores over the prefix keys
-// only — what the exact pass's prefix partition holds — so K is read once more, not twice.
+// only. The forward computes it with mage_prefix_lse() (one more pass over K); an exact pass
+// whose prefix partition exported it (§1.6 step 1) would save that pass — not done yet.
 struct ScoreSumParams {
   const bf16* q = nullptr;                // [rows, heads * head_dim], after RoPE
   const float* lse = nullptr;             // [rows, heads]
@@ -40,10 +41,13 @@ void sparse_top_k(const float* scores, int n, int k, int kv_heads, int32_t* out,
 
 // The prefix-only log-sum-exp the score sums need (§1.5: each row's softmax over the prefix keys
 // only): lse[r, head] = log sum_j exp(q[r, head] . k[j] * scale) over the prefix keys j, for the
-// used rows r (other rows are left alone). One pass over the prefix's K in chunks of
-// prefix_lse_chunk_keys() keys, then a merge of the chunks' (max, sum). workspace:
-// prefix_lse_workspace_floats() floats. The fields are ScoreSumParams' (scores unused).
-int prefix_lse_chunk_keys();
+// used rows r (other rows are left alone). One pass over the prefix's K in blocks of keys, then a
+// merge of the blocks' (max, sum). workspace: prefix_lse_workspace_floats() floats. The fields
+// are ScoreSumParams' (lse and scores unused).
+//
+// Both passes run on the tensor cores (the flash kernels' mma.sync fragments), one warp per 16
+// of the R = used rows x G rows of a KV head: R <= 256 (a 32-query block at GQA 8), head_dim 32,
+// 64, 128 or 256; a clear error otherwise.
 size_t prefix_lse_workspace_floats(int n_prefix, int n_rows_used, int heads, int kv_heads);
 void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cudaStream_t stream);
 
