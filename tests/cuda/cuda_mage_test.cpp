@@ -283,6 +283,27 @@ TEST(CudaMage, GraphReplayEqualsDirectLaunches) {
   }
 }
 
+// The selection on its own stream (the default) selects what it selects on the main stream.
+TEST(CudaMage, SideStreamSelectionEqualsMainStream) {
+  auto model = random_sdar(64);
+  setenv("DLLM_MAGE_SIDE_STREAM", "0", 1);
+  auto main_only = make_cuda_backend(*model);
+  unsetenv("DLLM_MAGE_SIDE_STREAM");
+  auto side = make_cuda_backend(*model);
+  Seq a = prefilled(*main_only, 800, 900), b = prefilled(*side, 800, 900);
+  const std::vector<int32_t> masks(32, kMask);
+  SequenceForward fa = a.request(masks, 800, 32), fb = b.request(masks, 800, 32);
+  fa.sparse = fb.sparse = mage_select(96, 1);
+  const auto ra = a.run(fa), rb = b.run(fb);
+  EXPECT_EQ(ra.logits, rb.logits);
+  ASSERT_EQ(ra.sparse_selection.size(), rb.sparse_selection.size());
+  for (size_t i = 0; i < ra.sparse_selection.size(); ++i)
+    EXPECT_EQ(ra.sparse_selection[i].slots, rb.sparse_selection[i].slots) << i;
+  SequenceForward ga = a.request(later_block(32), 800, 32), gb = b.request(later_block(32), 800, 32);
+  ga.sparse = gb.sparse = mage_attend(96, 1);
+  EXPECT_EQ(a.run(ga).logits, b.run(gb).logits);
+}
+
 TEST(CudaMage, UnsupportedRequestsNameTheProblem) {
   auto model = random_sdar(128);
   auto gpu = make_cuda_backend(*model);

@@ -123,6 +123,7 @@ class CudaBackend final : public Backend {
   void stage_sparse(ForwardPlan& plan);
   void enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer);
   void enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer);
+  void join_sparse_selection();
   void collect_sparse_selection(const PlannedSequence& p, SequenceResult& r);
   const cuda::AttentionBatchPlan& layer_attention(const ForwardPlan& plan, int64_t layer) const;
   // collect (cuda_outputs.cpp): S2D2 verification and kept rows, host copies, results.
@@ -175,6 +176,15 @@ class CudaBackend final : public Backend {
   // sums, and the sets of a selection not kept (want_selection only).
   DeviceBuffer<float> sel_lse_, sel_ws_, sel_scores_;
   DeviceBuffer<int32_t> sel_sets_;
+  // MAGE's dual-stream design (method-specs §1.6): layer l's selection runs on its own stream
+  // beside layers l, l + 1, ... of the main one, from a copy of the selecting sequences' query
+  // rows (sel_q_, [layers, rows, q_dim]: the next layer overwrites q_); an event per layer hands
+  // them over, one more joins the streams at the end of the forward. Created with the first
+  // selection; DLLM_MAGE_SIDE_STREAM=0 runs the selection on the main stream instead.
+  bool select_side_stream_ = true;
+  cudaStream_t select_stream_ = nullptr;
+  std::vector<cudaEvent_t> select_events_;
+  DeviceBuffer<bf16> sel_q_;
   DeviceBuffer<int32_t> verify_in_;  // S2D2 verify: draft rows | tokens | uniforms (bits)
   DeviceBuffer<cuda::DeviceVerifyRow> verify_out_;
   cuda::PinnedBuffer<int32_t> pinned_ints_;

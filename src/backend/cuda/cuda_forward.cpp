@@ -88,6 +88,9 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
                             "sparse selection");
     moved |= sel_scores_.ensure(static_cast<size_t>(p.sparse_prefix * c.num_kv_heads),
                                 "sparse selection");
+    if (select_side_stream_)
+      moved |= sel_q_.ensure(
+          static_cast<size_t>(c.num_layers * plan.select_q_rows * c.q_dim()), "sparse selection");
     if (!p.seq->sparse->keep_selection)
       moved |= sel_sets_.ensure(static_cast<size_t>(c.num_layers * c.num_kv_heads * p.sparse_k),
                                 "sparse selection");
@@ -136,6 +139,7 @@ void CudaBackend::enqueue(ForwardPlan& plan, const int32_t* ints,
   op_end();
   if (plan.any_input_embeddings) splice_input_embeddings(plan);
   for (int64_t li = 0; li < config_.num_layers; ++li) enqueue_layer(plan, li);
+  if (plan.any_sparse_select) join_sparse_selection();
   enqueue_outputs(plan, stats_dst);
 }
 

@@ -44,6 +44,7 @@ struct PlannedSequence {
   int64_t sparse_first_layer = 0, sparse_prefix = 0, sparse_k = 0, sparse_keys = 0;
   std::vector<int32_t> select_rows;
   size_t select_rows_at = 0, prefix_slots_at = 0, sparse_pages_at = 0;
+  int64_t select_q_row = 0;  // its first row among the selecting sequences' (sel_q_)
   int32_t* sparse_sets_out = nullptr;
 };
 
@@ -87,6 +88,7 @@ struct ForwardPlan {
   std::vector<LayerAttention> layer_attentions;
   std::vector<int32_t> attention_of_layer;
   bool any_sparse_select = false;
+  int64_t select_q_rows = 0;  // the selecting sequences' rows
   bool graphable = false;  // one captured CUDA graph can replay it (see cuda_forward.cpp)
 };
 

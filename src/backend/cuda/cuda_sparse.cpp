@@ -4,7 +4,8 @@
 //   - a selecting forward (the block's first step) attends exactly; in every layer past the
 //     exact ones, after the layer's K/V are in the pool, each KV head's top-k prefix slots are
 //     selected from the block's queries (prefix-only LSE, score sums, radix top-k:
-//     sparse_select.h) into the sequence's CudaMethodState;
+//     sparse_select.h) into the sequence's CudaMethodState — on a second stream, beside the
+//     main stream's attention and FFN (the paper's dual-stream design);
 //   - an attending forward reads, in those layers, each KV head's selected slots, the slots
 //     committed since the selection and the block's own keys, through the batched flash kernels'
 //     per-KV-head key lists (AttentionBatchSeq::device_keys), filled on the device from the
@@ -86,6 +87,8 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     plan.any_sparse_select = true;
     auto& st = static_cast<CudaMethodState&>(*p.seq->state);
     p.sparse_sets_out = p.seq->sparse->keep_selection ? st.sparse_sets.get() : nullptr;
+    p.select_q_row = plan.select_q_rows;
+    plan.select_q_rows += p.rows;
     p.select_rows_at = ints.size();
     ints.insert(ints.end(), p.select_rows.begin(), p.select_rows.end());
     p.prefix_slots_at = ints.size();
@@ -169,10 +172,34 @@ void CudaBackend::enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer) {
 void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer) {
   const ModelConfig& c = config_;
   const int hkv = static_cast<int>(c.num_kv_heads);
+  const int64_t qd = c.q_dim();
+  bool any = false;
+  for (const PlannedSequence& p : plan.seqs)
+    any = any || (p.sparse_select && layer >= p.sparse_first_layer);
+  if (!any) return;
+  cudaStream_t s = stream_;
+  if (select_side_stream_) {  // hand this layer's queries over (§1.6)
+    if (!select_stream_) {
+      DLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&select_stream_, cudaStreamNonBlocking));
+      select_events_.resize(static_cast<size_t>(c.num_layers + 1));
+      for (cudaEvent_t& e : select_events_)
+        DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    for (const PlannedSequence& p : plan.seqs)
+      if (p.sparse_select && layer >= p.sparse_first_layer)
+        DLLM_CUDA_CHECK(cudaMemcpyAsync(
+            sel_q_.get() + (layer * plan.select_q_rows + p.select_q_row) * qd,
+            q_.get() + p.row_offset * qd, static_cast<size_t>(p.rows * qd) * sizeof(bf16),
+            cudaMemcpyDeviceToDevice, stream_));
+    DLLM_CUDA_CHECK(cudaEventRecord(select_events_[static_cast<size_t>(layer)], stream_));
+    DLLM_CUDA_CHECK(cudaStreamWaitEvent(select_stream_, select_events_[static_cast<size_t>(layer)]));
+    s = select_stream_;
+  }
   for (const PlannedSequence& p : plan.seqs) {
     if (!p.sparse_select || layer < p.sparse_first_layer) continue;
     cuda::ScoreSumParams sp;
-    sp.q = q_.get() + p.row_offset * c.q_dim();
+    sp.q = select_side_stream_ ? sel_q_.get() + (layer * plan.select_q_rows + p.select_q_row) * qd
+                               : q_.get() + p.row_offset * qd;
     sp.lse = sel_lse_.get();
     sp.k_cache = k_pool(layer);
     sp.prefix_slots = ints_.get() + p.prefix_slots_at;
@@ -185,13 +212,20 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     sp.head_dim = static_cast<int>(c.head_dim);
     sp.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get();
-    op_begin("sparse selection");
-    cuda::mage_prefix_lse(sp, sel_lse_.get(), sel_ws_.get(), stream_);
-    cuda::mage_score_sum(sp, stream_);
+    if (!select_side_stream_) op_begin("sparse selection");  // profiled on the main stream only
+    cuda::mage_prefix_lse(sp, sel_lse_.get(), sel_ws_.get(), s);
+    cuda::mage_score_sum(sp, s);
     cuda::sparse_top_k(sel_scores_.get(), sp.n_prefix, static_cast<int>(p.sparse_k), hkv,
-                       sets + layer * hkv * p.sparse_k, stream_);
-    op_end();
+                       sets + layer * hkv * p.sparse_k, s);
+    if (!select_side_stream_) op_end();
   }
+}
+
+void CudaBackend::join_sparse_selection() {
+  if (!select_side_stream_ || !select_stream_) return;
+  cudaEvent_t done = select_events_.back();
+  DLLM_CUDA_CHECK(cudaEventRecord(done, select_stream_));
+  DLLM_CUDA_CHECK(cudaStreamWaitEvent(stream_, done));
 }
 
 void CudaBackend::collect_sparse_selection(const PlannedSequence& p, SequenceResult& r) {
