@@ -117,14 +117,14 @@ class CudaBackend final : public Backend {
   void enqueue_outputs(ForwardPlan& plan, cuda::DeviceTokenStats* stats_dst);
   // Sparse attention (cuda_sparse.cpp): a sequence's checks and knobs (prepare), the per-layer
   // attention plans and the selection's staging (stage), the layer's gathered key lists (at the
-  // layer's start), MAGE's selection (after the layer's K/V are written), the selected sets
-  // (collect).
+  // layer's start), MAGE's selection (after the layer's K/V are written); after the forward, the
+  // state takes a kept selection and the result the selected sets (want_selection).
   void plan_sparse(PlannedSequence& p, size_t index);
   void stage_sparse(ForwardPlan& plan);
   void enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer);
   void enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer);
   void join_sparse_selection();
-  void collect_sparse_selection(const PlannedSequence& p, SequenceResult& r);
+  void finish_sparse(const PlannedSequence& p, SequenceResult& r);
   const cuda::AttentionBatchPlan& layer_attention(const ForwardPlan& plan, int64_t layer) const;
   // collect (cuda_outputs.cpp): S2D2 verification and kept rows, host copies, results.
   std::vector<SequenceResult> collect(ForwardPlan& plan,

@@ -137,7 +137,10 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
       // then the queries' own fresh slots right after them.
       p.query_slots = query_slots_of(seq, p.cache);
       p.n_keys = p.cache->length() + p.rows;
-      if (seq.sparse) plan_sparse(p, si);  // validate_forward() sent sparse requests here
+      if (seq.sparse) {  // validate_forward() sent sparse requests here
+        plan_sparse(p, si);
+        plan.any_sparse_select = plan.any_sparse_select || p.sparse_select;
+      }
       prepare_cache_writes(*p.cache, p.query_slots, p.n_keys);
     } else {
       const SequenceSlots slots = plan_sequence_slots(seq, seq.cache ? p.cache : nullptr, si);

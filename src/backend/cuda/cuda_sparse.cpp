@@ -41,17 +41,9 @@ void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
   if (sp.select == SparseMethod::kMage) {
     p.sparse_prefix = n_prefix;
     p.sparse_k = sp.k;
-    const bool dense = n_prefix <= sp.k;  // N <= k: dense, no selection (§1.5)
-    const size_t sets = static_cast<size_t>(config_.num_layers * config_.num_kv_heads * sp.k);
-    if (sp.keep_selection) {
-      if (!dense) st.sparse_sets.ensure(sets, "sparse index sets");
-      st.sparse_selected = true;
-      st.sparse_dense = dense;
-      st.sparse_k = sp.k;
-      st.sparse_prefix = n_prefix;
-      st.sparse_first_layer = sp.exact_layers;
-    }
-    p.sparse_select = !dense;
+    // N <= k: dense, no selection (§1.5). The state takes the new selection once the forward
+    // has run (finish_sparse()).
+    p.sparse_select = n_prefix > sp.k;
     if (p.sparse_select)
       p.select_rows = selection_query_rows(p.rows, sp.select_queries);
     return;
@@ -84,8 +76,10 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
   // Selection: each selecting sequence's rows and its prefix's physical slots.
   for (PlannedSequence& p : plan.seqs) {
     if (!p.sparse_select) continue;
-    plan.any_sparse_select = true;
     auto& st = static_cast<CudaMethodState&>(*p.seq->state);
+    if (p.seq->sparse->keep_selection)
+      st.sparse_sets.ensure(static_cast<size_t>(c.num_layers * c.num_kv_heads * p.sparse_k),
+                            "sparse index sets");
     p.sparse_sets_out = p.seq->sparse->keep_selection ? st.sparse_sets.get() : nullptr;
     p.select_q_row = plan.select_q_rows;
     plan.select_q_rows += p.rows;
@@ -228,11 +222,24 @@ void CudaBackend::join_sparse_selection() {
   DLLM_CUDA_CHECK(cudaStreamWaitEvent(stream_, done));
 }
 
-void CudaBackend::collect_sparse_selection(const PlannedSequence& p, SequenceResult& r) {
+void CudaBackend::finish_sparse(const PlannedSequence& p, SequenceResult& r) {
   const ModelConfig& c = config_;
   const int64_t hkv = c.num_kv_heads;
+  const SparseStep& sp = *p.seq->sparse;
+  if (sp.select == SparseMethod::kNone) {
+    if (sp.want_selection) r.sparse_selection.assign(static_cast<size_t>(c.num_layers * hkv), {});
+    return;
+  }
+  if (sp.keep_selection) {
+    auto& st = static_cast<CudaMethodState&>(*p.seq->state);
+    st.sparse_selected = true;
+    st.sparse_dense = !p.sparse_select;
+    st.sparse_k = p.sparse_k;
+    st.sparse_prefix = p.sparse_prefix;
+    st.sparse_first_layer = p.sparse_first_layer;
+  }
+  if (!sp.want_selection) return;
   r.sparse_selection.assign(static_cast<size_t>(c.num_layers * hkv), SparseSet{});
-  if (p.seq->sparse->select == SparseMethod::kNone) return;
   std::vector<int32_t> host;
   if (p.sparse_select) {
     const int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get();
