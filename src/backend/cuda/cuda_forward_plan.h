@@ -41,6 +41,7 @@ struct PlannedSequence {
   // Attending: layers >= sparse_first_layer read sparse_keys keys per KV head through the
   // stored sets (cache pages staged at sparse_pages_at).
   bool sparse_select = false, sparse_attend = false;
+  bool sparse_full_softmax = false;  // SparseD: the rows' softmax over every key they see
   int64_t sparse_first_layer = 0, sparse_prefix = 0, sparse_k = 0, sparse_keys = 0;
   std::vector<int32_t> select_rows;
   size_t select_rows_at = 0, prefix_slots_at = 0, sparse_pages_at = 0;

@@ -1,9 +1,10 @@
-// Sparse attention in the CUDA forward (method-specs §1.4, §1.6): MAGE only so far (Quest and
-// SparseD select on the CPU backend). The CPU backend's cpu_sparse.cpp is the reference; this is
-// the same contract on the device:
-//   - a selecting forward (the block's first step) attends exactly; in every layer past the
-//     exact ones, after the layer's K/V are in the pool, each KV head's top-k prefix slots are
-//     selected from the block's queries (prefix-only LSE, score sums, radix top-k:
+// Sparse attention in the CUDA forward (method-specs §1.4, §1.6, §6.2): MAGE and SparseD (Quest
+// selects on the CPU backend only so far). The CPU backend's cpu_sparse.cpp is the reference;
+// this is the same contract on the device:
+//   - a selecting forward (MAGE: the block's first step; SparseD: its capture step) attends
+//     exactly; in every layer past the exact ones, after the layer's K/V are in the pool, each
+//     KV head's top-k prefix slots are selected from the block's queries (prefix-only LSE —
+//     SparseD: with the block's own keys folded in —, score sums, radix top-k:
 //     sparse_select.h) into the sequence's CudaMethodState — on a second stream, beside the
 //     main stream's attention and FFN (the paper's dual-stream design);
 //   - an attending forward reads, in those layers, each KV head's selected slots, the slots
@@ -27,10 +28,10 @@ void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
   const SparseStep& sp = *seq.sparse;
   auto& st = static_cast<CudaMethodState&>(*seq.state);
   const int64_t n_prefix = p.cache->length();
-  if (sp.select == SparseMethod::kQuest || sp.select == SparseMethod::kSparseD)
-    fail("forward request ", index, ": sparse selection ", to_string(sp.select),
-         " is not implemented on the CUDA backend yet (mage is; use --device cpu for quest and "
-         "sparsed)");
+  if (sp.select == SparseMethod::kQuest)
+    fail("forward request ", index,
+         ": sparse selection quest is not implemented on the CUDA backend yet (mage and sparsed "
+         "are; use --device cpu for quest)");
   if (sp.select != SparseMethod::kNone && sp.attend_selected)
     fail("forward request ", index,
          ": on the CUDA backend a forward either selects or attends through stored sets, not both "
@@ -38,14 +39,17 @@ void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
   if (seq.rule.kind == AttentionKind::kCustom)
     fail("forward request ", index, ": sparse attention takes no custom attention mask");
   p.sparse_first_layer = sp.exact_layers;
-  if (sp.select == SparseMethod::kMage) {
+  if (sp.select != SparseMethod::kNone) {
     p.sparse_prefix = n_prefix;
     p.sparse_k = sp.k;
     // N <= k: dense, no selection (§1.5). The state takes the new selection once the forward
-    // has run (finish_sparse()).
+    // has run (finish_sparse()). MAGE: the prefix-only softmax of the chosen queries; SparseD:
+    // every query's softmax over every key it sees (cpu_sparse.cpp).
     p.sparse_select = n_prefix > sp.k;
+    p.sparse_full_softmax = sp.select == SparseMethod::kSparseD;
     if (p.sparse_select)
-      p.select_rows = selection_query_rows(p.rows, sp.select_queries);
+      p.select_rows = selection_query_rows(
+          p.rows, sp.select == SparseMethod::kMage ? sp.select_queries : 0);
     return;
   }
   if (!sp.attend_selected) return;
@@ -208,6 +212,15 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get();
     if (!select_side_stream_) op_begin("sparse selection");  // profiled on the main stream only
     cuda::mage_prefix_lse(sp, sel_lse_.get(), sel_ws_.get(), s);
+    if (p.sparse_full_softmax) {  // SparseD: the block's own keys join each row's softmax
+      cuda::BlockKeys b;
+      b.slots = ints_.get() + plan.slots_at + p.row_offset;
+      b.positions = ints_.get() + plan.positions_at + p.row_offset;
+      b.n = static_cast<int>(p.rows);
+      b.kind = plan.attention_seqs[static_cast<size_t>(&p - plan.seqs.data())].kind;
+      b.block_size = static_cast<int>(p.seq->rule.block_size);
+      cuda::fold_block_keys_lse(sp, b, sel_lse_.get(), s);
+    }
     cuda::mage_score_sum(sp, s);
     cuda::sparse_top_k(sel_scores_.get(), sp.n_prefix, static_cast<int>(p.sparse_k), hkv,
                        sets + layer * hkv * p.sparse_k, s);

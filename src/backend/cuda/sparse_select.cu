@@ -298,6 +298,32 @@ __global__ void prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, 
   lse[r * p.heads + head] = m + logf(l);
 }
 
+// One thread per (KV head, used row, query head): its block keys' scores, folded into its lse.
+__global__ void fold_block_keys_kernel(ScoreSumParams p, BlockKeys b, float* lse) {
+  const int group = p.heads / p.kv_heads, R = p.n_rows_used * group;
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= p.kv_heads * R) return;
+  const int h = e / R, i = e % R;
+  const int r = p.rows_used[i / group], head = h * group + i % group;
+  const bf16* q = p.q + (static_cast<int64_t>(r) * p.heads + head) * p.head_dim;
+  float m = lse[r * p.heads + head], l = 1.0f;  // exp(lse) = e^m * 1
+  for (int t = 0; t < b.n; ++t) {
+    const bool seen = b.kind == MaskKind::kBidirectional ||
+                      (b.kind == MaskKind::kCausal && t <= r) ||
+                      (b.kind == MaskKind::kBlockCausal &&
+                       b.positions[t] / b.block_size <= b.positions[r] / b.block_size);
+    if (!seen) continue;
+    const bf16* k = p.k_cache + static_cast<int64_t>(b.slots[t]) * p.kv_heads * p.head_dim +
+                    h * p.head_dim;
+    float dot = 0.0f;
+    for (int d = 0; d < p.head_dim; ++d) dot += __bfloat162float(q[d]) * __bfloat162float(k[d]);
+    const float x = dot * p.scale, mn = fmaxf(m, x);
+    l = l * expf(m - mn) + expf(x - mn);
+    m = mn;
+  }
+  lse[r * p.heads + head] = m + logf(l);
+}
+
 // Block (sequence, KV head): its list of n_keys physical slots for this layer.
 __global__ void sparse_gather_keys_kernel(int32_t* staging, const int32_t* table, int kv_heads,
                                           int layer, int page_shift) {
@@ -337,6 +363,19 @@ void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cuda
                                                                  selection_grid(p).x, lse);
     DLLM_CUDA_LAUNCH_CHECK();
   });
+}
+
+void fold_block_keys_lse(const ScoreSumParams& p, const BlockKeys& b, float* lse,
+                         cudaStream_t stream) {
+  if (b.kind != MaskKind::kCausal && b.kind != MaskKind::kBidirectional &&
+      b.kind != MaskKind::kBlockCausal)
+    fail("fold_block_keys_lse: the mask must be causal, bidirectional or block-causal");
+  if (b.kind == MaskKind::kBlockCausal && b.block_size <= 0)
+    fail("fold_block_keys_lse: block-causal needs a positive block size");
+  const int n = p.kv_heads * p.n_rows_used * (p.heads / p.kv_heads);
+  if (n == 0 || b.n == 0) return;
+  fold_block_keys_kernel<<<(n + 127) / 128, 128, 0, stream>>>(p, b, lse);
+  DLLM_CUDA_LAUNCH_CHECK();
 }
 
 void sparse_gather_keys(int32_t* staging, const int32_t* table, int n_seqs, int kv_heads,

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels.h"
+
 namespace dllm::cuda {
 
 using bf16 = __nv_bfloat16;
@@ -50,6 +52,22 @@ void sparse_top_k(const float* scores, int n, int k, int kv_heads, int32_t* out,
 // 64, 128 or 256; a clear error otherwise.
 size_t prefix_lse_workspace_floats(int n_prefix, int n_rows_used, int heads, int kv_heads);
 void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cudaStream_t stream);
+
+// SparseD's softmax runs over every key a row sees (§6.2), not the prefix alone: folds the
+// block's own keys into the prefix-only lse of the used rows,
+//   lse[r, head] = log(exp(lse[r, head]) + sum over the block keys t row r sees of
+//                  exp(q[r, head] . k_t * scale)),
+// key t being query row t's own (physical slot slots[t], position positions[t]); the rows see
+// keys by the forward's mask (causal, bidirectional or block-causal of block_size).
+struct BlockKeys {
+  const int32_t* slots = nullptr;      // [n]
+  const int32_t* positions = nullptr;  // [n]
+  int n = 0;
+  MaskKind kind = MaskKind::kBlockCausal;
+  int block_size = 0;
+};
+void fold_block_keys_lse(const ScoreSumParams& p, const BlockKeys& b, float* lse,
+                         cudaStream_t stream);
 
 // The gathered attention's key lists for one layer (AttentionBatchSeq::device_keys), for every
 // sequence attending through stored sets: KV head h of a sequence reads the physical slots of
