@@ -10,6 +10,7 @@ namespace dllm::cuda {
 namespace {
 
 constexpr int kTopKThreads = 1024;
+constexpr int kTopKRun = 8;  // consecutive elements per thread in the compaction pass
 
 // The selection's two passes over the prefix's K (prefix-only LSE, then score sums) on the
 // tensor cores, with the flash kernels' fragment layout (attention_mma.cuh, flash_tile.cuh): a
@@ -215,27 +216,38 @@ __device__ __forceinline__ uint32_t order_key(float v) {
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-// Exclusive block scan of `v` (kTopKThreads threads); *total receives the sum.
+// Exclusive scan of `v` over the block (kTopKThreads threads): warp shuffles, the warps' totals
+// in shared memory (buf: 32 ints), two barriers; *total receives the sum.
 __device__ int block_exclusive_scan(int v, int* buf, int* total) {
-  const int t = threadIdx.x;
-  buf[t] = v;
-  __syncthreads();
-  for (int off = 1; off < kTopKThreads; off <<= 1) {
-    const int add = t >= off ? buf[t - off] : 0;
-    __syncthreads();
-    buf[t] += add;
-    __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int inclusive = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int up = __shfl_up_sync(0xffffffffu, inclusive, o);
+    if (lane >= o) inclusive += up;
   }
-  const int inclusive = buf[t];
-  *total = buf[kTopKThreads - 1];
+  if (lane == 31) buf[warp] = inclusive;
   __syncthreads();
-  return inclusive - v;
+  if (warp == 0) {
+    int w = lane < kTopKThreads / 32 ? buf[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int up = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += up;
+    }
+    buf[lane] = w;  // inclusive totals of warps 0..lane
+  }
+  __syncthreads();
+  const int before = (warp > 0 ? buf[warp - 1] : 0) + inclusive - v;
+  *total = buf[kTopKThreads / 32 - 1];
+  __syncthreads();  // buf is rewritten by the next scan
+  return before;
 }
 
 __global__ void __launch_bounds__(kTopKThreads)
     top_k_kernel(const float* scores, int n, int k, int32_t* out) {
   __shared__ int hist[256];
-  __shared__ int scan_buf[kTopKThreads];
+  __shared__ int scan_buf[32];
   __shared__ uint32_t sh_prefix;
   __shared__ int sh_remaining;
   const float* s = scores + static_cast<int64_t>(blockIdx.x) * n;
@@ -263,22 +275,41 @@ __global__ void __launch_bounds__(kTopKThreads)
     __syncthreads();
   }
   // prefix is now the k-th largest key; take every larger element and the first `remaining`
-  // equal ones (lowest indices), writing indices in ascending order.
+  // equal ones (lowest indices), writing indices in ascending order: each thread takes a run of
+  // kTopKRun consecutive elements per chunk, one block scan of its (larger, equal) counts places
+  // its run's picks.
   int taken = 0, equal_seen = 0;
-  for (int base = 0; base < n; base += kTopKThreads) {
-    const int j = base + static_cast<int>(threadIdx.x);
-    const uint32_t key = j < n ? order_key(s[j]) : 0u;
-    const bool eq = j < n && key == prefix;
-    int eq_total = 0;
-    const int eq_before = block_exclusive_scan(eq ? 1 : 0, scan_buf, &eq_total);
-    const bool take = j < n && (key > prefix || (eq && equal_seen + eq_before < remaining));
-    int take_total = 0;
-    const int pos = block_exclusive_scan(take ? 1 : 0, scan_buf, &take_total);
-    if (take) o[taken + pos] = j;
-    taken += take_total;
-    equal_seen += eq_total;
+  constexpr int kChunk = kTopKThreads * kTopKRun;
+  for (int base = 0; base < n; base += kChunk) {
+    const int first = base + static_cast<int>(threadIdx.x) * kTopKRun;
+    int larger = 0, equal = 0;
+#pragma unroll
+    for (int i = 0; i < kTopKRun; ++i) {
+      const int j = first + i;
+      if (j >= n) break;
+      const uint32_t key = order_key(s[j]);
+      larger += key > prefix;
+      equal += key == prefix;
+    }
+    int total = 0;
+    // Both counts in one scan: a chunk holds fewer than 2^16 elements.
+    const int before = block_exclusive_scan(larger | (equal << 16), scan_buf, &total);
+    int eq_before = equal_seen + (before >> 16);
+    int pos = taken + (before & 0xffff) + min(max(remaining - equal_seen, 0), before >> 16);
+    for (int i = 0; i < kTopKRun; ++i) {
+      const int j = first + i;
+      if (j >= n) break;
+      const uint32_t key = order_key(s[j]);
+      const bool eq = key == prefix;
+      if (key > prefix || (eq && eq_before < remaining)) o[pos++] = j;
+      eq_before += eq;
+    }
+    const int chunk_equal = total >> 16;
+    taken += (total & 0xffff) + min(max(remaining - equal_seen, 0), chunk_equal);
+    equal_seen += chunk_equal;
   }
 }
+
 
 // Merges the key blocks' (max, sum) of one (KV head, used row, query head) into its lse.
 __global__ void prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, int chunks,
