@@ -38,7 +38,7 @@ if [ -d gpu-bundle ]; then
     "$BIN/dllm_cuda_tests" 2>&1 | tee "$OUT/cuda_tests.log" | tail -30 || status=1
     grep -q "PASSED" "$OUT/cuda_tests.log" && ! grep -q "FAILED" "$OUT/cuda_tests.log" || status=1
     compute-sanitizer --tool memcheck --error-exitcode 1 "$BIN/dllm_cuda_tests" \
-      --gtest_filter='CudaKernels.*:CudaAttentionBatch.*:CudaBackend.ForwardContract*:CudaBackend.Batch*:CudaD2Cache.*:CudaDllmCache.*:CudaS2d2.SpanVerify*:CudaEngineMemory.*:CudaMoe*:CudaSparseSelect.*:CudaVision.*' \
+      --gtest_filter='CudaKernels.*:CudaAttentionBatch.*:CudaBackend.ForwardContract*:CudaBackend.Batch*:CudaD2Cache.*:CudaDllmCache.*:CudaS2d2.SpanVerify*:CudaEngineMemory.*:CudaMoe*:CudaSparseSelect.*:CudaMage.BudgetCovering*:CudaMage.BatchedWith*:CudaMage.SideStream*:CudaVision.*' \
       > "$OUT/memcheck.log" 2>&1 && echo "memcheck: clean" || { echo "memcheck: ERRORS (see memcheck.log)"; tail -20 "$OUT/memcheck.log"; status=1; }
   fi
 else

@@ -451,7 +451,8 @@ void add_bench_command(CLI::App& app) {
                   "--decode / --concurrency: generated tokens (default 256)");
   cmd->add_option("--sparse", a->sparse,
                   "--step block: none (default) | mage | quest | sparsed sparse attention; step 1 "
-                  "(selection) and steps 2..T are timed apart");
+                  "(selection) and steps 2..T are timed apart. --concurrency: every request "
+                  "decodes with it");
   cmd->add_option("--sparse-k", a->sparse_k, "--sparse: prefix keys per layer and KV head (1024)");
   cmd->add_option("--sparse-exact-layers", a->sparse_exact_layers,
                   "--sparse: the first N layers attend exactly (default 2)");

@@ -10,7 +10,8 @@
 // tokens/s in the steady state (tokens committed in those steps / their time) and over the whole
 // run (all generated tokens / wall time, prefills included); the engine core's host time per step
 // (scheduling, decoders, streaming; the backend's own preparation is part of its forward, and in
-// the per-op profile).
+// the per-op profile). --sparse mage|quest|sparsed (--sparse-k, --sparse-exact-layers): every
+// request decodes with that sparse attention (the floor still counts every visible key).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -28,9 +29,9 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-SequenceRequest bench_request(const Model& model, uint64_t id, int32_t block, int prompt_length,
-                              int max_tokens, bool fuse_commit) {
+SequenceRequest bench_request(const Model& model, uint64_t id, int32_t block, const BenchArgs& a) {
   const ModelConfig& c = model.config();
+  const int prompt_length = a.prompt_length;
   SequenceRequest r;
   r.id = id;
   for (int i = 0; i < prompt_length; ++i)  // distinct prompts: no prefix sharing between them
@@ -46,8 +47,11 @@ SequenceRequest bench_request(const Model& model, uint64_t id, int32_t block, in
   } else {
     p.remasking = "low_confidence_static";
   }
-  p.max_tokens = max_tokens;
-  p.fuse_commit = fuse_commit;
+  p.max_tokens = a.max_tokens;
+  p.fuse_commit = a.fuse_commit;
+  p.sparse.method = parse_sparse_method(a.sparse);  // --sparse: e.g. MAGE against exact
+  p.sparse.k = a.sparse_k;
+  p.sparse.exact_layers = a.sparse_exact_layers;
   p.sequence_id = static_cast<uint32_t>(id);
   r.params = resolve_decode_params(c, p, prompt_length);
   return r;  // no stop ids: every request generates max_tokens
@@ -66,8 +70,7 @@ RunTimes run_requests(EngineCore& core, const Model& model, int n, int32_t block
                       const BenchArgs& a, uint64_t first_id) {
   int64_t generated = 0;
   for (int i = 0; i < n; ++i) {
-    SequenceRequest r = bench_request(model, first_id + i, block, a.prompt_length, a.max_tokens,
-                                      a.fuse_commit);
+    SequenceRequest r = bench_request(model, first_id + i, block, a);
     r.callbacks.on_finish = [&](GenerationResult&& g) {
       if (g.finish_reason == "error") fail("bench request: ", g.error);
       generated += static_cast<int64_t>(g.ids.size());
@@ -106,8 +109,7 @@ std::vector<std::pair<std::string, double>> profile_full_steps(EngineCore& core,
                                                                uint64_t first_id, int steps,
                                                                double& wall_ms) {
   for (int i = 0; i < n; ++i)
-    core.add(bench_request(model, first_id + i, block, a.prompt_length, a.max_tokens,
-                           a.fuse_commit));
+    core.add(bench_request(model, first_id + i, block, a));
   for (int guard = 0; guard < 10000 && !core.idle(); ++guard) {  // until every request denoises
     const EngineCounters before = core.counters();
     core.step();
@@ -159,11 +161,11 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
   const double elem = gpu ? 2.0 : 4.0;
   const double kv_per_token = 2.0 * c.num_layers * c.kv_dim() * elem;
   std::printf(
-      "\n%s on %s: prompt %d, %d generated tokens per request, one token per step%s; copy %.0f "
-      "GB/s, GEMM %.1f TFLOP/s\n\n",
+      "\n%s on %s: prompt %d, %d generated tokens per request, one token per step%s; sparse "
+      "attention %s (k %d); copy %.0f GB/s, GEMM %.1f TFLOP/s\n\n",
       a.shape.c_str(), backend.name().c_str(), a.prompt_length, a.max_tokens,
-      a.fuse_commit ? ", commits fused into the next block's first step" : "", bw / 1e9,
-      gemm / 1e12);
+      a.fuse_commit ? ", commits fused into the next block's first step" : "", a.sparse.c_str(),
+      a.sparse_k, bw / 1e9, gemm / 1e12);
   std::printf(
       "| block | requests | ms/step | floor ms | x floor | steady tokens/s | run tokens/s | host "
       "ms/step (%% of step) | steps |\n|---|---|---|---|---|---|---|---|---|\n");
@@ -204,6 +206,8 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
                      {"prompt_length", a.prompt_length},
                      {"max_tokens", a.max_tokens},
                      {"fuse_commit", a.fuse_commit},
+                     {"sparse", a.sparse},
+                     {"sparse_k", a.sparse_k},
                      {"ms_per_step", ms},
                      {"floor_ms", floor_ms},
                      {"floor_bytes", bytes},

@@ -1,6 +1,7 @@
 // The GPU's sparse-attention selection kernels (backend/cuda/sparse_select.h) against the CPU
 // reference (backend/cpu/sparse_select.h, itself checked against NumPy): MAGE's score-sum from
-// the prefix-only log-sum-exp, and the per-KV-head top-k with ties to the lower index.
+// the prefix-only log-sum-exp (and that log-sum-exp itself), and the per-KV-head top-k with ties
+// to the lower index.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -86,6 +87,29 @@ TEST(CudaSparseSelect, ScoreSumMatchesCpuReference) {
         sum += got[size_t(h) * s.n_prefix + j];
       }
       EXPECT_NEAR(sum, 1.0, 1e-3) << "a mean of distributions over the prefix";
+    }
+    // The prefix-only LSE on the device (what the forward's selection computes) against the
+    // host's double: the used rows get it, the others are left alone.
+    const float untouched = -12345.0f;
+    cuda::DeviceBuffer<float> dlse_gpu(lse.size(), "lse");
+    const std::vector<float> fill(lse.size(), untouched);
+    DLLM_CUDA_CHECK(cudaMemcpy(dlse_gpu.get(), fill.data(), fill.size() * sizeof(float),
+                               cudaMemcpyHostToDevice));
+    cuda::DeviceBuffer<float> ws(cuda::prefix_lse_workspace_floats(s.n_prefix, int(rows.size()),
+                                                                    s.heads, s.kv_heads),
+                                 "lse workspace");
+    cuda::mage_prefix_lse(p, dlse_gpu.get(), ws.get(), nullptr);
+    const auto lse_gpu = test::to_host(dlse_gpu);
+    for (int r = 0; r < s.rows; ++r) {
+      const bool used = std::find(rows.begin(), rows.end(), r) != rows.end();
+      for (int hq = 0; hq < s.heads; ++hq) {
+        const size_t i = size_t(r) * s.heads + hq;
+        if (used)
+          EXPECT_NEAR(lse_gpu[i], lse[i], 2e-4 * std::max(1.0f, std::abs(lse[i])))
+              << "row " << r << " head " << hq;
+        else
+          EXPECT_EQ(lse_gpu[i], untouched);
+      }
     }
   }
 }

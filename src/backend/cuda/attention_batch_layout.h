@@ -38,6 +38,9 @@ constexpr int kMaskAt = 7;  // byte offset of the custom mask, or -1
 constexpr int kMaskQueriesOnly = 8;
 constexpr int kSplits = 9;
 constexpr int kPartialRow = 10;  // its first row of the split partials
+// With a key list: ints between the lists of consecutive KV heads (0: one list for every head).
+// Sparse attention's gathered keys differ per KV head (AttentionBatchSeq::device_keys).
+constexpr int kKeysHeadStride = 11;
 constexpr int kSeqInts = 12;
 
 // A work item: one block per KV head of (sequence, row block, split). It carries a copy of its

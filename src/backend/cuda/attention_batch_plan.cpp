@@ -78,6 +78,11 @@ void check_sequence(const AttentionBatchSeq& q, size_t i) {
   if (!q.key_slots.empty() && q.key_slots.size() != static_cast<size_t>(q.n_keys))
     fail("attention_batch: sequence ", i, " has ", q.key_slots.size(), " key slots for ", q.n_keys,
          " keys");
+  if (q.device_keys && (!q.key_slots.empty() ||
+                        (q.kind == MaskKind::kCustom && !q.custom_mask_queries_only)))
+    fail("attention_batch: sequence ", i,
+         " reads per-head device key lists, which combine with neither a key list nor a full "
+         "custom mask");
   if (q.kind == MaskKind::kBlockCausal && q.block_size <= 0)
     fail("attention_batch: sequence ", i, " is block-causal without a block size");
   if (q.kind == MaskKind::kCustom) {
@@ -96,7 +101,12 @@ void stage_keys(const AttentionBatchSeq& q, const AttentionBatchShape& s, size_t
                 std::vector<int32_t>& st, size_t base, size_t desc) {
   st[desc + L::kKeysAt] = -1;
   st[desc + L::kPagesAt] = -1;
-  if (!q.key_slots.empty()) {
+  st[desc + L::kKeysHeadStride] = 0;
+  if (q.device_keys) {  // reserved: filled on the device (AttentionBatchSeq::device_keys)
+    st[desc + L::kKeysAt] = static_cast<int32_t>(st.size() - base);
+    st[desc + L::kKeysHeadStride] = q.n_keys;
+    st.resize(st.size() + static_cast<size_t>(s.kv_heads) * q.n_keys, 0);
+  } else if (!q.key_slots.empty()) {
     st[desc + L::kKeysAt] = static_cast<int32_t>(st.size() - base);
     for (int32_t slot : q.key_slots) st.push_back(physical_slot(q, s, slot, i));
   } else if (!q.page_table.empty()) {
@@ -188,6 +198,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     st[desc + L::kSplits] = splits;
     st[desc + L::kPartialRow] = static_cast<int32_t>(partial_row);
     stage_keys(q, shape, i, st, base, desc);
+    plan.device_keys_at.push_back(q.device_keys ? st[desc + L::kKeysAt] : -1);
     stage_mask(q, st, base, desc);
     const int kind = takes_sm90(q.n_q, shape) ? L::kSm90 : L::kMma;
     const int rows_per_block = kind == L::kSm90 ? L::kSm90Rows : L::kMmaWarps * 16;

@@ -111,6 +111,7 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
     const int64_t q_row = desc(L::kQRow);
     const int64_t partial_row = desc(L::kPartialRow);
     const int mask_at = desc(L::kMaskAt), keys_at = desc(L::kKeysAt), pages_at = desc(L::kPagesAt);
+    const int keys_head_stride = desc(L::kKeysHeadStride);
     const int n_keys = desc(L::kNKeys), n_q = desc(L::kNQ), splits = desc(L::kSplits);
     const int block_size = desc(L::kBlockSize), mask_kind = desc(L::kKind);
     const int queries_only = desc(L::kMaskQueriesOnly);
@@ -144,7 +145,10 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
       // list's entries, or a paged range's slots computed here once) when they fit, else its
       // pages.
       const KeyRange keys = split_keys(n_keys, max(splits, 1), split, TILE_KEYS);
-      const int32_t* list = keys_at >= 0 ? plan + keys_at : nullptr;
+      // A per-KV-head key list (sparse attention): this block's head is blockIdx.y.
+      const int32_t* list =
+          keys_at >= 0 ? plan + keys_at + static_cast<int64_t>(keys_head_stride) * blockIdx.y
+                       : nullptr;
       const int32_t* table = pages_at >= 0 ? plan + pages_at : nullptr;
       const int n = max(keys.end - keys.begin, 0);
       const int first_page = keys.begin >> a.page_shift;

@@ -127,6 +127,7 @@ CudaBackend::CudaBackend(const Model& model, int device)
   cublas_workspace_.resize(size_t(32) << 20, "the cuBLAS workspace");
   DLLM_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.get(), cublas_workspace_.size()));
   graphs_enabled_ = cuda::env_switch_on("DLLM_CUDA_GRAPHS");
+  select_side_stream_ = cuda::env_switch_on("DLLM_MAGE_SIDE_STREAM");
 
   const ModelTensors& t = model.tensors();
   embed_ = upload_bf16({t.embed}, "the embedding");
@@ -143,6 +144,8 @@ CudaBackend::~CudaBackend() {
   drop_graphs();
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
+  for (cudaEvent_t e : select_events_) cudaEventDestroy(e);
+  if (select_stream_) cudaStreamDestroy(select_stream_);
 }
 
 std::pair<int64_t, int64_t> CudaBackend::device_memory() const {

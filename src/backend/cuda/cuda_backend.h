@@ -4,6 +4,7 @@
 //   cuda_forward.cpp      the one forward: prepare, run (direct or a captured graph), collect
 //   cuda_layers.cpp       run: the layer list over the batch's rows, dLLM-Cache's reuse option
 //   cuda_outputs.cpp      LM head and token statistics on the device; collect: results, S2D2
+//   cuda_sparse.cpp       sparse attention (MAGE): planning, selection, the gathered key lists
 // bf16 weights and K/V with fp32 accumulation; the residual stream stays fp32; cuBLAS runs the
 // GEMMs over every sequence's rows at once, our kernels the rest (kernels.h).
 #pragma once
@@ -45,6 +46,12 @@ class CudaMethodState final : public MethodState {
   // dLLM-Cache: per layer, the attention output (after o_proj) and the FFN output of every
   // canvas row, fp32 [layers, rows, hidden]; sized by the sequence's first dLLM-Cache forward.
   DeviceBuffer<float> attn_out, ffn_out;
+  // Sparse attention (MAGE): the stored index sets, ascending logical prefix slots, int32
+  // [layers, kv_heads, sparse_k] (layers below sparse_first_layer unused), selected from the
+  // prefix [0, sparse_prefix); sparse_dense: that prefix had at most k keys, every key is read.
+  DeviceBuffer<int32_t> sparse_sets;
+  bool sparse_selected = false, sparse_dense = false;
+  int64_t sparse_k = 0, sparse_prefix = 0, sparse_first_layer = 0;
 };
 
 class CudaBackend final : public Backend {
@@ -108,6 +115,17 @@ class CudaBackend final : public Backend {
   LayerRows layer_rows(ForwardPlan& plan, int64_t layer);
   std::vector<int32_t> rows_by_similarity(const PlannedSequence& p, int64_t layer);
   void enqueue_outputs(ForwardPlan& plan, cuda::DeviceTokenStats* stats_dst);
+  // Sparse attention (cuda_sparse.cpp): a sequence's checks and knobs (prepare), the per-layer
+  // attention plans and the selection's staging (stage), the layer's gathered key lists (at the
+  // layer's start), MAGE's selection (after the layer's K/V are written); after the forward, the
+  // state takes a kept selection and the result the selected sets (want_selection).
+  void plan_sparse(PlannedSequence& p, size_t index);
+  void stage_sparse(ForwardPlan& plan);
+  void enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer);
+  void enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer);
+  void join_sparse_selection();
+  void finish_sparse(const PlannedSequence& p, SequenceResult& r);
+  const cuda::AttentionBatchPlan& layer_attention(const ForwardPlan& plan, int64_t layer) const;
   // collect (cuda_outputs.cpp): S2D2 verification and kept rows, host copies, results.
   std::vector<SequenceResult> collect(ForwardPlan& plan,
                                       std::span<const cuda::DeviceTokenStats> stats);
@@ -154,6 +172,19 @@ class CudaBackend final : public Backend {
   DeviceBuffer<cuda::DeviceTokenStats> stats_;
   DeviceBuffer<float> dlc_sim_;     // dLLM-Cache: V similarities
   DeviceBuffer<float> rollout_ws_;  // d2Cache rollout: importance first, then scratch
+  // Sparse selection's scratch: prefix LSE of the selection rows, its chunk partials, the score
+  // sums, and the sets of a selection not kept (want_selection only).
+  DeviceBuffer<float> sel_lse_, sel_ws_, sel_scores_;
+  DeviceBuffer<int32_t> sel_sets_;
+  // MAGE's dual-stream design (method-specs §1.6): layer l's selection runs on its own stream
+  // beside layers l, l + 1, ... of the main one, from a copy of the selecting sequences' query
+  // rows (sel_q_, [layers, rows, q_dim]: the next layer overwrites q_); an event per layer hands
+  // them over, one more joins the streams at the end of the forward. Created with the first
+  // selection; DLLM_MAGE_SIDE_STREAM=0 runs the selection on the main stream instead.
+  bool select_side_stream_ = true;
+  cudaStream_t select_stream_ = nullptr;
+  std::vector<cudaEvent_t> select_events_;
+  DeviceBuffer<bf16> sel_q_;
   DeviceBuffer<int32_t> verify_in_;  // S2D2 verify: draft rows | tokens | uniforms (bits)
   DeviceBuffer<cuda::DeviceVerifyRow> verify_out_;
   cuda::PinnedBuffer<int32_t> pinned_ints_;

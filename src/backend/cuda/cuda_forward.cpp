@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/sparse_select.h"
 
 namespace dllm::cuda_backend {
 
@@ -77,6 +78,23 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
       stream_);
   moved |= attn_rows_ws_.ensure(rows_ws, "attention-rows workspace");
   moved |= attn_rows_out_.ensure(plan.attn_rows_total, "attention rows");
+  for (const PlannedSequence& p : plan.seqs) {
+    if (!p.sparse_select) continue;
+    const int rows_used = static_cast<int>(p.select_rows.size());
+    moved |= sel_lse_.ensure(static_cast<size_t>(p.rows * c.num_heads), "sparse selection");
+    moved |= sel_ws_.ensure(cuda::prefix_lse_workspace_floats(
+                                static_cast<int>(p.sparse_prefix), rows_used,
+                                static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads)),
+                            "sparse selection");
+    moved |= sel_scores_.ensure(static_cast<size_t>(p.sparse_prefix * c.num_kv_heads),
+                                "sparse selection");
+    if (select_side_stream_)
+      moved |= sel_q_.ensure(
+          static_cast<size_t>(c.num_layers * plan.select_q_rows * c.q_dim()), "sparse selection");
+    if (!p.seq->sparse->keep_selection)
+      moved |= sel_sets_.ensure(static_cast<size_t>(c.num_layers * c.num_kv_heads * p.sparse_k),
+                                "sparse selection");
+  }
   moved |= pinned_ints_.ensure(plan.ints.size());
   moved |= pinned_stats_.ensure(std::max<size_t>(M, 1));
   if (moved) drop_graphs();
@@ -121,6 +139,7 @@ void CudaBackend::enqueue(ForwardPlan& plan, const int32_t* ints,
   op_end();
   if (plan.any_input_embeddings) splice_input_embeddings(plan);
   for (int64_t li = 0; li < config_.num_layers; ++li) enqueue_layer(plan, li);
+  if (plan.any_sparse_select) join_sparse_selection();
   enqueue_outputs(plan, stats_dst);
 }
 
@@ -142,6 +161,9 @@ void CudaBackend::run_graph_or_direct(ForwardPlan& plan,
                     std::to_string(plan.ints.size()) + "/" + std::to_string(cap.mma_items) + "/" +
                     std::to_string(cap.sm90_items) + "/" + std::to_string(cap.partial_rows) + "/" +
                     std::to_string(plan.attention.offset);
+  for (const LayerAttention& la : plan.layer_attentions)  // sparse layers' plans
+    key += "/" + std::to_string(la.plan.offset) + ":" + std::to_string(la.sparse_table_at) + ":" +
+           std::to_string(la.sparse_count);
   auto it = graphs_.find(key);
   if (seen_shapes_.size() > 4096) seen_shapes_.clear();  // a bound: shapes seen once each
   if (it == graphs_.end() && !seen_shapes_.insert(key).second) {

@@ -105,12 +105,6 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
     p.rows = static_cast<int64_t>(seq.tokens.size());
     if (seq.state && !dynamic_cast<CudaMethodState*>(seq.state))
       fail("forward request ", si, ": the method state was not created by the CUDA backend");
-    // Sparse attention (MAGE, Quest, SparseD) runs on the CPU backend so far; never silently
-    // exact here.
-    if (seq.sparse)
-      fail("forward request ", si,
-           ": sparse attention (--sparse) is not implemented on the CUDA backend yet (use "
-           "--device cpu)");
     if (wants_rows(seq) && seq.rule.kind != AttentionKind::kBidirectional)
       fail("forward request ", si,
            ": attention rows (d2Cache rollout) need bidirectional attention on the CUDA backend");
@@ -147,6 +141,10 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
       // then the queries' own fresh slots right after them.
       p.query_slots = query_slots_of(seq, p.cache);
       p.n_keys = p.cache->length() + p.rows;
+      if (seq.sparse) {  // validate_forward() sent sparse requests here
+        plan_sparse(p, si);
+        plan.any_sparse_select = plan.any_sparse_select || p.sparse_select;
+      }
       prepare_cache_writes(*p.cache, p.query_slots, p.n_keys);
     } else {
       const SequenceSlots slots = plan_sequence_slots(seq, seq.cache ? p.cache : nullptr, si);
@@ -183,7 +181,7 @@ void CudaBackend::stage(ForwardPlan& plan) {
   std::vector<int32_t>& ints = plan.ints;
   // Input embeddings are copied from host memory each forward: never part of a captured graph.
   plan.graphable = graphs_enabled_ && !profiling_ && !plan.any_reuse && plan.attn_rows_total == 0 &&
-                   !plan.any_input_embeddings;
+                   !plan.any_input_embeddings && !plan.any_sparse_select;
   const int64_t T = plan.total_rows;
   const int64_t Tp = plan.padded_rows = plan.graphable ? row_bucket(T) : T;
   // tokens | positions | pool slots, each padded_rows long (padding: token 0, position 0, the
@@ -222,6 +220,7 @@ void CudaBackend::stage(ForwardPlan& plan) {
   }
   plan.attention = cuda::attention_batch_plan(plan.attention_seqs, attention_shape(), ints);
   plan.capacity = plan.attention.need;
+  stage_sparse(plan);  // the sparse layers' plans (capacity: the largest need of all)
 
   // d2Cache's attention rows (a per-sequence kernel): the keys' physical slots, then their
   // logical slots, the output columns.

@@ -35,6 +35,28 @@ struct PlannedSequence {
   bool host_rows = false;    // its logits rows go to the host (filters, want_logits, verify)
   int64_t attention_width = 0;  // want_attention_rows / rollout: 1 + the largest key slot
   size_t attn_rows_at = 0, attn_rows_count = 0;  // its rows in the attention-rows buffer
+  // Sparse attention (cuda_sparse.cpp). Selecting: MAGE's selection runs in layers >=
+  // sparse_first_layer over the prefix [0, sparse_prefix) (rows: its selection rows, staged at
+  // select_rows_at; the prefix's physical slots at prefix_slots_at) into sparse_sets_out.
+  // Attending: layers >= sparse_first_layer read sparse_keys keys per KV head through the
+  // stored sets (cache pages staged at sparse_pages_at).
+  bool sparse_select = false, sparse_attend = false;
+  bool sparse_full_softmax = false;  // SparseD: the rows' softmax over every key they see
+  int64_t sparse_first_layer = 0, sparse_prefix = 0, sparse_k = 0, sparse_keys = 0;
+  std::vector<int32_t> select_rows;
+  size_t select_rows_at = 0, prefix_slots_at = 0, sparse_pages_at = 0;
+  int64_t select_q_row = 0;  // its first row among the selecting sequences' (sel_q_)
+  int32_t* sparse_sets_out = nullptr;
+};
+
+// One batched-attention plan of the step: layers whose sequences attend alike share one (every
+// layer shares plan 0 without sparse attention; sparse sequences' exact layers differ from their
+// sparse ones). Sparse sequences' key lists are filled on the device from the table at
+// sparse_table_at (sparse_keys:: entries, sparse_count of them) at the start of each layer.
+struct LayerAttention {
+  cuda::AttentionBatchPlan plan;
+  size_t sparse_table_at = 0;
+  int sparse_count = 0;
 };
 
 struct ForwardPlan {
@@ -62,6 +84,12 @@ struct ForwardPlan {
   cuda::AttentionBatchPlan attention;
   cuda::AttentionBatchCapacity capacity;
   size_t attn_rows_total = 0;
+  // Sparse attention: the plans of the layers (empty: plan `attention` for every layer) and each
+  // layer's; whether some sequence selects (not graphable: its launches depend on the prefix).
+  std::vector<LayerAttention> layer_attentions;
+  std::vector<int32_t> attention_of_layer;
+  bool any_sparse_select = false;
+  int64_t select_q_rows = 0;  // the selecting sequences' rows
   bool graphable = false;  // one captured CUDA graph can replay it (see cuda_forward.cpp)
 };
 

@@ -109,8 +109,8 @@ void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const Laye
   ap.workspace = attn_ws_.get();
   ap.out = attn_.get();
   ap.shape = attention_shape();
-  if (rows.all) {  // the plan staged with the step
-    ap.plan = ints_.get() + plan.attention.offset;
+  if (rows.all) {  // the plan staged with the step (the layer's own with sparse attention)
+    ap.plan = ints_.get() + layer_attention(plan, layer).offset;
     ap.capacity = plan.capacity;
   } else {  // dLLM-Cache in the batch: this layer's rows, planned and staged now
     std::vector<cuda::AttentionBatchSeq> seqs = plan.attention_seqs;
@@ -191,6 +191,9 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
   CudaLayer& L = layers_[static_cast<size_t>(li)];
   const LayerRows rows = layer_rows(plan, li);
   const int M = static_cast<int>(rows.count);
+  // Sparse sequences' key lists for this layer: enqueued here, several kernels before the
+  // attention call, which reads its plan before its programmatic-launch wait.
+  enqueue_sparse_keys(plan, li);
   // Outputs go straight into the residual stream when every row is recomputed.
   auto block_out = [&]() -> float* { return rows.all ? x_.get() : block_out_.get(); };
   if (M > 0) {
@@ -224,6 +227,7 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
     op_begin("qk-norm+rope+cache write");
     cuda::qkv_post(qp, stream_);
     op_end();
+    if (plan.any_sparse_select) enqueue_sparse_selection(plan, li);
     enqueue_attention(plan, li, rows);
     op_begin("gemm");
     cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), block_out(), CUDA_R_32F, M,

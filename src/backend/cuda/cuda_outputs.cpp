@@ -209,6 +209,7 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
     }
     if (seq.want_attention_rollout)
       r.attention_importance.assign(importance[si].begin(), importance[si].end());
+    if (seq.sparse) finish_sparse(p, r);
     if (!seq.want_logits) r.logits.clear();
   }
   return results;

@@ -139,6 +139,12 @@ struct AttentionBatchSeq {
   int block_size = 0;
   std::span<const uint8_t> custom_mask;   // kCustom: [n_q, n_keys], or [n_q, n_q] when
   bool custom_mask_queries_only = false;  // every cache key is visible (as AttentionParams)
+  // Sparse attention's gathered keys (sparse_select.h): each KV head reads its own list of
+  // n_keys physical slots, which the planner only reserves (AttentionBatchPlan::device_keys_at,
+  // kv_heads lists back to back) and a kernel fills on the device before the call — early
+  // enough that the call's predecessor starts after it (the kernels read the region before
+  // their programmatic-launch wait). Not with key_slots or a full custom mask.
+  bool device_keys = false;
 };
 struct AttentionBatchShape {
   int heads = 0, kv_heads = 0, head_dim = 0;
@@ -163,6 +169,9 @@ struct AttentionBatchPlan {
   size_t ints = 0;    // its length
   AttentionBatchCapacity need;
   std::vector<int> splits;  // per sequence
+  // Per sequence: where its reserved device_keys lists start (int32 from the region's start),
+  // or -1.
+  std::vector<int64_t> device_keys_at;
 };
 AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
                                         const AttentionBatchShape& shape,

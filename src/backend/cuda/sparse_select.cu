@@ -1,79 +1,253 @@
-// MAGE's score-sum and the per-KV-head top-k (sparse_select.h).
+// MAGE's selection (prefix-only LSE, score sums, per-KV-head top-k) and the gathered
+// attention's key lists (sparse_select.h).
+#include <type_traits>
+
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/sparse_select.h"
 
 namespace dllm::cuda {
 namespace {
 
-constexpr int kScoreWarps = 8;    // keys per score-sum block, one per warp
-constexpr int kMaxHeadDim = 256;  // head_dim / 32 values per lane
 constexpr int kTopKThreads = 1024;
+constexpr int kTopKRun = 8;  // consecutive elements per thread in the compaction pass
 
-__device__ __forceinline__ float warp_all_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
+// The selection's two passes over the prefix's K (prefix-only LSE, then score sums) on the
+// tensor cores, with the flash kernels' fragment layout (attention_mma.cuh, flash_tile.cuh): a
+// block takes one KV head's kSelBlockKeys prefix keys, in tiles of kSelTile keys staged in shared
+// memory, and all R = used rows x G query rows of that head, one warp per 16 rows. S = Q K^T by
+// mma.sync m16n8k16; s[nt][e] is key nt * 8 + 2 (lane % 4) + (e & 1) of the lane's row a (e < 2)
+// or a + 8. Row i of R is (used row rows_used[i / G], query head h * G + i % G).
+constexpr int kSelTile = 64;
+constexpr int kSelBlockKeys = 1024;
+constexpr int kSelMaxRows = 256;  // 16 warps
 
-// One warp per prefix key: the key's head_dim values stay in registers while the warp walks
-// every (used row, query head) pair of its KV head.
-__global__ void score_sum_kernel(ScoreSumParams p) {
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int j = blockIdx.x * kScoreWarps + warp, h = blockIdx.y;
-  if (j >= p.n_prefix) return;
-  const int group = p.heads / p.kv_heads, per_lane = p.head_dim / 32;
-  const bf16* k = p.k_cache + static_cast<int64_t>(p.prefix_slots[j]) * p.kv_heads * p.head_dim +
-                  h * p.head_dim;
-  float kr[kMaxHeadDim / 32];
+// The warp's Q fragments (rows row0 .. row0 + 15; rows past R are zeros).
+template <int D>
+__device__ __forceinline__ void load_q_fragments(const ScoreSumParams& p, int h, int row0, int R,
+                                                 uint32_t (&qf)[D / 16][4]) {
+  const int lane = threadIdx.x & 31, group = p.heads / p.kv_heads;
 #pragma unroll
-  for (int i = 0; i < kMaxHeadDim / 32; ++i)
-    kr[i] = i < per_lane ? __bfloat162float(k[i * 32 + lane]) : 0.0f;
-  float acc = 0.0f;
-  for (int ri = 0; ri < p.n_rows_used; ++ri) {
-    const int r = p.rows_used[ri];
-    for (int g = 0; g < group; ++g) {
-      const int head = h * group + g;
-      const bf16* q = p.q + (static_cast<int64_t>(r) * p.heads + head) * p.head_dim;
-      float s = 0.0f;
+  for (int reg = 0; reg < 4; ++reg) {
+    const int i = row0 + lane / 4 + ((reg & 1) ? 8 : 0);
+    const bool valid = i < R;
+    const int r = valid ? p.rows_used[i / group] : 0, head = h * group + i % group;
+    const bf16* q = p.q + (static_cast<int64_t>(r) * p.heads + head) * D;
 #pragma unroll
-      for (int i = 0; i < kMaxHeadDim / 32; ++i)
-        if (i < per_lane) s += __bfloat162float(q[i * 32 + lane]) * kr[i];
-      s = warp_all_sum(s);
-      acc += expf(s * p.scale - p.lse[r * p.heads + head]);
+    for (int kk = 0; kk < D / 16; ++kk) {
+      const int col = kk * 16 + (lane % 4) * 2 + (reg >= 2 ? 8 : 0);
+      qf[kk][reg] = valid ? *reinterpret_cast<const uint32_t*>(q + col) : 0u;
     }
   }
-  if (lane == 0)
-    p.scores[static_cast<int64_t>(h) * p.n_prefix + j] =
-        acc / static_cast<float>(p.n_rows_used * group);
 }
 
+// Stages keys [t0, t0 + kSelTile) of the prefix (zeros past `end`) into `kt`, [key][D + 8].
+template <int D>
+__device__ __forceinline__ void load_key_tile(const ScoreSumParams& p, int h, int t0, int end,
+                                              bf16* kt) {
+  constexpr int kChunks = D / 8;
+  const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * D;
+  for (int c = threadIdx.x; c < kSelTile * kChunks; c += blockDim.x) {
+    const int kr = c / kChunks, kc = c % kChunks, j = t0 + kr;
+    const bool valid = j < end;
+    const int64_t slot = valid ? p.prefix_slots[j] : 0;
+    ptx::cp_async16(&kt[kr * (D + 8) + kc * 8], p.k_cache + slot * kv_row + h * D + kc * 8, valid);
+  }
+  ptx::cp_async_commit();
+  ptx::cp_async_wait<0>();
+  __syncthreads();
+}
+
+// S = Q K^T for the warp's 16 rows and the tile's keys (unscaled).
+template <int D>
+__device__ __forceinline__ void tile_scores(const uint32_t (&qf)[D / 16][4], const bf16* kt,
+                                            float (&s)[kSelTile / 8][4]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int nt = 0; nt < kSelTile / 8; ++nt) {
+    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+    const bf16* krow = &kt[(nt * 8 + (lane & 7)) * (D + 8) + (lane >> 3) * 8];
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk += 2) {
+      uint32_t b[4];
+      ptx::ldmatrix_x4(b, krow + kk * 16);
+      ptx::mma_bf16(s[nt], qf[kk], b[0], b[1]);
+      ptx::mma_bf16(s[nt], qf[kk + 1], b[2], b[3]);
+    }
+  }
+}
+
+// LSE pass: each row's running (max, sum) over the block's keys in base 2 with the scale folded
+// in (as online_softmax_tile), written as the block's partial (natural-log max, sum) per row:
+// partial[((blockIdx.x * kv_heads + h) * R + i) * 2].
+template <int D>
+__global__ void __launch_bounds__(kSelMaxRows * 2) prefix_lse_kernel(ScoreSumParams p,
+                                                                      float* partial) {
+  extern __shared__ __align__(16) unsigned char raw[];
+  bf16* kt = reinterpret_cast<bf16*>(raw);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
+  const int R = p.n_rows_used * (p.heads / p.kv_heads);
+  const int first = blockIdx.x * kSelBlockKeys, end = min(p.n_prefix, first + kSelBlockKeys);
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  uint32_t qf[D / 16][4];
+  load_q_fragments<D>(p, h, warp * 16, R, qf);
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  for (int t0 = first; t0 < end; t0 += kSelTile) {
+    load_key_tile<D>(p, h, t0, end, kt);
+    float s[kSelTile / 8][4];
+    tile_scores<D>(qf, kt, s);
+#pragma unroll
+    for (int h2 = 0; h2 < 2; ++h2) {
+      float mx = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kSelTile / 8; ++nt)
+#pragma unroll
+        for (int e = 2 * h2; e < 2 * h2 + 2; ++e) {
+          const int j = t0 + nt * 8 + (lane % 4) * 2 + (e & 1);
+          s[nt][e] = j < end ? s[nt][e] * scale_log2 : -INFINITY;
+          mx = fmaxf(mx, s[nt][e]);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float m_new = fmaxf(m[h2], mx);  // finite: every tile has a key
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kSelTile / 8; ++nt)
+#pragma unroll
+        for (int e = 2 * h2; e < 2 * h2 + 2; ++e) sum += exp2f(s[nt][e] - m_new);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+      sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+      l[h2] = l[h2] * exp2f(m[h2] - m_new) + sum;
+      m[h2] = m_new;
+    }
+    __syncthreads();  // the tile is refilled next
+  }
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int i = warp * 16 + lane / 4 + 8 * h2;
+    if (lane % 4 != 0 || i >= R) continue;
+    float* out = partial + ((static_cast<int64_t>(blockIdx.x) * p.kv_heads + h) * R + i) * 2;
+    out[0] = m[h2] * 0.6931471805599453f;  // base 2 -> natural log
+    out[1] = l[h2];
+  }
+}
+
+// Score pass: p = exp(s * scale - lse_row) summed over the R rows of each key: within a lane
+// (rows a, a + 8), over the 8 row groups of the warp (shuffles), then over the warps in a fixed
+// order (shared memory) — deterministic, so a sequence selects the same set in any batch.
+template <int D>
+__global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumParams p) {
+  extern __shared__ __align__(16) unsigned char raw[];
+  bf16* kt = reinterpret_cast<bf16*>(raw);
+  float* colsum = reinterpret_cast<float*>(kt + kSelTile * (D + 8));  // [warps][kSelTile]
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
+  const int warps = blockDim.x >> 5, group = p.heads / p.kv_heads;
+  const int R = p.n_rows_used * group;
+  const int first = blockIdx.x * kSelBlockKeys, end = min(p.n_prefix, first + kSelBlockKeys);
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  uint32_t qf[D / 16][4];
+  load_q_fragments<D>(p, h, warp * 16, R, qf);
+  float lse2[2];  // each row's prefix LSE in base 2; +inf for padding rows (p = 0)
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int i = warp * 16 + lane / 4 + 8 * h2;
+    lse2[h2] = i < R ? p.lse[p.rows_used[i / group] * p.heads + h * group + i % group] *
+                           1.4426950408889634f
+                     : INFINITY;
+  }
+  for (int t0 = first; t0 < end; t0 += kSelTile) {
+    load_key_tile<D>(p, h, t0, end, kt);
+    float s[kSelTile / 8][4];
+    tile_scores<D>(qf, kt, s);
+#pragma unroll
+    for (int nt = 0; nt < kSelTile / 8; ++nt)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        float v = exp2f(fmaf(s[nt][c], scale_log2, -lse2[0])) +
+                  exp2f(fmaf(s[nt][c + 2], scale_log2, -lse2[1]));
+        v += __shfl_xor_sync(0xffffffffu, v, 4);
+        v += __shfl_xor_sync(0xffffffffu, v, 8);
+        v += __shfl_xor_sync(0xffffffffu, v, 16);
+        if (lane < 4) colsum[warp * kSelTile + nt * 8 + lane * 2 + c] = v;
+      }
+    __syncthreads();
+    for (int t = threadIdx.x; t < kSelTile; t += blockDim.x) {
+      if (t0 + t >= end) continue;
+      float acc = 0.0f;
+      for (int w = 0; w < warps; ++w) acc += colsum[w * kSelTile + t];
+      p.scores[static_cast<int64_t>(h) * p.n_prefix + t0 + t] = acc / static_cast<float>(R);
+    }
+    __syncthreads();  // the tile and the column sums are refilled next
+  }
+}
+
+// Calls f(std::integral_constant<int, D>) for the head_dim, after checking the rows fit.
+template <class F>
+void with_head_dim(const ScoreSumParams& p, const char* what, F&& f) {
+  const int R = p.n_rows_used * (p.heads / p.kv_heads);
+  if (R > kSelMaxRows)
+    fail(what, ": ", p.n_rows_used, " selection rows x ", p.heads / p.kv_heads,
+         " query heads per KV head exceed ", kSelMaxRows,
+         " (--sparse-select-queries selects from fewer rows)");
+  switch (p.head_dim) {
+    case 32:
+      return f(std::integral_constant<int, 32>{});
+    case 64:
+      return f(std::integral_constant<int, 64>{});
+    case 128:
+      return f(std::integral_constant<int, 128>{});
+    case 256:
+      return f(std::integral_constant<int, 256>{});
+  }
+  fail(what, ": head_dim must be 32, 64, 128 or 256 (got ", p.head_dim, ")");
+}
+
+dim3 selection_grid(const ScoreSumParams& p) {
+  return dim3((p.n_prefix + kSelBlockKeys - 1) / kSelBlockKeys, p.kv_heads);
+}
+int selection_threads(const ScoreSumParams& p) {
+  return (p.n_rows_used * (p.heads / p.kv_heads) + 15) / 16 * 32;
+}
+template <int D>
+constexpr size_t kTileBytes = kSelTile * (D + 8) * sizeof(bf16);
 // Float bits mapped to an unsigned key with the same order (negative scores too: Quest's bound).
 __device__ __forceinline__ uint32_t order_key(float v) {
   const uint32_t b = __float_as_uint(v);
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
 }
 
-// Exclusive block scan of `v` (kTopKThreads threads); *total receives the sum.
+// Exclusive scan of `v` over the block (kTopKThreads threads): warp shuffles, the warps' totals
+// in shared memory (buf: 32 ints), two barriers; *total receives the sum.
 __device__ int block_exclusive_scan(int v, int* buf, int* total) {
-  const int t = threadIdx.x;
-  buf[t] = v;
-  __syncthreads();
-  for (int off = 1; off < kTopKThreads; off <<= 1) {
-    const int add = t >= off ? buf[t - off] : 0;
-    __syncthreads();
-    buf[t] += add;
-    __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  int inclusive = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int up = __shfl_up_sync(0xffffffffu, inclusive, o);
+    if (lane >= o) inclusive += up;
   }
-  const int inclusive = buf[t];
-  *total = buf[kTopKThreads - 1];
+  if (lane == 31) buf[warp] = inclusive;
   __syncthreads();
-  return inclusive - v;
+  if (warp == 0) {
+    int w = lane < kTopKThreads / 32 ? buf[lane] : 0;
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int up = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += up;
+    }
+    buf[lane] = w;  // inclusive totals of warps 0..lane
+  }
+  __syncthreads();
+  const int before = (warp > 0 ? buf[warp - 1] : 0) + inclusive - v;
+  *total = buf[kTopKThreads / 32 - 1];
+  __syncthreads();  // buf is rewritten by the next scan
+  return before;
 }
 
 __global__ void __launch_bounds__(kTopKThreads)
     top_k_kernel(const float* scores, int n, int k, int32_t* out) {
   __shared__ int hist[256];
-  __shared__ int scan_buf[kTopKThreads];
+  __shared__ int scan_buf[32];
   __shared__ uint32_t sh_prefix;
   __shared__ int sh_remaining;
   const float* s = scores + static_cast<int64_t>(blockIdx.x) * n;
@@ -101,32 +275,157 @@ __global__ void __launch_bounds__(kTopKThreads)
     __syncthreads();
   }
   // prefix is now the k-th largest key; take every larger element and the first `remaining`
-  // equal ones (lowest indices), writing indices in ascending order.
+  // equal ones (lowest indices), writing indices in ascending order: each thread takes a run of
+  // kTopKRun consecutive elements per chunk, one block scan of its (larger, equal) counts places
+  // its run's picks.
   int taken = 0, equal_seen = 0;
-  for (int base = 0; base < n; base += kTopKThreads) {
-    const int j = base + static_cast<int>(threadIdx.x);
-    const uint32_t key = j < n ? order_key(s[j]) : 0u;
-    const bool eq = j < n && key == prefix;
-    int eq_total = 0;
-    const int eq_before = block_exclusive_scan(eq ? 1 : 0, scan_buf, &eq_total);
-    const bool take = j < n && (key > prefix || (eq && equal_seen + eq_before < remaining));
-    int take_total = 0;
-    const int pos = block_exclusive_scan(take ? 1 : 0, scan_buf, &take_total);
-    if (take) o[taken + pos] = j;
-    taken += take_total;
-    equal_seen += eq_total;
+  constexpr int kChunk = kTopKThreads * kTopKRun;
+  for (int base = 0; base < n; base += kChunk) {
+    const int first = base + static_cast<int>(threadIdx.x) * kTopKRun;
+    int larger = 0, equal = 0;
+#pragma unroll
+    for (int i = 0; i < kTopKRun; ++i) {
+      const int j = first + i;
+      if (j >= n) break;
+      const uint32_t key = order_key(s[j]);
+      larger += key > prefix;
+      equal += key == prefix;
+    }
+    int total = 0;
+    // Both counts in one scan: a chunk holds fewer than 2^16 elements.
+    const int before = block_exclusive_scan(larger | (equal << 16), scan_buf, &total);
+    int eq_before = equal_seen + (before >> 16);
+    int pos = taken + (before & 0xffff) + min(max(remaining - equal_seen, 0), before >> 16);
+    for (int i = 0; i < kTopKRun; ++i) {
+      const int j = first + i;
+      if (j >= n) break;
+      const uint32_t key = order_key(s[j]);
+      const bool eq = key == prefix;
+      if (key > prefix || (eq && eq_before < remaining)) o[pos++] = j;
+      eq_before += eq;
+    }
+    const int chunk_equal = total >> 16;
+    taken += (total & 0xffff) + min(max(remaining - equal_seen, 0), chunk_equal);
+    equal_seen += chunk_equal;
+  }
+}
+
+
+// Merges the key blocks' (max, sum) of one (KV head, used row, query head) into its lse.
+__global__ void prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, int chunks,
+                                        float* lse) {
+  const int group = p.heads / p.kv_heads, R = p.n_rows_used * group;
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= p.kv_heads * R) return;
+  const int h = e / R, i = e % R;
+  float m = -INFINITY, l = 0.0f;
+  for (int c = 0; c < chunks; ++c) {
+    const float* pc = partial + ((static_cast<int64_t>(c) * p.kv_heads + h) * R + i) * 2;
+    const float mn = fmaxf(m, pc[0]);
+    l = l * expf(m - mn) + pc[1] * expf(pc[0] - mn);
+    m = mn;
+  }
+  const int r = p.rows_used[i / group], head = h * group + i % group;
+  lse[r * p.heads + head] = m + logf(l);
+}
+
+// One thread per (KV head, used row, query head): its block keys' scores, folded into its lse.
+__global__ void fold_block_keys_kernel(ScoreSumParams p, BlockKeys b, float* lse) {
+  const int group = p.heads / p.kv_heads, R = p.n_rows_used * group;
+  const int e = blockIdx.x * blockDim.x + threadIdx.x;
+  if (e >= p.kv_heads * R) return;
+  const int h = e / R, i = e % R;
+  const int r = p.rows_used[i / group], head = h * group + i % group;
+  const bf16* q = p.q + (static_cast<int64_t>(r) * p.heads + head) * p.head_dim;
+  float m = lse[r * p.heads + head], l = 1.0f;  // exp(lse) = e^m * 1
+  for (int t = 0; t < b.n; ++t) {
+    const bool seen = b.kind == MaskKind::kBidirectional ||
+                      (b.kind == MaskKind::kCausal && t <= r) ||
+                      (b.kind == MaskKind::kBlockCausal &&
+                       b.positions[t] / b.block_size <= b.positions[r] / b.block_size);
+    if (!seen) continue;
+    const bf16* k = p.k_cache + static_cast<int64_t>(b.slots[t]) * p.kv_heads * p.head_dim +
+                    h * p.head_dim;
+    float dot = 0.0f;
+    for (int d = 0; d < p.head_dim; ++d) dot += __bfloat162float(q[d]) * __bfloat162float(k[d]);
+    const float x = dot * p.scale, mn = fmaxf(m, x);
+    l = l * expf(m - mn) + expf(x - mn);
+    m = mn;
+  }
+  lse[r * p.heads + head] = m + logf(l);
+}
+
+// Block (sequence, KV head): its list of n_keys physical slots for this layer.
+__global__ void sparse_gather_keys_kernel(int32_t* staging, const int32_t* table, int kv_heads,
+                                          int layer, int page_shift) {
+  namespace S = sparse_keys;
+  const int32_t* e = table + blockIdx.x * S::kInts;
+  if (layer < e[S::kFirstLayer]) return;
+  const int h = blockIdx.y, k = e[S::kK], sel_prefix = e[S::kSelPrefix], n = e[S::kNKeys];
+  const uint64_t addr = static_cast<uint32_t>(e[S::kSetsLo]) |
+                        (static_cast<uint64_t>(static_cast<uint32_t>(e[S::kSetsHi])) << 32);
+  const int32_t* sets = reinterpret_cast<const int32_t*>(addr) +
+                        (static_cast<int64_t>(layer) * kv_heads + h) * k;
+  const int32_t* pages = staging + e[S::kPagesAt];
+  int32_t* out = staging + e[S::kKeysAt] + static_cast<int64_t>(h) * n;
+  const int mask = (1 << page_shift) - 1;
+  for (int j = threadIdx.x; j < n; j += blockDim.x) {
+    const int slot = j < k ? sets[j] : sel_prefix + (j - k);
+    out[j] = (pages[slot >> page_shift] << page_shift) | (slot & mask);
   }
 }
 
 }  // namespace
 
-void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
-  if (p.head_dim % 32 != 0 || p.head_dim > kMaxHeadDim)
-    fail("mage_score_sum: head_dim must be a multiple of 32, at most 256 (got ", p.head_dim, ")");
-  if (p.n_prefix == 0 || p.n_rows_used == 0) return;
-  const dim3 grid((p.n_prefix + kScoreWarps - 1) / kScoreWarps, p.kv_heads);
-  score_sum_kernel<<<grid, kScoreWarps * 32, 0, stream>>>(p);
+size_t prefix_lse_workspace_floats(int n_prefix, int n_rows_used, int heads, int kv_heads) {
+  const size_t chunks = static_cast<size_t>((n_prefix + kSelBlockKeys - 1) / kSelBlockKeys);
+  return chunks * static_cast<size_t>(kv_heads) * n_rows_used * (heads / kv_heads) * 2;
+}
+
+void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cudaStream_t stream) {
+  with_head_dim(p, "mage_prefix_lse", [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if (p.n_prefix == 0 || p.n_rows_used == 0) return;
+    prefix_lse_kernel<D>
+        <<<selection_grid(p), selection_threads(p), kTileBytes<D>, stream>>>(p, workspace);
+    DLLM_CUDA_LAUNCH_CHECK();
+    const int n = p.kv_heads * p.n_rows_used * (p.heads / p.kv_heads);
+    prefix_lse_merge_kernel<<<(n + 255) / 256, 256, 0, stream>>>(p, workspace,
+                                                                 selection_grid(p).x, lse);
+    DLLM_CUDA_LAUNCH_CHECK();
+  });
+}
+
+void fold_block_keys_lse(const ScoreSumParams& p, const BlockKeys& b, float* lse,
+                         cudaStream_t stream) {
+  if (b.kind != MaskKind::kCausal && b.kind != MaskKind::kBidirectional &&
+      b.kind != MaskKind::kBlockCausal)
+    fail("fold_block_keys_lse: the mask must be causal, bidirectional or block-causal");
+  if (b.kind == MaskKind::kBlockCausal && b.block_size <= 0)
+    fail("fold_block_keys_lse: block-causal needs a positive block size");
+  const int n = p.kv_heads * p.n_rows_used * (p.heads / p.kv_heads);
+  if (n == 0 || b.n == 0) return;
+  fold_block_keys_kernel<<<(n + 127) / 128, 128, 0, stream>>>(p, b, lse);
   DLLM_CUDA_LAUNCH_CHECK();
+}
+
+void sparse_gather_keys(int32_t* staging, const int32_t* table, int n_seqs, int kv_heads,
+                        int layer, int page_shift, cudaStream_t stream) {
+  if (n_seqs == 0) return;
+  sparse_gather_keys_kernel<<<dim3(n_seqs, kv_heads), 256, 0, stream>>>(staging, table, kv_heads,
+                                                                       layer, page_shift);
+  DLLM_CUDA_LAUNCH_CHECK();
+}
+
+void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
+  with_head_dim(p, "mage_score_sum", [&](auto d) {
+    constexpr int D = decltype(d)::value;
+    if (p.n_prefix == 0 || p.n_rows_used == 0) return;
+    const int threads = selection_threads(p);
+    const size_t smem = kTileBytes<D> + static_cast<size_t>(threads / 32) * kSelTile * sizeof(float);
+    score_sum_kernel<D><<<selection_grid(p), threads, smem, stream>>>(p);
+    DLLM_CUDA_LAUNCH_CHECK();
+  });
 }
 
 void sparse_top_k(const float* scores, int n, int k, int kv_heads, int32_t* out,

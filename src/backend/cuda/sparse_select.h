@@ -1,13 +1,17 @@
-// Sparse attention's selection on the GPU (method-specs §1.6 steps 2 and 3), as standalone
-// kernels checked against the CPU reference (backend/cpu/sparse_select.h) in
-// tests/cuda/cuda_sparse_select_test.cpp. Not yet wired into the CUDA forward, which refuses
-// sparse requests (cuda_forward_plan.cpp); what is missing is listed in the issue notes.
+// Sparse attention on the GPU (method-specs §1.6): MAGE's selection — the prefix-only
+// log-sum-exp of the block's queries, the score sums, a top-k per KV head — and the key lists
+// of the gathered attention, which then runs in the batched flash kernels
+// (AttentionBatchSeq::device_keys). The kernels are checked against the CPU reference
+// (backend/cpu/sparse_select.h) in tests/cuda/cuda_sparse_select_test.cpp; the forward's glue is
+// cuda_sparse.cpp.
 #pragma once
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "backend/cuda/kernels.h"
 
 namespace dllm::cuda {
 
@@ -17,7 +21,8 @@ using bf16 = __nv_bfloat16;
 //   scores[h, j] = mean over the used rows r and the G query heads g of h of
 //                  exp(q[r, g] . k[j] * scale - lse[r, g])
 // where lse is each row's natural-log log-sum-exp of its scaled scores over the prefix keys
-// only — what the exact pass's prefix partition holds — so K is read once more, not twice.
+// only. The forward computes it with mage_prefix_lse() (one more pass over K); an exact pass
+// whose prefix partition exported it (§1.6 step 1) would save that pass — not done yet.
 struct ScoreSumParams {
   const bf16* q = nullptr;                // [rows, heads * head_dim], after RoPE
   const float* lse = nullptr;             // [rows, heads]
@@ -35,5 +40,54 @@ void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream);
 // (four 8-bit passes), then one ordered compaction pass. Needs 0 < k < n.
 void sparse_top_k(const float* scores, int n, int k, int kv_heads, int32_t* out,
                   cudaStream_t stream);
+
+// The prefix-only log-sum-exp the score sums need (§1.5: each row's softmax over the prefix keys
+// only): lse[r, head] = log sum_j exp(q[r, head] . k[j] * scale) over the prefix keys j, for the
+// used rows r (other rows are left alone). One pass over the prefix's K in blocks of keys, then a
+// merge of the blocks' (max, sum). workspace: prefix_lse_workspace_floats() floats. The fields
+// are ScoreSumParams' (lse and scores unused).
+//
+// Both passes run on the tensor cores (the flash kernels' mma.sync fragments), one warp per 16
+// of the R = used rows x G rows of a KV head: R <= 256 (a 32-query block at GQA 8), head_dim 32,
+// 64, 128 or 256; a clear error otherwise.
+size_t prefix_lse_workspace_floats(int n_prefix, int n_rows_used, int heads, int kv_heads);
+void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cudaStream_t stream);
+
+// SparseD's softmax runs over every key a row sees (§6.2), not the prefix alone: folds the
+// block's own keys into the prefix-only lse of the used rows,
+//   lse[r, head] = log(exp(lse[r, head]) + sum over the block keys t row r sees of
+//                  exp(q[r, head] . k_t * scale)),
+// key t being query row t's own (physical slot slots[t], position positions[t]); the rows see
+// keys by the forward's mask (causal, bidirectional or block-causal of block_size).
+struct BlockKeys {
+  const int32_t* slots = nullptr;      // [n]
+  const int32_t* positions = nullptr;  // [n]
+  int n = 0;
+  MaskKind kind = MaskKind::kBlockCausal;
+  int block_size = 0;
+};
+void fold_block_keys_lse(const ScoreSumParams& p, const BlockKeys& b, float* lse,
+                         cudaStream_t stream);
+
+// The gathered attention's key lists for one layer (AttentionBatchSeq::device_keys), for every
+// sequence attending through stored sets: KV head h of a sequence reads the physical slots of
+//   [its k selected prefix slots (ascending) | the slots committed since: sel_prefix .. |
+//    its queries' own fresh slots]
+// — the logical slots j - k + sel_prefix past the first k, which is where the cache holds them.
+// table: kSparseKeysInts ints per sequence (below); `staging`: the device staging the offsets
+// count from. Sequences whose first sparse layer is past `layer` are skipped.
+namespace sparse_keys {
+constexpr int kSetsLo = 0;       // device address of the sets: int32 [layers, kv_heads, k]
+constexpr int kSetsHi = 1;
+constexpr int kK = 2;            // selected slots per KV head
+constexpr int kSelPrefix = 3;    // the prefix the sets were selected from
+constexpr int kNKeys = 4;        // keys per KV head (k + committed since + queries)
+constexpr int kKeysAt = 5;       // where the kv_heads lists go, int32 from `staging`
+constexpr int kPagesAt = 6;      // its page table, int32 from `staging`
+constexpr int kFirstLayer = 7;   // its first sparse layer
+constexpr int kInts = 8;
+}  // namespace sparse_keys
+void sparse_gather_keys(int32_t* staging, const int32_t* table, int n_seqs, int kv_heads,
+                        int layer, int page_shift, cudaStream_t stream);
 
 }  // namespace dllm::cuda

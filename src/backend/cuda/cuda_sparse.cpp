@@ -1,0 +1,274 @@
+// Sparse attention in the CUDA forward (method-specs §1.4, §1.6, §6.2): MAGE and SparseD (Quest
+// selects on the CPU backend only so far). The CPU backend's cpu_sparse.cpp is the reference;
+// this is the same contract on the device:
+//   - a selecting forward (MAGE: the block's first step; SparseD: its capture step) attends
+//     exactly; in every layer past the exact ones, after the layer's K/V are in the pool, each
+//     KV head's top-k prefix slots are selected from the block's queries (prefix-only LSE —
+//     SparseD: with the block's own keys folded in —, score sums, radix top-k:
+//     sparse_select.h) into the sequence's CudaMethodState — on a second stream, beside the
+//     main stream's attention and FFN (the paper's dual-stream design);
+//   - an attending forward reads, in those layers, each KV head's selected slots, the slots
+//     committed since the selection and the block's own keys, through the batched flash kernels'
+//     per-KV-head key lists (AttentionBatchSeq::device_keys), filled on the device from the
+//     stored sets at each layer's start.
+// A sequence's selection and keys depend on its own rows and cache only (batch-invariant), and
+// a prefix of at most k keys is attended densely — the exact plan, so k >= N is exact to the bit.
+#include <algorithm>
+#include <cmath>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/sparse_select.h"
+#include "core/error.h"
+
+namespace dllm::cuda_backend {
+
+void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
+  const SequenceForward& seq = *p.seq;
+  const SparseStep& sp = *seq.sparse;
+  auto& st = static_cast<CudaMethodState&>(*seq.state);
+  const int64_t n_prefix = p.cache->length();
+  if (sp.select == SparseMethod::kQuest)
+    fail("forward request ", index,
+         ": sparse selection quest is not implemented on the CUDA backend yet (mage and sparsed "
+         "are; use --device cpu for quest)");
+  if (sp.select != SparseMethod::kNone && sp.attend_selected)
+    fail("forward request ", index,
+         ": on the CUDA backend a forward either selects or attends through stored sets, not both "
+         "(MAGE's schedule)");
+  if (seq.rule.kind == AttentionKind::kCustom)
+    fail("forward request ", index, ": sparse attention takes no custom attention mask");
+  p.sparse_first_layer = sp.exact_layers;
+  if (sp.select != SparseMethod::kNone) {
+    p.sparse_prefix = n_prefix;
+    p.sparse_k = sp.k;
+    // N <= k: dense, no selection (§1.5). The state takes the new selection once the forward
+    // has run (finish_sparse()). MAGE: the prefix-only softmax of the chosen queries; SparseD:
+    // every query's softmax over every key it sees (cpu_sparse.cpp).
+    p.sparse_select = n_prefix > sp.k;
+    p.sparse_full_softmax = sp.select == SparseMethod::kSparseD;
+    if (p.sparse_select)
+      p.select_rows = selection_query_rows(
+          p.rows, sp.select == SparseMethod::kMage ? sp.select_queries : 0);
+    return;
+  }
+  if (!sp.attend_selected) return;
+  if (!st.sparse_selected || st.sparse_first_layer > sp.exact_layers)
+    fail("forward request ", index,
+         ": sparse attention attends stored index sets, but no selection is stored for layers >= ",
+         sp.exact_layers);
+  if (st.sparse_prefix > n_prefix)
+    fail("forward request ", index, ": the stored sparse selection covers ", st.sparse_prefix,
+         " cached slots but the cache holds ", n_prefix);
+  if (st.sparse_dense) return;  // every prefix key: the exact plan
+  p.sparse_attend = true;
+  p.sparse_k = st.sparse_k;
+  p.sparse_prefix = st.sparse_prefix;
+  p.sparse_keys = st.sparse_k + (n_prefix - st.sparse_prefix) + p.rows;
+}
+
+const cuda::AttentionBatchPlan& CudaBackend::layer_attention(const ForwardPlan& plan,
+                                                             int64_t layer) const {
+  if (plan.attention_of_layer.empty()) return plan.attention;
+  return plan.layer_attentions[static_cast<size_t>(plan.attention_of_layer[layer])].plan;
+}
+
+void CudaBackend::stage_sparse(ForwardPlan& plan) {
+  std::vector<int32_t>& ints = plan.ints;
+  const ModelConfig& c = config_;
+  const int page_size = kv_pool().page_size();
+  // Selection: each selecting sequence's rows and its prefix's physical slots.
+  for (PlannedSequence& p : plan.seqs) {
+    if (!p.sparse_select) continue;
+    auto& st = static_cast<CudaMethodState&>(*p.seq->state);
+    if (p.seq->sparse->keep_selection)
+      st.sparse_sets.ensure(static_cast<size_t>(c.num_layers * c.num_kv_heads * p.sparse_k),
+                            "sparse index sets");
+    p.sparse_sets_out = p.seq->sparse->keep_selection ? st.sparse_sets.get() : nullptr;
+    p.select_q_row = plan.select_q_rows;
+    plan.select_q_rows += p.rows;
+    p.select_rows_at = ints.size();
+    ints.insert(ints.end(), p.select_rows.begin(), p.select_rows.end());
+    p.prefix_slots_at = ints.size();
+    for (int64_t j = 0; j < p.sparse_prefix; ++j)
+      ints.push_back(static_cast<int32_t>(p.cache->physical_slot(j)));
+  }
+  // Attending: per layer, which sequences read gathered keys; one plan per distinct pattern.
+  bool any_attend = false;
+  for (const PlannedSequence& p : plan.seqs) any_attend = any_attend || p.sparse_attend;
+  if (!any_attend) return;
+  if (plan.any_reuse)  // its layers re-plan from plan.attention_seqs (cuda_layers.cpp)
+    fail("forward: sparse attention and dLLM-Cache cannot share a CUDA batch yet");
+  for (PlannedSequence& p : plan.seqs) {
+    if (!p.sparse_attend) continue;
+    p.sparse_pages_at = ints.size();
+    const int64_t pages = (p.n_keys + page_size - 1) / page_size;
+    const auto table = p.cache->pages();
+    ints.insert(ints.end(), table.begin(), table.begin() + pages);
+  }
+  std::vector<std::vector<bool>> patterns;
+  plan.attention_of_layer.resize(static_cast<size_t>(c.num_layers));
+  for (int64_t li = 0; li < c.num_layers; ++li) {
+    std::vector<bool> pattern;
+    for (const PlannedSequence& p : plan.seqs)
+      pattern.push_back(p.sparse_attend && li >= p.sparse_first_layer);
+    auto it = std::find(patterns.begin(), patterns.end(), pattern);
+    if (it == patterns.end()) it = patterns.insert(patterns.end(), pattern);
+    plan.attention_of_layer[static_cast<size_t>(li)] = static_cast<int32_t>(it - patterns.begin());
+  }
+  for (const std::vector<bool>& pattern : patterns) {
+    std::vector<cuda::AttentionBatchSeq> seqs = plan.attention_seqs;
+    for (size_t si = 0; si < seqs.size(); ++si) {
+      if (!pattern[si]) continue;
+      seqs[si].n_keys = static_cast<int>(plan.seqs[si].sparse_keys);
+      seqs[si].device_keys = true;
+    }
+    LayerAttention la;
+    la.plan = cuda::attention_batch_plan(seqs, attention_shape(), ints);
+    la.sparse_table_at = ints.size();
+    for (size_t si = 0; si < seqs.size(); ++si) {
+      if (!pattern[si]) continue;
+      const PlannedSequence& p = plan.seqs[si];
+      namespace S = cuda::sparse_keys;
+      int32_t e[S::kInts] = {};
+      const auto* sets = static_cast<CudaMethodState&>(*p.seq->state).sparse_sets.get();
+      const uint64_t addr = reinterpret_cast<uintptr_t>(sets);
+      e[S::kSetsLo] = static_cast<int32_t>(static_cast<uint32_t>(addr));
+      e[S::kSetsHi] = static_cast<int32_t>(static_cast<uint32_t>(addr >> 32));
+      e[S::kK] = static_cast<int32_t>(p.sparse_k);
+      e[S::kSelPrefix] = static_cast<int32_t>(p.sparse_prefix);
+      e[S::kNKeys] = static_cast<int32_t>(p.sparse_keys);
+      e[S::kKeysAt] = static_cast<int32_t>(la.plan.offset + la.plan.device_keys_at[si]);
+      e[S::kPagesAt] = static_cast<int32_t>(p.sparse_pages_at);
+      e[S::kFirstLayer] = 0;  // the pattern already says which layers
+      ints.insert(ints.end(), e, e + S::kInts);
+      ++la.sparse_count;
+    }
+    const cuda::AttentionBatchCapacity& n = la.plan.need;
+    plan.capacity.q_rows = std::max(plan.capacity.q_rows, n.q_rows);
+    plan.capacity.mma_items = std::max(plan.capacity.mma_items, n.mma_items);
+    plan.capacity.sm90_items = std::max(plan.capacity.sm90_items, n.sm90_items);
+    plan.capacity.partial_rows = std::max(plan.capacity.partial_rows, n.partial_rows);
+    plan.layer_attentions.push_back(std::move(la));
+  }
+}
+
+void CudaBackend::enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer) {
+  if (plan.attention_of_layer.empty()) return;
+  const LayerAttention& la =
+      plan.layer_attentions[static_cast<size_t>(plan.attention_of_layer[layer])];
+  if (la.sparse_count == 0) return;
+  int shift = 0;
+  while ((1 << shift) < kv_pool().page_size()) ++shift;
+  op_begin("sparse keys");
+  cuda::sparse_gather_keys(ints_.get(), ints_.get() + la.sparse_table_at, la.sparse_count,
+                           static_cast<int>(config_.num_kv_heads), static_cast<int>(layer), shift,
+                           stream_);
+  op_end();
+}
+
+void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer) {
+  const ModelConfig& c = config_;
+  const int hkv = static_cast<int>(c.num_kv_heads);
+  const int64_t qd = c.q_dim();
+  bool any = false;
+  for (const PlannedSequence& p : plan.seqs)
+    any = any || (p.sparse_select && layer >= p.sparse_first_layer);
+  if (!any) return;
+  cudaStream_t s = stream_;
+  if (select_side_stream_) {  // hand this layer's queries over (§1.6)
+    if (!select_stream_) {
+      DLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&select_stream_, cudaStreamNonBlocking));
+      select_events_.resize(static_cast<size_t>(c.num_layers + 1));
+      for (cudaEvent_t& e : select_events_)
+        DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    }
+    for (const PlannedSequence& p : plan.seqs)
+      if (p.sparse_select && layer >= p.sparse_first_layer)
+        DLLM_CUDA_CHECK(cudaMemcpyAsync(
+            sel_q_.get() + (layer * plan.select_q_rows + p.select_q_row) * qd,
+            q_.get() + p.row_offset * qd, static_cast<size_t>(p.rows * qd) * sizeof(bf16),
+            cudaMemcpyDeviceToDevice, stream_));
+    DLLM_CUDA_CHECK(cudaEventRecord(select_events_[static_cast<size_t>(layer)], stream_));
+    DLLM_CUDA_CHECK(cudaStreamWaitEvent(select_stream_, select_events_[static_cast<size_t>(layer)]));
+    s = select_stream_;
+  }
+  for (const PlannedSequence& p : plan.seqs) {
+    if (!p.sparse_select || layer < p.sparse_first_layer) continue;
+    cuda::ScoreSumParams sp;
+    sp.q = select_side_stream_ ? sel_q_.get() + (layer * plan.select_q_rows + p.select_q_row) * qd
+                               : q_.get() + p.row_offset * qd;
+    sp.lse = sel_lse_.get();
+    sp.k_cache = k_pool(layer);
+    sp.prefix_slots = ints_.get() + p.prefix_slots_at;
+    sp.rows_used = ints_.get() + p.select_rows_at;
+    sp.scores = sel_scores_.get();
+    sp.n_rows_used = static_cast<int>(p.select_rows.size());
+    sp.n_prefix = static_cast<int>(p.sparse_prefix);
+    sp.heads = static_cast<int>(c.num_heads);
+    sp.kv_heads = hkv;
+    sp.head_dim = static_cast<int>(c.head_dim);
+    sp.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get();
+    if (!select_side_stream_) op_begin("sparse selection");  // profiled on the main stream only
+    cuda::mage_prefix_lse(sp, sel_lse_.get(), sel_ws_.get(), s);
+    if (p.sparse_full_softmax) {  // SparseD: the block's own keys join each row's softmax
+      cuda::BlockKeys b;
+      b.slots = ints_.get() + plan.slots_at + p.row_offset;
+      b.positions = ints_.get() + plan.positions_at + p.row_offset;
+      b.n = static_cast<int>(p.rows);
+      b.kind = plan.attention_seqs[static_cast<size_t>(&p - plan.seqs.data())].kind;
+      b.block_size = static_cast<int>(p.seq->rule.block_size);
+      cuda::fold_block_keys_lse(sp, b, sel_lse_.get(), s);
+    }
+    cuda::mage_score_sum(sp, s);
+    cuda::sparse_top_k(sel_scores_.get(), sp.n_prefix, static_cast<int>(p.sparse_k), hkv,
+                       sets + layer * hkv * p.sparse_k, s);
+    if (!select_side_stream_) op_end();
+  }
+}
+
+void CudaBackend::join_sparse_selection() {
+  if (!select_side_stream_ || !select_stream_) return;
+  cudaEvent_t done = select_events_.back();
+  DLLM_CUDA_CHECK(cudaEventRecord(done, select_stream_));
+  DLLM_CUDA_CHECK(cudaStreamWaitEvent(stream_, done));
+}
+
+void CudaBackend::finish_sparse(const PlannedSequence& p, SequenceResult& r) {
+  const ModelConfig& c = config_;
+  const int64_t hkv = c.num_kv_heads;
+  const SparseStep& sp = *p.seq->sparse;
+  if (sp.select == SparseMethod::kNone) {
+    if (sp.want_selection) r.sparse_selection.assign(static_cast<size_t>(c.num_layers * hkv), {});
+    return;
+  }
+  if (sp.keep_selection) {
+    auto& st = static_cast<CudaMethodState&>(*p.seq->state);
+    st.sparse_selected = true;
+    st.sparse_dense = !p.sparse_select;
+    st.sparse_k = p.sparse_k;
+    st.sparse_prefix = p.sparse_prefix;
+    st.sparse_first_layer = p.sparse_first_layer;
+  }
+  if (!sp.want_selection) return;
+  r.sparse_selection.assign(static_cast<size_t>(c.num_layers * hkv), SparseSet{});
+  std::vector<int32_t> host;
+  if (p.sparse_select) {
+    const int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get();
+    host.resize(static_cast<size_t>(c.num_layers * hkv * p.sparse_k));
+    DLLM_CUDA_CHECK(cudaMemcpy(host.data(), sets, host.size() * sizeof(int32_t),
+                               cudaMemcpyDeviceToHost));
+  }
+  for (int64_t li = p.sparse_first_layer; li < c.num_layers; ++li)
+    for (int64_t h = 0; h < hkv; ++h) {
+      SparseSet& s = r.sparse_selection[static_cast<size_t>(li * hkv + h)];
+      s.prefix = p.sparse_prefix;
+      s.dense = !p.sparse_select;
+      if (!p.sparse_select) continue;
+      const auto first = host.begin() + (li * hkv + h) * p.sparse_k;
+      s.slots.assign(first, first + p.sparse_k);
+    }
+}
+
+}  // namespace dllm::cuda_backend
