@@ -262,7 +262,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   m.backend = make_backend(*m.model, config.device);
   m.on_gpu = m.backend->name().rfind("cuda", 0) == 0;
   m.text = std::make_unique<TextCodec>(*m.model, config.model);
-  m.vision = load_vision_side(*m.model);
+  m.vision = load_vision_side(*m.model, m.on_gpu);
   m.backend->create_kv_pool(kv_pool_pages(config, *m.backend), config.kv_page_size);
   SchedulerConfig sc;
   sc.max_running = config.max_running;
@@ -345,6 +345,7 @@ ModelInfo Engine::model_info() const {
   i.parameters = m.model->parameter_count();
   i.has_tokenizer = m.text->tokenizer().has_value();
   i.has_chat_template = m.text->chat_template().has_value();
+  i.has_vision = m.vision.model != nullptr;
   try {
     i.default_strategy = resolve_decode_params(c, DecodeParams{}, 1).strategy;
   } catch (const Error&) {
