@@ -4,6 +4,7 @@
 // bf16 forward (CudaBackend::splice_input_embeddings) give the reference logits within 1e-2,
 // batched with a text-only sequence as alone; the engine decodes a vision request on the GPU
 // (its encoder the CUDA one).
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -142,11 +143,13 @@ TEST(CudaVision, EncoderMatchesTheCpuEncoder) {
   EXPECT_EQ(gpu->encode(many), one_by_one);
 }
 
-// The fixture's language model with a one-layer SigLIP of SigLIP-so400m's head width (72: two
-// heads of a 144-wide tower) and random weights, scaled as tools/make_sdar_vl_fixture.py draws
-// them: the CUDA encoder's heads run padded to 128.
-std::filesystem::path head72_checkpoint() {
-  const auto dir = test::temp_dir("vision-head72");
+// The fixture's language model with a SigLIP tower of another shape and random weights, scaled
+// as tools/make_sdar_vl_fixture.py draws them.
+struct TowerShape {
+  int64_t hidden, heads, intermediate, layers;
+};
+std::filesystem::path tower_checkpoint(const TowerShape& shape) {
+  const auto dir = test::temp_dir("vision-tower");
   const SafetensorsFile src(fixture() / "model.safetensors");
   std::vector<test::RawTensor> out;
   for (const TensorEntry& t : src.tensors())
@@ -154,29 +157,31 @@ std::filesystem::path head72_checkpoint() {
       out.push_back({t.name, t.dtype_name, t.shape,
                      std::vector<unsigned char>(t.data, t.data + t.nbytes)});
   std::mt19937 rng(72);
-  auto add = [&](const std::string& name, std::vector<int64_t> shape, float scale, float mean = 0) {
-    std::vector<float> v = test::random_floats(size_t(HostTensor::count(shape)), rng, scale);
+  auto add = [&](const std::string& name, std::vector<int64_t> dims, float scale, float mean = 0) {
+    std::vector<float> v = test::random_floats(size_t(HostTensor::count(dims)), rng, scale);
     for (float& x : v) x += mean;
-    out.push_back(test::bf16_tensor(name, shape, v));
+    out.push_back(test::bf16_tensor(name, dims, v));
   };
-  const int64_t d = 144, ff = 64, text = 64;
+  const int64_t d = shape.hidden, ff = shape.intermediate, text = 64;
   const std::string p = "vision_tower.vision_model.";
   add(p + "embeddings.patch_embedding.weight", {d, 3, 14, 14}, 1.0f / std::sqrt(588.0f));
   add(p + "embeddings.patch_embedding.bias", {d}, 0.1f);
   add(p + "embeddings.position_embedding.weight", {729, d}, 0.5f);
-  const std::string l = p + "encoder.layers.0.";
-  for (const char* n : {"layer_norm1", "layer_norm2"}) {
-    add(l + n + ".weight", {d}, 0.1f, 1.0f);
-    add(l + n + ".bias", {d}, 0.1f);
+  for (int64_t i = 0; i < shape.layers; ++i) {
+    const std::string l = p + "encoder.layers." + std::to_string(i) + ".";
+    for (const char* n : {"layer_norm1", "layer_norm2"}) {
+      add(l + n + ".weight", {d}, 0.1f, 1.0f);
+      add(l + n + ".bias", {d}, 0.1f);
+    }
+    for (const char* n : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
+      add(l + "self_attn." + n + ".weight", {d, d}, 1.0f / std::sqrt(float(d)));
+      add(l + "self_attn." + n + ".bias", {d}, 0.1f);
+    }
+    add(l + "mlp.fc1.weight", {ff, d}, 1.0f / std::sqrt(float(d)));
+    add(l + "mlp.fc1.bias", {ff}, 0.1f);
+    add(l + "mlp.fc2.weight", {d, ff}, 1.0f / std::sqrt(float(ff)));
+    add(l + "mlp.fc2.bias", {d}, 0.1f);
   }
-  for (const char* n : {"q_proj", "k_proj", "v_proj", "out_proj"}) {
-    add(l + "self_attn." + n + ".weight", {d, d}, 1.0f / std::sqrt(float(d)));
-    add(l + "self_attn." + n + ".bias", {d}, 0.1f);
-  }
-  add(l + "mlp.fc1.weight", {ff, d}, 1.0f / std::sqrt(float(d)));
-  add(l + "mlp.fc1.bias", {ff}, 0.1f);
-  add(l + "mlp.fc2.weight", {d, ff}, 1.0f / std::sqrt(float(ff)));
-  add(l + "mlp.fc2.bias", {d}, 0.1f);
   add(p + "post_layernorm.weight", {d}, 0.1f, 1.0f);
   add(p + "post_layernorm.bias", {d}, 0.1f);
   add("multi_modal_projector.linear_1.weight", {text, d}, 1.0f / std::sqrt(float(d)));
@@ -186,9 +191,9 @@ std::filesystem::path head72_checkpoint() {
   test::write_file(dir / "model.safetensors", test::safetensors_bytes(out));
   nlohmann::json config = read_json_file(fixture() / "config.json");
   config["vision_config"]["hidden_size"] = d;
-  config["vision_config"]["num_attention_heads"] = 2;
+  config["vision_config"]["num_attention_heads"] = shape.heads;
   config["vision_config"]["intermediate_size"] = ff;
-  config["vision_config"]["num_hidden_layers"] = 1;
+  config["vision_config"]["num_hidden_layers"] = shape.layers;
   std::ofstream(dir / "config.json") << config.dump();
   std::filesystem::copy_file(fixture() / "preprocessor_config.json",
                              dir / "preprocessor_config.json");
@@ -196,7 +201,8 @@ std::filesystem::path head72_checkpoint() {
 }
 
 TEST(CudaVision, So400mHeadWidthRunsPaddedAndMatchesTheCpuEncoder) {
-  auto model = Model::load(head72_checkpoint());
+  // SigLIP-so400m's head width (72: two heads of a 144-wide tower), one layer: padded to 128.
+  auto model = Model::load(tower_checkpoint({144, 2, 64, 1}));
   auto vision = VisionModel::load(*model);
   ASSERT_EQ(vision->config.hidden_size / vision->config.num_heads, 72);
   auto cpu = make_cpu_vision_encoder(*vision);
@@ -205,6 +211,29 @@ TEST(CudaVision, So400mHeadWidthRunsPaddedAndMatchesTheCpuEncoder) {
     const std::vector<float> want = cpu->encode(crops);
     EXPECT_LE(rel_error(gpu->encode(crops), want), 1e-2) << crops.crops << " crops";
   }
+}
+
+// Throughput of the SigLIP-so400m tower (27 layers, 1152 wide, 16 heads of 72, MLP 4304; random
+// weights; the projector to the fixture's 64-wide text side) on 64 crops — a 64-frame video, or
+// about six anyres_max_9 images — host pixels in, host features out. Printed, not asserted.
+TEST(CudaVision, So400mTowerThroughput) {
+  auto model = Model::load(tower_checkpoint({1152, 16, 4304, 27}));
+  auto vision = VisionModel::load(*model);
+  auto gpu = make_cuda_vision_encoder(*vision);
+  PixelCrops crops;
+  crops.side = vision->config.image_size;
+  crops.crops = 64;
+  std::mt19937 rng(5);
+  crops.values = test::random_floats(size_t(crops.crops * 3 * crops.side * crops.side), rng);
+  const std::vector<float> first = gpu->encode(crops);  // warm-up (cuBLAS heuristics)
+  for (float v : first) ASSERT_TRUE(std::isfinite(v));
+  const int runs = 3;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < runs; ++i) EXPECT_EQ(gpu->encode(crops), first);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::printf("[ bench ] SigLIP-so400m tower + projector (CUDA bf16): 64 crops in %.1f ms, %.0f "
+              "crops/s (= frames/s; an anyres_max_9 image is up to 10 crops)\n",
+              1e3 * s / runs, runs * 64 / s);
 }
 
 TEST(CudaVision, EncoderFeaturesMatchTheReference) {
