@@ -42,8 +42,6 @@ size_t base64_decoded_size(std::string_view text) {
 
 std::string base64_decode(std::string_view text) {
   const std::string_view body = strip_padding(text);
-  if (body.size() % 4 == 1)
-    fail("base64: ", text.size(), " characters is not a length any encoder produces");
   std::string out;
   out.reserve(base64_decoded_size(body));
   uint32_t acc = 0;
@@ -60,6 +58,8 @@ std::string base64_decode(std::string_view text) {
       out.push_back(static_cast<char>((acc >> bits) & 0xFF));
     }
   }
+  if (body.size() % 4 == 1)
+    fail("base64: ", text.size(), " characters is not a length any encoder produces");
   // The unused low bits of the last character must be zero (canonical encoding).
   if (bits > 0 && (acc & ((1u << bits) - 1)) != 0)
     fail("base64: the last character at offset ", body.size() - 1, " has stray bits");

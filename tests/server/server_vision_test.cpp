@@ -160,7 +160,8 @@ TEST(ServeVision, RefusedImagesNameTheContentPart) {
   expect_400(image_chat({"data:text/plain;base64,aGk="}, "x"), "messages[0].content[0]",
              "an image/... type");
   // Decoded by the engine: truncated, or not an image at all, at content index 1.
-  const std::string truncated = png.substr(0, png.size() / 2 / 4 * 4);
+  const size_t data_at = png.find(',') + 1;  // half the image's bytes, whole base64 quanta
+  const std::string truncated = png.substr(0, data_at + (png.size() - data_at) / 2 / 4 * 4);
   expect_400(image_chat({png, truncated}, "x"), "messages[0].content[1]", "cannot decode PNG");
   expect_400(image_chat({png, "data:image/png;base64,aGVsbG8gd29ybGQ="}, "x"),
              "messages[0].content[1]", "not a JPEG, PNG or WebP image");
