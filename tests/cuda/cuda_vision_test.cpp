@@ -128,7 +128,8 @@ TEST(CudaVision, EncoderMatchesTheCpuEncoder) {
       EXPECT_LE(rel_error(got, want), 1e-2) << crops.crops << " crops, head_dim >= " << min_head_dim;
     }
   }
-  // More crops than one chunk (8): 3 images' crops together equal them one by one.
+  // More crops than one chunk (8): the images' crops together give what each gives alone (up to
+  // the low bits a GEMM of other rows may differ in; a chunk offset wrong would be O(1)).
   auto gpu = make_cuda_vision_encoder(*vision);
   PixelCrops many;
   std::vector<float> one_by_one;
@@ -140,7 +141,7 @@ TEST(CudaVision, EncoderMatchesTheCpuEncoder) {
     one_by_one.insert(one_by_one.end(), f.begin(), f.end());
   }
   ASSERT_GT(many.crops, 8);
-  EXPECT_EQ(gpu->encode(many), one_by_one);
+  EXPECT_LE(rel_error(gpu->encode(many), one_by_one), 5e-3);
 }
 
 // The fixture's language model with a SigLIP tower of another shape and random weights, scaled
