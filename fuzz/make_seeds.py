@@ -81,9 +81,20 @@ def openai_request_seeds(out):
         write(out, "openai_request", f"body{i}.json", json.dumps(body))
 
 
+def image_seeds(out):
+    """The small test images of every format the decoder reads (the large JPEG left out)."""
+    paths = glob.glob(os.path.join(FIX, "images", "*"))
+    paths += glob.glob(os.path.join(FIX, "models", "sdar-vl-tiny", "images", "*"))
+    for path in sorted(paths):
+        if os.path.getsize(path) <= 65536:
+            with open(path, "rb") as f:
+                write(out, "image_decode", os.path.basename(path), f.read())
+
+
 def main():
     out = sys.argv[1]
     openai_request_seeds(out)
+    image_seeds(out)
     safetensors_seeds(out)
     config_seeds(out)
     tokenizer_seeds(out)
