@@ -216,8 +216,9 @@ TEST(CudaVision, So400mHeadWidthRunsPaddedAndMatchesTheCpuEncoder) {
 
 // Throughput of the SigLIP-so400m tower (27 layers, 1152 wide, 16 heads of 72, MLP 4304; random
 // weights; the projector to the fixture's 64-wide text side) on 64 crops — a 64-frame video, or
-// about six anyres_max_9 images — host pixels in, host features out. Printed, not asserted.
-TEST(CudaVision, So400mTowerThroughput) {
+// about six anyres_max_9 images — host pixels in, host features out. Printed, not asserted. Its
+// own suite, so that scripts/gpu-check.sh's memcheck of CudaVision.* leaves it out.
+TEST(CudaVisionBench, So400mTowerThroughput) {
   auto model = Model::load(tower_checkpoint({1152, 16, 4304, 27}));
   auto vision = VisionModel::load(*model);
   auto gpu = make_cuda_vision_encoder(*vision);
