@@ -114,6 +114,37 @@ TEST(ServeVision, Base64PngAndJpegGiveTheIdsOfGenerate) {
       generate_with_images({image("square.png"), image("gray.png")}, "Compare"));
 }
 
+TEST(ServeVision, StreamedChoicesCarryTheImage) {
+  // n = 2 greedy choices, streamed: each gets the image (the same ids as generate), and usage
+  // counts the expanded prompt once.
+  ServerProcess server({"-m", chat_vision_model().string(), "--device", "cpu"});
+  ASSERT_TRUE(server.started());
+  Json body = image_chat({data_url(image("square.png"), "image/png")}, "Describe");
+  body["n"] = 2;
+  body["stream"] = true;
+  body["stream_options"] = {{"include_usage", true}};
+  httplib::Client c("127.0.0.1", server.port());
+  c.set_read_timeout(120);
+  auto r = c.Post("/v1/chat/completions", body.dump(), "application/json");
+  ASSERT_TRUE(r);
+  ASSERT_EQ(r->status, 200) << r->body;
+  std::vector<std::vector<int32_t>> ids(2);
+  Json usage;
+  for (size_t at = 0, end; (end = r->body.find("\n\n", at)) != std::string::npos; at = end + 2) {
+    const std::string event = r->body.substr(at + 6, end - at - 6);  // after "data: "
+    if (event == "[DONE]") break;
+    const Json e = Json::parse(event);
+    if (e.contains("usage") && !e["usage"].is_null()) usage = e["usage"];
+    for (const Json& ch : e["choices"])
+      if (ch.contains("token_ids"))
+        for (int32_t id : ch["token_ids"]) ids[ch["index"].get<size_t>()].push_back(id);
+  }
+  const Json cli = generate_with_images({image("square.png")}, "Describe");
+  EXPECT_EQ(Json(ids[0]), cli["ids"]);
+  EXPECT_EQ(Json(ids[1]), cli["ids"]);
+  EXPECT_EQ(usage["prompt_tokens"], cli["stats"]["prompt_tokens"]) << usage;
+}
+
 TEST(ServeVision, FileUrlsOnlyUnderTheAllowedDirectory) {
   const fs::path dir = image("wide.png").parent_path();
   ServerProcess server({"-m", chat_vision_model().string(), "--device", "cpu",
