@@ -72,14 +72,29 @@ def openai_request_seeds(out):
          "max_completion_tokens": 4, "temperature": 0.7, "top_p": 0.9, "top_k": -1, "seed": 3,
          "strategy": "block", "block_length": 4, "dllm": {"stream_provisional": True},
          "stream": True, "chat_template_kwargs": {"enable_thinking": False}},
+        {"messages": [{"role": "user", "content": [
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
+            {"type": "image_url", "image_url": "file:///tmp/a.png"},
+            {"type": "text", "text": "what is it?"}]}]},
     ]
     for i, body in enumerate(bodies):
         write(out, "openai_request", f"body{i}.json", json.dumps(body))
 
 
+def image_seeds(out):
+    """The small test images of every format the decoder reads (the large JPEG left out)."""
+    paths = glob.glob(os.path.join(FIX, "images", "*"))
+    paths += glob.glob(os.path.join(FIX, "models", "sdar-vl-tiny", "images", "*"))
+    for path in sorted(paths):
+        if os.path.getsize(path) <= 65536:
+            with open(path, "rb") as f:
+                write(out, "image_decode", os.path.basename(path), f.read())
+
+
 def main():
     out = sys.argv[1]
     openai_request_seeds(out)
+    image_seeds(out)
     safetensors_seeds(out)
     config_seeds(out)
     tokenizer_seeds(out)

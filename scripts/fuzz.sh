@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the libFuzzer targets in fuzz/ with clang (ASan + UBSan) into build-fuzz/, assembles
 # their seed corpora from the test fixtures, and runs each target in turn:
-#   scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]   default 60 s, all five; 0 = build only
+#   scripts/fuzz.sh [SECONDS_PER_TARGET [TARGET...]]   default 60 s, all six; 0 = build only
 # Crashes land in build-fuzz/crashes/; the growing corpora in build-fuzz/corpus/. Not part of CI
 # (the normal build needs no clang); results are recorded in docs/hostile-input.md.
 set -euo pipefail
@@ -25,7 +25,8 @@ python3 fuzz/make_seeds.py build-fuzz/seeds
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ ${#targets[@]} -eq 0 ] && targets=(safetensors_header config_reader tokenizer_json jinja_template openai_request)
+[ ${#targets[@]} -eq 0 ] && targets=(safetensors_header config_reader tokenizer_json jinja_template openai_request
+  image_decode)
 [ "$seconds" -eq 0 ] && exit 0
 mkdir -p build-fuzz/crashes
 for t in "${targets[@]}"; do

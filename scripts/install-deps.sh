@@ -11,7 +11,7 @@ PACKAGES=(
   libpcre2-dev             # tokenizer pre-tokenizer regexes (look-ahead, \p{L})
   libutf8proc-dev          # Unicode NFC normalisation
   libcpp-httplib-dev       # dllm serve: HTTP/1.1 server (and the tests' client)
-  libjpeg-dev libpng-dev   # vision input: JPEG and PNG decoding (src/vision/)
+  libjpeg-dev libpng-dev libwebp-dev  # vision input: JPEG, PNG and WebP decoding (src/vision/)
   libavformat-dev libavcodec-dev libavutil-dev libswscale-dev  # vision input: video (FFmpeg)
   python3-venv python3-dev # the Python package and the Python tests' venv (scripts/python-env.sh)
   libgtest-dev libgmock-dev

@@ -56,6 +56,12 @@ struct EngineConfig {
   std::string sparse_prefill;
 };
 
+// An encoded image (the bytes of a JPEG or PNG file) held in memory.
+struct ImageBytes {
+  std::string data;
+  std::string name;  // names it in errors ("messages[0].content[1]"); empty: "image_bytes[i]"
+};
+
 struct Request {
   // The prompt, given exactly one way:
   std::vector<int32_t> prompt_ids;  // token ids, used as they are
@@ -69,7 +75,9 @@ struct Request {
   // writes one for each {"type": "image"} / {"type": "video"} content part). Each placeholder is
   // expanded to the item's feature count and its embeddings replaced by the features; the
   // result's prompt_ids show the expansion. Files are read when the request is submitted.
+  // Images come from files or from memory (image_bytes), not both in one request.
   std::vector<std::string> image_files;  // JPEG or PNG
+  std::vector<ImageBytes> image_bytes;   // encoded images held in memory (a server's data: URLs)
   std::vector<std::string> video_files;  // any container / codec FFmpeg decodes
   int32_t video_frames = 32;             // frames sampled uniformly from each video
 
@@ -159,6 +167,7 @@ struct ModelInfo {
   int64_t vocab_size = 0, context_length = 0, parameters = 0;
   int64_t mask_token_id = -1;  // the undecided token of RequestOutput::canvas (-1: none)
   bool has_tokenizer = false, has_chat_template = false;
+  bool has_vision = false;  // takes images and videos (Request::image_files, ...)
 };
 
 using OutputCallback = std::function<void(const RequestOutput&)>;

@@ -6,6 +6,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
+#include "vision/vision_encoder.h"
 
 namespace dllm {
 
@@ -13,6 +14,9 @@ namespace dllm {
 // CPU-only build: the CUDA entry points exist so callers need no #ifdefs; asking for the GPU is a
 // clear error.
 std::unique_ptr<Backend> make_cuda_backend(const Model&, int) {
+  fail("this dllm was built without CUDA (rebuild where nvcc is installed)");
+}
+std::unique_ptr<VisionEncoder> make_cuda_vision_encoder(const VisionModel&, int) {
   fail("this dllm was built without CUDA (rebuild where nvcc is installed)");
 }
 bool cuda_available() {

@@ -45,6 +45,11 @@ void run_serve(ServeArgs& a) {
     fail("--max-body-mib must be in (0, 4096] (got ", a.max_body_mib, ")");
   a.server.max_body_bytes = static_cast<size_t>(a.max_body_mib * double(1 << 20));
   a.server.max_running = a.engine.max_running;
+  if (a.server.max_images_per_request < 1 || a.server.max_images_per_request > 1024)
+    fail("--max-images-per-request must be in 1..1024 (got ", a.server.max_images_per_request,
+         ")");
+  if (!(a.server.max_image_mib > 0) || a.server.max_image_mib > 1024)
+    fail("--max-image-mib must be in (0, 1024] (got ", a.server.max_image_mib, ")");
   Engine engine(a.engine);
   server::HttpServer http(engine, a.server);
   const int port = http.bind();
@@ -93,6 +98,13 @@ void add_serve_command(CLI::App& app) {
                   "SIGTERM: seconds running requests get before they are cancelled (default 30)");
   cmd->add_option("--http-threads", s.threads,
                   "HTTP worker threads (default: --max-running + --max-queued + 32)");
+  cmd->add_option("--max-images-per-request", s.max_images_per_request,
+                  "Vision-language models: image_url parts one request may carry (default 8)");
+  cmd->add_option("--max-image-mib", s.max_image_mib,
+                  "Vision-language models: largest encoded image in MiB (default 10)");
+  cmd->add_option("--allowed-local-media-path", s.allowed_local_media_path,
+                  "Vision-language models: read file:// image URLs under this directory "
+                  "(default: none; the server never fetches http(s) URLs)");
   cmd->callback([a] { run_serve(*a); });
 }
 

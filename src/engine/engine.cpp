@@ -282,7 +282,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   m.backend = make_backend(*m.model, config.device);
   m.on_gpu = m.backend->name().rfind("cuda", 0) == 0;
   m.text = std::make_unique<TextCodec>(*m.model, config.model);
-  m.vision = load_vision_side(*m.model);
+  m.vision = load_vision_side(*m.model, m.on_gpu);
   if (!config.sparse_prefill.empty()) {
     if (m.on_gpu) fail("--sparse-prefill runs on the CPU backend only so far (use --device cpu)");
     auto sp = std::make_shared<SparsePrefillConfig>(
@@ -373,6 +373,7 @@ ModelInfo Engine::model_info() const {
   i.parameters = m.model->parameter_count();
   i.has_tokenizer = m.text->tokenizer().has_value();
   i.has_chat_template = m.text->chat_template().has_value();
+  i.has_vision = m.vision.model != nullptr;
   try {
     i.default_strategy = resolve_decode_params(c, DecodeParams{}, 1).strategy;
   } catch (const Error&) {

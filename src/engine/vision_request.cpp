@@ -6,16 +6,36 @@
 
 namespace dllm {
 
-VisionSide load_vision_side(const Model& model) {
+VisionSide load_vision_side(const Model& model, bool on_gpu) {
   VisionSide v;
   v.model = VisionModel::load(model);
-  if (v.model) v.encoder = make_cpu_vision_encoder(*v.model);
+  if (v.model)
+    v.encoder = on_gpu ? make_cuda_vision_encoder(*v.model) : make_cpu_vision_encoder(*v.model);
   return v;
 }
 
 bool has_vision_inputs(const Request& r) {
-  return !r.image_files.empty() || !r.video_files.empty();
+  return !r.image_files.empty() || !r.image_bytes.empty() || !r.video_files.empty();
 }
+
+namespace {
+
+std::vector<RgbImage> decode_images(const Request& r) {
+  if (!r.image_files.empty() && !r.image_bytes.empty())
+    fail("a request gives its images as image_files or as image_bytes, not both (got ",
+         r.image_files.size(), " files and ", r.image_bytes.size(), " in memory)");
+  std::vector<RgbImage> images;
+  for (const std::string& f : r.image_files) images.push_back(read_image_file(f));
+  for (size_t i = 0; i < r.image_bytes.size(); ++i) {
+    const ImageBytes& b = r.image_bytes[i];
+    const std::string name = b.name.empty() ? cat("image_bytes[", i, "]") : b.name;
+    images.push_back(decode_image(
+        std::span(reinterpret_cast<const uint8_t*>(b.data.data()), b.data.size()), name));
+  }
+  return images;
+}
+
+}  // namespace
 
 VisionPrompt prepare_vision_prompt(const Request& r, const TextCodec& text,
                                    const VisionSide& vision) {
@@ -26,7 +46,7 @@ VisionPrompt prepare_vision_prompt(const Request& r, const TextCodec& text,
   if (r.video_frames < 1 || r.video_frames > 1024)
     fail("--frames must be in 1..1024 (got ", r.video_frames, ")");
   VisionItems items;
-  for (const std::string& f : r.image_files) items.images.push_back(read_image_file(f));
+  items.images = decode_images(r);
   for (const std::string& f : r.video_files)
     items.videos.push_back(read_video_file(f, r.video_frames).frames);
   return build_vision_prompt(text.prompt_ids(r), items, *vision.model, *vision.encoder);

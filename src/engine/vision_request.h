@@ -18,8 +18,9 @@ struct VisionSide {
   std::unique_ptr<VisionEncoder> encoder;
 };
 
-// The vision side of `model` (null members for text-only models).
-VisionSide load_vision_side(const Model& model);
+// The vision side of `model` (null members for text-only models); the encoder runs where the
+// language model does (the GPU's bf16 encoder when `on_gpu`).
+VisionSide load_vision_side(const Model& model, bool on_gpu);
 
 bool has_vision_inputs(const Request& request);
 

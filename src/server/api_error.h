@@ -27,7 +27,8 @@ struct ApiError : std::runtime_error {
 
 // A dllm::Error from the engine (submit, tokenizer, chat template) as a 400. Engine messages
 // name command-line flags ("--max-tokens must be positive (got 0)"); the first flag named becomes
-// the field ("max_tokens"), else `fallback_param`.
+// the field ("max_tokens"), else `fallback_param`; a message that starts with a field path
+// ("messages[0].content[1]: ...", an image the engine could not decode) names that field.
 ApiError engine_error(const std::string& message, const std::string& fallback_param);
 
 nlohmann::ordered_json error_body(const ApiError& e);

@@ -134,7 +134,11 @@ std::string apply_event(ResponseState& st, const GenerationGroup::Event& ev) {
     out += sse_event(
         stream_chunk(st.head, {ev.choice, o.text, o.token_ids, {}, false}, ids, usage_null));
   if (o.finished) {
-    st.group.result(ev.choice);  // collected now: the engine keeps it until then
+    const RequestResult result = st.group.result(ev.choice);  // the engine keeps it until then
+    // Images expand their placeholders in the engine: usage counts the prompt it ran.
+    const size_t prompt = static_cast<size_t>(ev.choice / st.api.n);
+    if (!st.api.prompts[prompt].image_bytes.empty() && result.stats.prompt_tokens > 0)
+      st.prompt_tokens[prompt] = result.stats.prompt_tokens;
     ++st.finished;
     c.finish_reason = o.finish_reason;
     if (o.finish_reason == "error") {

@@ -76,37 +76,76 @@ std::vector<Request> completion_prompts(const Json& body, const ParseContext& ct
   return out;
 }
 
-// A message's content: a string, or text parts joined by newlines (as vLLM does).
-std::string message_content(const Json& c, size_t i) {
+// The text of a {"type": "text", "text": ...} part.
+const std::string& text_part(const Json& part, const std::string& where) {
+  const Json* t = field(part, "text");
+  if (!t || !t->is_string()) bad_request(where, cat("'", where, "' text parts need a string 'text'"));
+  return t->get_ref<const std::string&>();
+}
+
+// The URL of a {"type": "image_url", "image_url": {"url": ...}} part (a bare string accepted,
+// as vLLM does; "detail" is ignored: the processor's tiling decides the resolution).
+std::string image_part_url(const Json& part, const std::string& where) {
+  const Json* u = field(part, "image_url");
+  if (u && u->is_object()) u = field(*u, "url");
+  if (!u || !u->is_string())
+    bad_request(where, cat("'", where, "' image_url parts need {\"image_url\": {\"url\": ...}}"));
+  return u->get<std::string>();
+}
+
+// A message's content as the template sees it: a string, or, when no image is in it, text parts
+// joined by newlines (as vLLM does). With images, the parts in order as {"type": "image"} and
+// {"type": "text"} (the form SDAR-VL's template writes <|image_pad|> for); their bytes go to
+// `images`.
+Json message_content(const Json& c, size_t i, const ParseContext& ctx,
+                     std::vector<ImageBytes>& images) {
   const std::string where = cat("messages[", i, "].content");
   if (c.is_string()) return c.get<std::string>();
   if (c.is_null()) return "";
   if (!c.is_array())
     bad_request(where, cat("'", where, "' must be a string or a list of content parts (got ",
                            json_type(c), ")"));
+  Json parts = Json::array();
   std::string text;
-  for (const Json& part : c) {
+  bool has_image = false;
+  for (size_t j = 0; j < c.size(); ++j) {
+    const Json& part = c[j];
+    const std::string part_where = cat(where, "[", j, "]");
     const Json* type = part.is_object() ? field(part, "type") : nullptr;
-    if (!type || *type != "text")
+    if (type && *type == "text") {
+      const std::string& t = text_part(part, part_where);
+      parts.push_back({{"type", "text"}, {"text", t}});
+      text += (text.empty() ? "" : "\n") + t;
+    } else if (type && *type == "image_url") {
+      if (!ctx.accepts_images)
+        bad_request(part_where, cat("'", part_where, "' is an image, but this model ('",
+                                    ctx.served_model,
+                                    "') is not a vision-language model and takes text only"));
+      if (images.size() >= size_t(ctx.max_images))
+        bad_request(part_where, cat("'", part_where, "' is image ", images.size() + 1,
+                                    " of the request; accepted are 1 to ", ctx.max_images,
+                                    " images per request (--max-images-per-request)"));
+      images.push_back(image_from_url(image_part_url(part, part_where), part_where, ctx.images));
+      parts.push_back({{"type", "image"}});
+      has_image = true;
+    } else {
       bad_request(where, cat("'", where,
-                             "' parts must be {\"type\": \"text\", \"text\": ...} "
-                             "(other content types are not supported; got ",
-                             json_excerpt(part), ")"));
-    const Json* t = field(part, "text");
-    if (!t || !t->is_string())
-      bad_request(where, cat("'", where, "' text parts need a string 'text'"));
-    if (!text.empty()) text += '\n';
-    text += t->get_ref<const std::string&>();
+                             "' parts must be {\"type\": \"text\", \"text\": ...}",
+                             ctx.accepts_images ? " or {\"type\": \"image_url\", ...}" : "",
+                             " (other content types are not supported; got ", json_excerpt(part),
+                             ")"));
+    }
   }
-  return text;
+  return has_image ? parts : Json(text);
 }
 
-// Chat: the messages as the template's JSON (role and content strings).
-Request chat_prompt(const Json& body) {
+// Chat: the messages as the template's JSON (role and content), images in their order.
+Request chat_prompt(const Json& body, const ParseContext& ctx) {
   const Json* m = field(body, "messages");
   if (!m) bad_request("messages", "'messages' is required");
   if (!m->is_array() || m->empty())
     bad_request("messages", "'messages' must be a non-empty list of {role, content} objects");
+  Request r;
   Json messages = Json::array();
   for (size_t i = 0; i < m->size(); ++i) {
     const Json& msg = (*m)[i];
@@ -117,10 +156,11 @@ Request chat_prompt(const Json& body) {
     if (!role || !role->is_string())
       bad_request(cat("messages[", i, "].role"), cat("'messages[", i, "].role' must be a string"));
     const auto content = msg.find("content");
-    messages.push_back({{"role", *role},
-                        {"content", message_content(content == msg.end() ? Json() : *content, i)}});
+    messages.push_back(
+        {{"role", *role},
+         {"content",
+          message_content(content == msg.end() ? Json() : *content, i, ctx, r.image_bytes)}});
   }
-  Request r;
   r.messages_json = messages.dump();
   if (const Json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object())
@@ -224,7 +264,7 @@ ApiRequest parse_api_request(Endpoint endpoint, const Json& body, const ParseCon
 
   const Request common = common_fields(endpoint, body, ctx);
   std::vector<Request> prompts = endpoint == Endpoint::chat
-                                     ? std::vector<Request>{chat_prompt(body)}
+                                     ? std::vector<Request>{chat_prompt(body, ctx)}
                                      : completion_prompts(body, ctx);
   if (prompts.size() * size_t(out.n) > size_t(ctx.max_choices))
     bad_request("n", cat(prompts.size(), " prompts x n = ", out.n, " is more than the ",
@@ -235,6 +275,7 @@ ApiRequest parse_api_request(Endpoint endpoint, const Json& body, const ParseCon
     r.prompt_ids = std::move(p.prompt_ids);
     r.messages_json = std::move(p.messages_json);
     r.chat_template_kwargs_json = std::move(p.chat_template_kwargs_json);
+    r.image_bytes = std::move(p.image_bytes);
     r.trace = out.stream_provisional;
     out.prompts.push_back(std::move(r));
   }

@@ -1,7 +1,8 @@
 // Bodies of POST /v1/completions and /v1/chat/completions as dllm::Requests, following OpenAI's
 // API and vLLM's extensions:
 //   completions: prompt (a string, a list of strings, a list of token ids, or a list of lists)
-//   chat:        messages ([{role, content}], content a string or a list of {type: text} parts),
+//   chat:        messages ([{role, content}], content a string or a list of {type: text} and,
+//                for a vision-language model, {type: image_url} parts (server/image_url.h)),
 //                chat_template_kwargs
 //   both:        model, max_tokens (chat also max_completion_tokens), temperature, top_p, top_k
 //                (-1 or 0: off), seed, stop, stop_token_ids, ignore_eos, n, stream,
@@ -18,6 +19,7 @@
 #include <vector>
 
 #include "dllm/engine.h"
+#include "server/image_url.h"
 #include "server/json_fields.h"
 
 namespace dllm::server {
@@ -31,6 +33,10 @@ struct ParseContext {
   int64_t vocab_size = 0;              // token ids in prompts and stop_token_ids
   int64_t context_length = 0;          // max_tokens at most this
   int max_choices = 128;               // prompts x n
+  // image_url content parts: only a vision-language model takes them (ModelInfo::has_vision).
+  bool accepts_images = false;
+  int max_images = 8;  // per request
+  ImageUrlPolicy images;
 };
 
 struct ApiRequest {

@@ -30,6 +30,11 @@ ServerContext::ServerContext(Engine& e, const ServerOptions& o)
   parse.vocab_size = info.vocab_size;
   parse.context_length = info.context_length;
   parse.max_choices = o.max_choices;
+  parse.accepts_images = info.has_vision;
+  parse.max_images = o.max_images_per_request;
+  parse.images.max_image_bytes = static_cast<size_t>(o.max_image_mib * double(1 << 20));
+  if (!o.allowed_local_media_path.empty())
+    parse.images.allowed_local_media_path = canonical_media_root(o.allowed_local_media_path);
 }
 
 }  // namespace dllm::server

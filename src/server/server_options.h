@@ -21,6 +21,10 @@ struct ServerOptions {
   double shutdown_grace_seconds = 30;       // SIGTERM: time running requests get to finish
   int threads = 0;                          // HTTP workers; 0: enough for every admitted request
   std::string served_model_name;            // empty: the model directory's name
+  // Vision-language models: image_url content parts (server/image_url.h).
+  int max_images_per_request = 8;
+  double max_image_mib = 10;               // encoded bytes of one image
+  std::string allowed_local_media_path;    // file:// URLs under it; empty: refused
 };
 
 }  // namespace dllm::server

@@ -2,10 +2,13 @@
 
 #include <jpeglib.h>
 #include <png.h>
+#include <webp/decode.h>
 
+#include <algorithm>
 #include <csetjmp>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 #include "core/error.h"
 #include "io/regular_file.h"
@@ -42,11 +45,27 @@ void jpeg_count_warnings(j_common_ptr cinfo, int level) {
   if (level < 0) ++cinfo->err->num_warnings;
 }
 
-// libjpeg reports errors by longjmp; nothing with a destructor lives between setjmp and the
-// calls that may jump (the pixel buffer is allocated before, the message is copied after).
+// A CMYK JPEG row as PIL converts it: PIL reads every CMYK JPEG as Adobe writes them, inverted
+// ("CMYK;I": c = 255 - stored), then convert("RGB") takes r = (255 - k) - c (255 - k) / 255 with
+// its rounded MULDIV255, i.e. r = stored_c * stored_k / 255 rounded as PIL does.
+void inverted_cmyk_to_rgb(const uint8_t* cmyk, uint8_t* rgb, size_t width) {
+  auto muldiv255 = [](int a, int b) {
+    const int t = a * b + 128;
+    return ((t >> 8) + t) >> 8;
+  };
+  for (size_t x = 0; x < width; ++x, cmyk += 4, rgb += 3) {
+    const int nk = cmyk[3];  // 255 - k with k = 255 - stored
+    for (int c = 0; c < 3; ++c)
+      rgb[c] = static_cast<uint8_t>(std::clamp(nk - muldiv255(255 - cmyk[c], nk), 0, 255));
+  }
+}
+
+// libjpeg reports errors by longjmp; nothing with a destructor is created between setjmp and the
+// calls that may jump (buffers are sized there but owned by the caller, the message is copied
+// after).
 bool decode_jpeg_into(jpeg_decompress_struct& cinfo, JpegError& err, std::span<const uint8_t> b,
-                      RgbImage& out, const std::string& source, const ImageLimits& lim,
-                      std::string& error) {
+                      RgbImage& out, std::vector<uint8_t>& cmyk_row, const std::string& source,
+                      const ImageLimits& lim, std::string& error) {
   if (setjmp(err.jump)) {
     error = err.message;
     return false;
@@ -54,17 +73,19 @@ bool decode_jpeg_into(jpeg_decompress_struct& cinfo, JpegError& err, std::span<c
   jpeg_create_decompress(&cinfo);
   jpeg_mem_src(&cinfo, b.data(), static_cast<unsigned long>(b.size()));
   jpeg_read_header(&cinfo, TRUE);
-  if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
-    error = "CMYK JPEG is not supported";
-    return false;
-  }
-  cinfo.out_color_space = JCS_RGB;  // greyscale and YCbCr are converted by the library
+  const bool cmyk = cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK;
+  // Greyscale and YCbCr are converted to RGB by the library; CMYK (and YCCK) come out as CMYK
+  // and are converted below.
+  cinfo.out_color_space = cmyk ? JCS_CMYK : JCS_RGB;
   check_dimensions(cinfo.image_width, cinfo.image_height, source, lim);
   jpeg_start_decompress(&cinfo);
   out = RgbImage(cinfo.output_width, cinfo.output_height);
+  if (cmyk) cmyk_row.resize(static_cast<size_t>(cinfo.output_width) * 4);
   while (cinfo.output_scanline < cinfo.output_height) {
-    JSAMPROW row = out.row(cinfo.output_scanline);
+    const JDIMENSION y = cinfo.output_scanline;
+    JSAMPROW row = cmyk ? cmyk_row.data() : out.row(y);
     jpeg_read_scanlines(&cinfo, &row, 1);
+    if (cmyk) inverted_cmyk_to_rgb(cmyk_row.data(), out.row(y), cinfo.output_width);
   }
   jpeg_finish_decompress(&cinfo);
   return true;
@@ -78,10 +99,11 @@ RgbImage decode_jpeg(std::span<const uint8_t> bytes, const std::string& source,
   err.mgr.error_exit = jpeg_error_exit;
   err.mgr.emit_message = jpeg_count_warnings;
   RgbImage out;
+  std::vector<uint8_t> cmyk_row;
   std::string error;
   bool ok = false;
   try {
-    ok = decode_jpeg_into(cinfo, err, bytes, out, source, lim, error);
+    ok = decode_jpeg_into(cinfo, err, bytes, out, cmyk_row, source, lim, error);
   } catch (...) {
     jpeg_destroy_decompress(&cinfo);
     throw;
@@ -166,6 +188,28 @@ RgbImage decode_png(std::span<const uint8_t> bytes, const std::string& source,
   return out;
 }
 
+// ---------------------------------------------------------------- WebP
+
+// A still WebP (lossy VP8 or lossless VP8L, with or without alpha) through libwebp's simple
+// decoder, straight to RGB: alpha dropped as PIL's convert("RGB"), the colour channels as
+// decoded (not premultiplied). Animated files are refused (PIL would show the first frame
+// composited onto its canvas; nobody sends those to a VLM).
+RgbImage decode_webp(std::span<const uint8_t> bytes, const std::string& source,
+                     const ImageLimits& lim) {
+  WebPBitstreamFeatures f{};
+  const VP8StatusCode status = WebPGetFeatures(bytes.data(), bytes.size(), &f);
+  if (status != VP8_STATUS_OK)
+    fail(source, ": cannot decode WebP: ",
+         status == VP8_STATUS_NOT_ENOUGH_DATA ? "truncated data" : "invalid header");
+  if (f.has_animation) fail(source, ": animated WebP is not supported (a still image is)");
+  check_dimensions(f.width, f.height, source, lim);
+  RgbImage out(f.width, f.height);
+  if (!WebPDecodeRGBInto(bytes.data(), bytes.size(), out.pixels.data(), out.pixels.size(),
+                         static_cast<int>(f.width * 3)))
+    fail(source, ": cannot decode WebP: corrupt or truncated data");
+  return out;
+}
+
 bool starts_with(std::span<const uint8_t> b, std::initializer_list<uint8_t> magic) {
   if (b.size() < magic.size()) return false;
   return std::equal(magic.begin(), magic.end(), b.begin());
@@ -180,8 +224,8 @@ RgbImage decode_image(std::span<const uint8_t> bytes, const std::string& source,
     return decode_png(bytes, source, limits);
   if (starts_with(bytes, {'R', 'I', 'F', 'F'}) && bytes.size() >= 12 &&
       std::memcmp(bytes.data() + 8, "WEBP", 4) == 0)
-    fail(source, ": WebP images are not supported (JPEG and PNG are)");
-  fail(source, ": not a JPEG or PNG image (", bytes.size(), " bytes, unknown signature)");
+    return decode_webp(bytes, source, limits);
+  fail(source, ": not a JPEG, PNG or WebP image (", bytes.size(), " bytes, unknown signature)");
 }
 
 RgbImage read_image_file(const std::filesystem::path& path, const ImageLimits& limits) {

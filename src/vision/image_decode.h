@@ -1,9 +1,12 @@
-// Image decoding for vision prompts: JPEG (libjpeg-turbo) and PNG (libpng), to 8-bit RGB as PIL's
+// Image decoding for vision prompts: JPEG (libjpeg-turbo; CMYK and YCCK too), PNG (libpng) and
+// still WebP (libwebp; lossy, lossless, with alpha), to 8-bit RGB as PIL's
 // Image.open(...).convert("RGB") gives it (alpha dropped, grey and palettes expanded, 16-bit
-// samples cut to their high byte). Untrusted input: the format is read from the magic bytes, the
-// dimensions are checked before any pixel memory is allocated (a decompression bomb is refused),
-// and truncated or corrupt data is an Error naming the source, never a crash. EXIF orientation
-// is not applied (SDAR-VL's generate.py opens images with PIL.Image.open, which does not either).
+// samples cut to their high byte, CMYK read inverted as Adobe writes it and converted with PIL's
+// formula). Untrusted input: the format is read from the magic bytes, the dimensions are checked
+// before any pixel memory is allocated (a decompression bomb is refused), and truncated or corrupt
+// data is an Error naming the source, never a crash. EXIF orientation is not applied: SDAR-VL's
+// generate.py passes PIL.Image.open's picture to the processor, and neither rotates it (checked
+// against Pillow by tests/vision/image_formats_test.cpp).
 #pragma once
 
 #include <cstdint>

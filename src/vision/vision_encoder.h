@@ -20,5 +20,11 @@ class VisionEncoder {
 
 // fp32 on the host, weights converted once.
 std::unique_ptr<VisionEncoder> make_cpu_vision_encoder(const VisionModel& vision);
+// bf16 on the current CUDA device (backend/cuda/cuda_vision_encoder.cpp), weights uploaded once;
+// a CPU-only build fails with a clear error. Heads are padded with zeros to a width the
+// attention kernels take (72 -> 128); min_attention_head_dim pads further (tests exercise the
+// padding on a narrow tower with it).
+std::unique_ptr<VisionEncoder> make_cuda_vision_encoder(const VisionModel& vision,
+                                                       int min_attention_head_dim = 0);
 
 }  // namespace dllm

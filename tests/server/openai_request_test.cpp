@@ -2,8 +2,11 @@
 // field, and a bounded random-body fuzz run that must never crash or throw anything but ApiError.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <random>
 
+#include "core/error.h"
 #include "server/api_error.h"
 #include "server/openai_request.h"
 
@@ -125,6 +128,8 @@ TEST(OpenAiRequest, WrongValuesNameTheField) {
       {R"({"messages": [{"content": "hi"}]})", "messages[0].role"},
       {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
       {R"({"messages": [{"role": "user", "content": [{"type": "image_url"}]}]})",
+       "messages[0].content[0]"},  // a text-only model's context
+      {R"({"messages": [{"role": "user", "content": [{"type": "audio"}]}]})",
        "messages[0].content"},
       {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
        "max_completion_tokens"},
@@ -237,6 +242,134 @@ TEST(OpenAiRequest, RandomBodiesNeverCrash) {
     }
   }
   EXPECT_GT(accepted, 100);  // the generator reaches valid bodies too
+}
+
+}  // namespace
+}  // namespace dllm::server
+
+namespace dllm::server {
+namespace {
+
+// Image parts for a vision-language model's context.
+ParseContext vision_context(const std::string& media_root = {}) {
+  ParseContext c = context();
+  c.accepts_images = true;
+  c.max_images = 3;
+  c.images.max_image_bytes = 16;
+  c.images.allowed_local_media_path = media_root;
+  return c;
+}
+
+Json image_message(const std::vector<std::string>& urls) {
+  Json parts = Json::array();
+  parts.push_back({{"type", "text"}, {"text", "look:"}});
+  for (const std::string& u : urls)
+    parts.push_back({{"type", "image_url"}, {"image_url", {{"url", u}, {"detail", "high"}}}});
+  parts.push_back({{"type", "text"}, {"text", "and say"}});
+  return {{"messages", {{{"role", "user"}, {"content", parts}}}}};
+}
+
+ApiError vision_error(const Json& body, const ParseContext& ctx) {
+  try {
+    parse_api_request(Endpoint::chat, body, ctx);
+  } catch (const ApiError& e) {
+    return e;
+  }
+  ADD_FAILURE() << "accepted: " << body;
+  return ApiError(0, "", "", "");
+}
+
+TEST(OpenAiRequest, ImagePartsBecomeImageBytesAndTemplateParts) {
+  // "Zm9v" = "foo", "YmFyIQ==" = "bar!" (RFC 4648 alphabet); a bare string url is accepted.
+  Json body = image_message({"data:image/png;base64,Zm9v", "DATA:image/jpeg;base64,YmFyIQ=="});
+  body["messages"][0]["content"].push_back(
+      {{"type", "image_url"}, {"image_url", "data:image/webp;base64,YmF6"}});
+  const ApiRequest r = parse_api_request(Endpoint::chat, body, vision_context());
+  ASSERT_EQ(r.prompts.size(), 1u);
+  const Request& q = r.prompts[0];
+  ASSERT_EQ(q.image_bytes.size(), 3u);
+  EXPECT_EQ(q.image_bytes[0].data, "foo");
+  EXPECT_EQ(q.image_bytes[0].name, "messages[0].content[1]");
+  EXPECT_EQ(q.image_bytes[1].data, "bar!");
+  EXPECT_EQ(q.image_bytes[1].name, "messages[0].content[2]");
+  EXPECT_EQ(q.image_bytes[2].data, "baz");
+  const Json m = Json::parse(q.messages_json);
+  EXPECT_EQ(m[0]["content"], Json::parse(R"([{"type": "text", "text": "look:"},
+      {"type": "image"}, {"type": "image"}, {"type": "text", "text": "and say"},
+      {"type": "image"}])"));
+  // Without images a message's text parts still join into one string.
+  const ApiRequest t = parse_api_request(Endpoint::chat, image_message({}), vision_context());
+  EXPECT_EQ(Json::parse(t.prompts[0].messages_json)[0]["content"], "look:\nand say");
+  EXPECT_TRUE(t.prompts[0].image_bytes.empty());
+}
+
+TEST(OpenAiRequest, RefusedImageUrlsNameThePart) {
+  const ParseContext ctx = vision_context();
+  const std::string ok = "data:image/png;base64,Zm9v";
+  struct Case {
+    std::vector<std::string> urls;
+    std::string words;
+  };
+  const std::vector<Case> cases = {
+      {{"https://example.com/a.png"}, "fetches nothing from the network"},
+      {{"http://127.0.0.1/a.png"}, "fetches nothing from the network"},
+      {{"file:///etc/passwd"}, "--allowed-local-media-path"},
+      {{"ftp://x/a.png"}, "unsupported URL"},
+      {{"data:image/png,Zm9v"}, "must be a base64 data: URL"},
+      {{"data:image/png;base64"}, "without the ','"},
+      {{"data:application/json;base64,Zm9v"}, "image/... type"},
+      {{"data:image/png;base64,Zm9v!"}, "offset 4 is not in the base64 alphabet"},
+      {{"data:image/png;base64,Zm9=v"}, "invalid base64"},
+      {{"data:image/png;base64,Z"}, "invalid base64"},
+      {{"data:image/png;base64,Zh=="}, "stray bits"},
+      {{"data:image/png;base64,"}, "empty image"},
+      // 17 bytes: past the context's 16.
+      {{"data:image/png;base64,MDEyMzQ1Njc4OWFiY2RlZmc="}, "accepted are 1 to 16 bytes"},
+  };
+  for (const Case& c : cases) {
+    const ApiError e = vision_error(image_message({ok, c.urls[0]}), ctx);
+    EXPECT_EQ(e.status, 400) << c.urls[0];
+    EXPECT_EQ(e.param, "messages[0].content[2]") << c.urls[0];
+    EXPECT_NE(std::string(e.what()).find(c.words), std::string::npos) << e.what();
+  }
+  const ApiError many = vision_error(image_message({ok, ok, ok, ok}), ctx);
+  EXPECT_EQ(many.param, "messages[0].content[4]");
+  EXPECT_NE(std::string(many.what()).find("accepted are 1 to 3 images per request"),
+            std::string::npos)
+      << many.what();
+  Json no_url = image_message({});
+  no_url["messages"][0]["content"].push_back({{"type", "image_url"}, {"image_url", {{"x", 1}}}});
+  EXPECT_EQ(vision_error(no_url, ctx).param, "messages[0].content[2]");
+  // A text-only model refuses the part before looking at it.
+  const ApiError text_only = vision_error(image_message({ok}), context());
+  EXPECT_EQ(text_only.param, "messages[0].content[1]");
+  EXPECT_NE(std::string(text_only.what()).find("not a vision-language model"), std::string::npos);
+}
+
+TEST(OpenAiRequest, FileUrlsAreReadOnlyUnderTheAllowedDirectory) {
+  const auto root = std::filesystem::temp_directory_path() /
+                    ("dllm-media-" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(root / "in");
+  std::ofstream(root / "in" / "a b.png") << "inside";
+  std::ofstream(root / "secret.png") << "secret";
+  std::filesystem::create_symlink(root / "secret.png", root / "in" / "link.png");
+  const ParseContext ctx = vision_context(canonical_media_root((root / "in").string()));
+  const std::string in = (root / "in").string();
+  const ApiRequest r =
+      parse_api_request(Endpoint::chat, image_message({"file://" + in + "/a%20b.png"}), ctx);
+  ASSERT_EQ(r.prompts[0].image_bytes.size(), 1u);
+  EXPECT_EQ(r.prompts[0].image_bytes[0].data, "inside");
+  for (const std::string& url :
+       {"file://" + in + "/../secret.png", "file://" + in + "/link.png",
+        "file://" + (root / "secret.png").string(), "file://" + in + "/missing.png",
+        "file://" + in, "file://host" + in + "/a%20b.png", "file://" + in + "/a%2"}) {
+    const ApiError e = vision_error(image_message({url}), ctx);
+    EXPECT_EQ(e.status, 400) << url;
+    EXPECT_EQ(e.param, "messages[0].content[1]") << url;
+  }
+  EXPECT_THROW(canonical_media_root((root / "missing").string()), Error);
+  EXPECT_THROW(canonical_media_root((root / "secret.png").string()), Error);
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

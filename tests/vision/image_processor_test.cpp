@@ -178,12 +178,12 @@ TEST(ImageDecode, BadImagesGetClearErrors) {
   ASSERT_GT(jpg.size(), 100u) << dir;
   expect_decode_error(std::span(png).first(png.size() / 2), "PNG");
   expect_decode_error(std::span(jpg).first(jpg.size() / 2), "JPEG");
-  expect_decode_error(std::span(png).first(5), "not a JPEG or PNG");
+  expect_decode_error(std::span(png).first(5), "not a JPEG, PNG or WebP");
   const std::vector<uint8_t> text = {'h', 'e', 'l', 'l', 'o', ' ', 'w', 'o', 'r', 'l', 'd'};
-  expect_decode_error(text, "not a JPEG or PNG");
+  expect_decode_error(text, "not a JPEG, PNG or WebP");
   const std::vector<uint8_t> webp = {'R', 'I', 'F', 'F', 0, 0, 0, 0, 'W', 'E', 'B', 'P'};
-  expect_decode_error(webp, "WebP");
-  expect_decode_error({}, "not a JPEG or PNG");
+  expect_decode_error(webp, "cannot decode WebP");
+  expect_decode_error({}, "not a JPEG, PNG or WebP");
   // A decompression bomb is refused from its header, before pixels are allocated.
   expect_decode_error(png, "decompression bomb", ImageLimits{16384, 1000});
   expect_decode_error(jpg, "at most 100", ImageLimits{100, 1 << 26});

@@ -50,7 +50,7 @@ TEST(VisionCli, BadImageFileIsAClearError) {
                                         " --device cpu --prompt-ids 1,300,2 --image " +
                                         (dir / "config.json").string()));
   EXPECT_NE(r.status, 0);
-  EXPECT_NE(r.output.find("config.json: not a JPEG or PNG image"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("config.json: not a JPEG, PNG or WebP image"), std::string::npos) << r.output;
 }
 
 }  // namespace

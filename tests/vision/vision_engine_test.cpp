@@ -4,6 +4,8 @@
 // (tools/make_sdar_vl_fixture.py: greedy_block_decode).
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "dllm/engine.h"
 #include "vision_test_util.h"
 
@@ -69,6 +71,41 @@ TEST(VisionEngine, RequestsWithDifferentImagesDoNotShareThePrefixCache) {
   const RequestResult again = engine.generate(a);
   EXPECT_EQ(again.token_ids, first.token_ids);
   EXPECT_EQ(again.stats.prefix_cached_tokens, 0);
+}
+
+TEST(VisionEngine, ImagesInMemoryDecodeAsTheirFiles) {
+  // Request::image_bytes (a server's data: URLs) against image_files: the same tokens.
+  Engine engine({.model = test::sdar_vl_fixture().string(), .device = "cpu"});
+  const auto ref = test::sdar_vl_reference();
+  const auto& c = ref["cases"][0];  // the wide image
+  Request r = case_request(c, ref);
+  ASSERT_EQ(r.image_files.size(), 1u);
+  std::ifstream f(r.image_files[0], std::ios::binary);
+  r.image_bytes = {{std::string(std::istreambuf_iterator<char>(f), {}), "picture one"}};
+  r.image_files.clear();
+  const RequestResult out = engine.generate(r);
+  ASSERT_EQ(out.finish_reason, "length") << out.error;
+  EXPECT_EQ(out.token_ids, c["greedy_tokens"].get<std::vector<int32_t>>());
+  // Files and bytes in one request are ambiguous (which comes first?): refused.
+  r.image_files = {(test::sdar_vl_fixture() / "images/gray.png").string()};
+  EXPECT_THROW(engine.submit(r), Error);
+  // A bad image is named by its name, or by its index without one.
+  r.image_files.clear();
+  r.image_bytes = {{"not an image", "picture one"}};
+  try {
+    engine.submit(r);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("picture one: not a JPEG, PNG or WebP image", 0), 0u)
+        << e.what();
+  }
+  r.image_bytes[0].name.clear();
+  try {
+    engine.submit(r);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("image_bytes[0]: ", 0), 0u) << e.what();
+  }
 }
 
 TEST(VisionEngine, BadVisionRequestsAreRejectedAtSubmit) {

@@ -7,6 +7,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_query.h"
+#include "backend/cuda/weight_upload.h"
 #include "core/dtype.h"
 #include "model/rope.h"
 
@@ -14,50 +15,9 @@ namespace dllm::cuda_backend {
 
 namespace {
 
-// bf16 host copy of checkpoint tensors (concatenated along rows).
-std::vector<uint16_t> to_bf16(std::span<const TensorEntry* const> parts) {
-  size_t n = 0;
-  for (const TensorEntry* t : parts) n += static_cast<size_t>(t->numel());
-  std::vector<uint16_t> out(n);
-  size_t at = 0;
-  for (const TensorEntry* t : parts) {
-    const size_t cnt = static_cast<size_t>(t->numel());
-    if (*t->dtype == DType::kBF16) {
-      std::memcpy(&out[at], t->data, cnt * 2);
-    } else {
-      std::vector<float> f(cnt);
-      convert_to_f32(*t->dtype, t->data, f.data(), cnt);
-      for (size_t i = 0; i < cnt; ++i) out[at + i] = f32_to_bf16(f[i]);
-    }
-    at += cnt;
-  }
-  return out;
-}
-
-template <class T>
-DeviceBuffer<T> upload(const std::vector<T>& host, const char* what) {
-  DeviceBuffer<T> d(host.size(), what);
-  DLLM_CUDA_CHECK(
-      cudaMemcpy(d.get(), host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice));
-  return d;
-}
-
-DeviceBuffer<bf16> upload_bf16(std::span<const TensorEntry* const> parts, const char* what) {
-  const auto host = to_bf16(parts);
-  DeviceBuffer<bf16> d(host.size(), what);
-  DLLM_CUDA_CHECK(cudaMemcpy(d.get(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
-  return d;
-}
-
-DeviceBuffer<bf16> upload_bf16(std::initializer_list<const TensorEntry*> parts, const char* what) {
-  return upload_bf16(std::span<const TensorEntry* const>(parts.begin(), parts.size()), what);
-}
-
-DeviceBuffer<float> upload_f32(const TensorEntry* t, const char* what) {
-  std::vector<float> f(static_cast<size_t>(t->numel()));
-  convert_to_f32(*t->dtype, t->data, f.data(), f.size());
-  return upload(f, what);
-}
+using cuda::upload;
+using cuda::upload_bf16;
+using cuda::upload_f32;
 
 // Routed experts stacked: [gate_e; up_e] for every e, and down_e for every e.
 void upload_experts(const LayerTensors& l, CudaLayer& c) {

@@ -1,6 +1,7 @@
 // Embedding, RMSNorm, the q/k/v post-processing (bias, q/k norm, RoPE, cache write) and SwiGLU.
 #include <algorithm>
 
+#include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
@@ -9,27 +10,6 @@
 namespace dllm::cuda {
 
 namespace {
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
-
-// Sum over a block of blockDim.x (a multiple of 32, <= 1024) threads.
-__device__ float block_sum(float v) {
-  __shared__ float part[32];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  v = warp_sum(v);
-  __syncthreads();
-  if (lane == 0) part[warp] = v;
-  __syncthreads();
-  const int nw = blockDim.x >> 5;
-  v = threadIdx.x < nw ? part[threadIdx.x] : 0.0f;
-  if (warp == 0) v = warp_sum(v);
-  if (threadIdx.x == 0) part[0] = v;
-  __syncthreads();
-  return part[0];
-}
 
 __global__ void embed_kernel(const int32_t* tokens, const bf16* table, float* x, int hidden) {
   const int i = blockIdx.x;

@@ -338,6 +338,25 @@ void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream);
 void moe_combine(const float* y, const int32_t* position, const float* weights, int n, int top_k,
                  int hidden, float* out, bool accumulate, cudaStream_t stream);
 
+// The vision tower (SigLIP + the LLaVA projector, vision_kernels.cu; the encoder is
+// cuda_vision_encoder.cpp).
+// Unfolds crops of normalised pixels [crops, 3, side, side] into one row per patch,
+// cols[crop * (side/patch)^2 + py * side/patch + px, (c * patch + ky) * patch + kx] (the
+// patch-embedding convolution's weight order), so that the embedding is one GEMM.
+void unfold_patches(const float* pixels, int crops, int side, int patch, bf16* cols,
+                    cudaStream_t stream);
+// LayerNorm with bias over rows of width dim (biased variance, fp32 math, two passes):
+// out = bf16((x - mean) / sqrt(var + eps) * w + b).
+void layer_norm(const float* x, const float* w, const float* b, bf16* out, int rows, int dim,
+                float eps, cudaStream_t stream);
+// out[r, j] = bf16(act(in[r * in_stride + j] + bias[j])) for j < cols (bias may be null).
+enum class Activation : int { kNone = 0, kGeluTanh = 1, kGeluErf = 2 };
+void bias_activation(const float* in, int in_stride, const float* bias, Activation act, bf16* out,
+                     int rows, int cols, cudaStream_t stream);
+// x[r, :] += table[r % period, :] (a bias: period 1; position embeddings: period = patches).
+void add_rows_periodic(float* x, const float* table, int rows, int dim, int period,
+                       cudaStream_t stream);
+
 // Benchmark helpers: uniform random bf16 in [-1, 1); p[i] = i.
 void fill_random_bf16(bf16* data, int64_t n, uint64_t seed, cudaStream_t stream);
 void fill_iota(int32_t* p, int64_t n, cudaStream_t stream);
