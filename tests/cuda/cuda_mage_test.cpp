@@ -179,7 +179,10 @@ TEST(CudaMage, SelectionAndGatheredAttentionMatchCpu) {
                 "GPU sparse vs GPU exact %.2e\n",
                 same_sets, own_sets, vs_exact);
     EXPECT_LE(same_sets, 2e-2);
-    EXPECT_LE(own_sets, 2e-2);
+    // Against the CPU's own sets the bf16 selection may swap a few keys near the k-th score
+    // (H100, 2026-11-25: recall 0.975-1.0, own-set errors 0.4-3.7e-2 where the same sets give
+    // 3.6-3.9e-3): the attention given the sets is checked above, the sets by recall.
+    EXPECT_LE(own_sets, 5e-2);
     EXPECT_GT(vs_exact, 3 * same_sets) << "the selection must matter";
   }
 }

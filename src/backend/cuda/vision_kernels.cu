@@ -87,7 +87,10 @@ __global__ void add_rows_periodic_kernel(float* x, const float* table, int rows,
 void unfold_patches(const float* pixels, int crops, int side, int patch, bf16* cols,
                     cudaStream_t stream) {
   if (crops == 0) return;
-  if (side % patch != 0) fail("unfold_patches: side ", side, " is not a multiple of ", patch);
+  // As the convolution of stride `patch`: a remainder past the last whole patch is dropped (SigLIP
+  // so400m: 384 = 27 x 14 + 6).
+  if (patch <= 0 || side < patch)
+    fail("unfold_patches: side ", side, " is smaller than the patch ", patch);
   const int64_t total = static_cast<int64_t>(crops) * (side / patch) * (side / patch) * 3 *
                         patch * patch;
   unfold_patches_kernel<<<grid_for(total), 256, 0, stream>>>(pixels, crops, side, patch, cols);
