@@ -80,7 +80,7 @@ void HttpServer::Impl::configure() {
     if (res.status == 404) message = cat("no route for ", req.method, " ", req.path);
     if (res.status == 413)
       message = cat("the request body is larger than ", ctx.options.max_body_bytes,
-                    " bytes (--max-body-bytes)");
+                    " bytes (--max-body-mib)");
     send_json(res, res.status,
               error_body(ApiError(res.status, status_type(res.status), "", message)));
   });

@@ -62,5 +62,29 @@ TEST(SparseTrajectory, MatchesReferenceAfterEveryForward) {
   EXPECT_GE(differ_from_exact, 5) << "k must be small enough that the selection changes tokens";
 }
 
+// Exact layers covering the whole model leave nothing sparse: the same ids as exact attention
+// (was an error, "no selection is stored", at the first attending step).
+TEST(SparseTrajectory, ExactLayersCoveringTheModelDecodeExactly) {
+  auto model = Model::load(test::models_dir() / "tiny-block");
+  auto backend = make_cpu_backend(*model);
+  EngineCore engine(*model, *backend);
+  DecodeParams p;
+  p.strategy = "block";
+  p.max_tokens = 16;
+  p.block_length = 4;
+  p.sampler.temperature = 0;
+  p.sparse.method = SparseMethod::kMage;
+  p.sparse.k = 8;
+  p.sparse.exact_layers = static_cast<int32_t>(model->config().num_layers);
+  GenerationRequest req;
+  for (int i = 0; i < 40; ++i) req.prompt.push_back(100 + 7 * i);
+  req.params = resolve_decode_params(model->config(), p, int64_t(req.prompt.size()));
+  const auto sparse = engine.generate(req);
+  req.params.sparse = SparseParams{};
+  const auto exact = engine.generate(req);
+  EXPECT_EQ(sparse.ids, exact.ids);
+  EXPECT_FALSE(exact.ids.empty());
+}
+
 }  // namespace
 }  // namespace dllm

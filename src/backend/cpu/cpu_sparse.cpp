@@ -26,6 +26,7 @@ void CpuBackend::check_sparse_state(const SequenceForward& seq, size_t index) co
   if (!seq.sparse || !seq.sparse->attend_selected) return;
   const SparseStep& sp = *seq.sparse;
   if (sp.select != SparseMethod::kNone && sp.keep_selection) return;  // selects first
+  if (sp.exact_layers >= config_.num_layers) return;  // every layer exact: no sets to attend
   const auto& sets = static_cast<const CpuMethodState*>(seq.state)->sparse_sets;
   const int64_t hkv = config_.num_kv_heads;
   const bool complete = static_cast<int64_t>(sets.size()) == config_.num_layers * hkv &&
