@@ -190,8 +190,6 @@ void with_head_dim(const ScoreSumParams& p, const char* what, F&& f) {
          " query heads per KV head exceed ", kSelMaxRows,
          " (--sparse-select-queries selects from fewer rows)");
   switch (p.head_dim) {
-    case 16:  // the embedded models' heads
-      return f(std::integral_constant<int, 16>{});
     case 32:
       return f(std::integral_constant<int, 32>{});
     case 64:
@@ -201,7 +199,7 @@ void with_head_dim(const ScoreSumParams& p, const char* what, F&& f) {
     case 256:
       return f(std::integral_constant<int, 256>{});
   }
-  fail(what, ": head_dim must be 16, 32, 64, 128 or 256 (got ", p.head_dim, ")");
+  fail(what, ": head_dim must be 32, 64, 128 or 256 (got ", p.head_dim, ")");
 }
 
 dim3 selection_grid(const ScoreSumParams& p) {
