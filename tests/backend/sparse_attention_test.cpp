@@ -344,6 +344,7 @@ TEST_F(SparseForward, InvalidRequestsNameTheProblem) {
   SequenceForward f = request({290, 290, 290, 290}, 8, false);
   f.sparse = SparseStep{};
   f.sparse->attend_selected = true;
+  f.sparse->exact_layers = 0;  // (all layers exact attends no sets: SparseTrajectory.ExactLayers*)
   bad(f, "no selection is stored");
   f.sparse->k = 0;
   bad(f, "sparse k must be positive");
