@@ -12,6 +12,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/device_query.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/time_calls.h"
 
 namespace dllm {
 
@@ -68,40 +69,9 @@ double time_cuda_attention_kernel(int n_q, int context, int heads, int kv_heads,
     p.v_cache = v[i % copies].get();
     cuda::attention(p, nullptr);
   };
-  for (int i = 0; i < copies; ++i) call(i);  // warm-up (kernel attributes, first touches)
-  cudaEvent_t start, stop;
-  DLLM_CUDA_CHECK(cudaEventCreate(&start));
-  DLLM_CUDA_CHECK(cudaEventCreate(&stop));
-  DLLM_CUDA_CHECK(cudaEventRecord(start));
-  for (int i = 0; i < reps; ++i) call(i);
-  DLLM_CUDA_CHECK(cudaEventRecord(stop));
-  DLLM_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  DLLM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms * 1e3 / reps;
+  return cuda::time_calls(call, copies, reps);
 }
 
-namespace {
-// Microseconds per call of `call(i)` over `reps` calls after `warm` warm-up calls.
-template <class Call>
-double time_calls(Call&& call, int warm, int reps) {
-  for (int i = 0; i < warm; ++i) call(i);
-  cudaEvent_t start, stop;
-  DLLM_CUDA_CHECK(cudaEventCreate(&start));
-  DLLM_CUDA_CHECK(cudaEventCreate(&stop));
-  DLLM_CUDA_CHECK(cudaEventRecord(start));
-  for (int i = 0; i < reps; ++i) call(i);
-  DLLM_CUDA_CHECK(cudaEventRecord(stop));
-  DLLM_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  DLLM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms * 1e3 / reps;
-}
-}  // namespace
 
 double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int kv_heads,
                                  int head_dim, int page_size, int reps) {
@@ -167,7 +137,7 @@ double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int 
   p.out = out.get();
   p.shape = shape;
   p.capacity = plan.need;
-  return time_calls(
+  return cuda::time_calls(
       [&](int i) {
         p.k_pool = k[i % copies].get();
         p.v_pool = v[i % copies].get();

@@ -7,6 +7,7 @@
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/sparse_prefill.h"
+#include "backend/cuda/time_calls.h"
 
 namespace dllm {
 
@@ -23,23 +24,11 @@ double time_cuda_sparse_prefill(const SparsePrefillPlan& plan, int heads, int kv
   cuda::fill_random_bf16(k.get(), kv_elems, 11, nullptr);
   cuda::fill_random_bf16(v.get(), kv_elems, 71, nullptr);
   const cuda::DeviceSparsePlan dplan = cuda::upload_sparse_plan(plan);
-  auto call = [&] {
+  auto call = [&](int) {
     cuda::sparse_prefill_attention(dplan, q.get(), k.get(), v.get(), heads, kv_heads, head_dim,
                                    out.get(), nullptr);
   };
-  call();  // warm-up
-  cudaEvent_t start, stop;
-  DLLM_CUDA_CHECK(cudaEventCreate(&start));
-  DLLM_CUDA_CHECK(cudaEventCreate(&stop));
-  DLLM_CUDA_CHECK(cudaEventRecord(start));
-  for (int i = 0; i < reps; ++i) call();
-  DLLM_CUDA_CHECK(cudaEventRecord(stop));
-  DLLM_CUDA_CHECK(cudaEventSynchronize(stop));
-  float ms = 0;
-  DLLM_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms * 1e3 / reps;
+  return cuda::time_calls(call, 1, reps);
 }
 
 }  // namespace dllm
