@@ -188,11 +188,7 @@ double Model::parameters_read(int64_t rows) const {
 }
 
 double Model::parameters_per_row() const {
-  const MoeConfig& m = config_.moe;
-  const double all = double(parameter_count());
-  if (m.num_experts <= 0) return all;
-  const double picked = double(m.experts_per_token) / double(m.num_experts);
-  return all - double(moe_layers(config_)) * routed_expert_parameters(config_) * (1.0 - picked);
+  return parameters_read(1);  // one row reads exactly the k experts it multiplies by
 }
 
 std::vector<std::string> Model::unused_tensors() const {
