@@ -11,8 +11,8 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/sequence_slots.h"
-#include "core/thread_pool.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "decode/d2cache_selection.h"
 #include "model/rope.h"
 
