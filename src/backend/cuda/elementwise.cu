@@ -77,12 +77,13 @@ __global__ void rms_norm_kernel(const float* x, const int32_t* rows, const bf16*
     out[static_cast<int64_t>(r) * dim + d] = __float2bfloat16(xr[d] * inv * __bfloat162float(w[d]));
 }
 
-// One block per token; one warp per head (q heads, then k heads, then v heads). The token's RoPE
-// angles are computed once into shared memory for all its heads (sincosf per head and dimension
-// was most of this kernel's time at thousands of rows), and a lane moves four dims at once.
-// Needs head_dim % 4 == 0 (every supported head size).
+// One block per token. The token's whole q|k|v row (plus bias) is first staged into shared
+// memory by every thread at once (16-byte loads, all in flight together: one warp per head loading
+// as it went left each warp waiting on one load at a time), and its RoPE angles are computed once
+// for all heads. Then one warp per head (q heads, then k heads, then v heads): q/k RMSNorm, RoPE,
+// the bf16 write. Needs head_dim % 4 == 0 (every supported head size).
 __global__ void qkv_post_kernel(QkvPostParams p) {
-  extern __shared__ float buf[];  // [cos | sin] of rotary_dim / 2 each, then a head row per warp
+  extern __shared__ float4 smem4[];
   // A programmatic dependent (qkv_post() below); the attention kernel after it may be scheduled
   // now (it waits for this kernel's results itself).
   ptx::wait_for_primary_grid();
@@ -91,9 +92,19 @@ __global__ void qkv_post_kernel(QkvPostParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nwarps = blockDim.x >> 5;
   const int D = p.head_dim, half = p.rotary_dim / 2, total_heads = p.heads + 2 * p.kv_heads;
   const int width = total_heads * D;
-  float* cos_t = buf;
-  float* sin_t = buf + half;
-  float* v = buf + 2 * half + warp * D;
+  float* row = reinterpret_cast<float*>(smem4);  // [width], then cos and sin [half] each
+  float* cos_t = row + width;
+  float* sin_t = cos_t + half;
+  const auto* src = reinterpret_cast<const float4*>(p.qkv + static_cast<int64_t>(i) * width);
+  const auto* bias = reinterpret_cast<const float4*>(p.bias);
+  for (int c = threadIdx.x; c < width / 4; c += blockDim.x) {
+    float4 x = src[c];
+    if (bias) {
+      const float4 b = bias[c];
+      x = make_float4(x.x + b.x, x.y + b.y, x.z + b.z, x.w + b.w);
+    }
+    smem4[c] = x;
+  }
   const float pos = static_cast<float>(p.positions[i]);
   const int slot = p.slots[i];
   if (p.slot_positions && threadIdx.x == 0) p.slot_positions[slot] = p.positions[i];
@@ -105,19 +116,14 @@ __global__ void qkv_post_kernel(QkvPostParams p) {
   }
   __syncthreads();
   for (int hd = warp; hd < total_heads; hd += nwarps) {
-    const float* src = p.qkv + static_cast<int64_t>(i) * width + hd * D;
-    float ss = 0.0f;
-    for (int d = 4 * lane; d < D; d += 128) {
-      float4 x = *reinterpret_cast<const float4*>(src + d);
-      if (p.bias) {
-        const float4 b = *reinterpret_cast<const float4*>(p.bias + hd * D + d);
-        x = make_float4(x.x + b.x, x.y + b.y, x.z + b.z, x.w + b.w);
-      }
-      *reinterpret_cast<float4*>(v + d) = x;
-      ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
-    }
+    float* v = row + hd * D;
     const bool is_q = hd < p.heads, is_k = !is_q && hd < p.heads + p.kv_heads;
     if ((is_q || is_k) && p.q_norm) {
+      float ss = 0.0f;
+      for (int d = 4 * lane; d < D; d += 128) {
+        const float4 x = *reinterpret_cast<const float4*>(v + d);
+        ss += x.x * x.x + x.y * x.y + x.z * x.z + x.w * x.w;
+      }
       const float inv = rsqrtf(warp_sum(ss) / D + p.eps);
       const bf16* w = is_q ? p.q_norm : p.k_norm;
       for (int d = 4 * lane; d < D; d += 128) {  // this lane's own dims: no sync needed
@@ -125,8 +131,8 @@ __global__ void qkv_post_kernel(QkvPostParams p) {
         const bf16x4 wc = unpack_bf16x4(*reinterpret_cast<const uint2*>(w + d));
         x = make_float4(x.x * inv * wc.a, x.y * inv * wc.b, x.z * inv * wc.c, x.w * inv * wc.d);
       }
+      __syncwarp();  // RoPE pairs dims held by different lanes
     }
-    __syncwarp();  // RoPE pairs dims held by different lanes
     if (is_q || is_k) {
       for (int d = lane; d < half; d += 32) {
         const float c = cos_t[d], s = sin_t[d];
@@ -149,7 +155,6 @@ __global__ void qkv_post_kernel(QkvPostParams p) {
       const float4 x = *reinterpret_cast<const float4*>(v + d);
       *reinterpret_cast<uint2*>(dst + d) = pack_bf16x4(x.x, x.y, x.z, x.w);
     }
-    __syncwarp();
   }
 }
 
@@ -219,8 +224,16 @@ void rms_norm(const float* x, const int32_t* rows, const bf16* w, bf16* out, int
 void qkv_post(const QkvPostParams& p, cudaStream_t stream) {
   if (p.n == 0) return;
   if (p.head_dim % 4 != 0) fail("qkv_post: head_dim must be a multiple of 4, got ", p.head_dim);
+  // The staged row and the RoPE table; 96 KB holds a 100B-class model's q|k|v row with room.
+  constexpr size_t kMaxSmem = 96 * 1024;
+  const size_t smem =
+      (static_cast<size_t>(p.heads + 2 * p.kv_heads) * p.head_dim + p.rotary_dim) * sizeof(float);
+  if (smem > kMaxSmem)
+    fail("qkv_post: a token's q|k|v row of ", smem, " bytes exceeds ", kMaxSmem);
+  if (smem > 48 * 1024)  // the opt-in limit (e.g. LLaDA-8B's 96 full heads of 128)
+    DLLM_CUDA_CHECK(cudaFuncSetAttribute(
+        qkv_post_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const int warps = 8;
-  const size_t smem = (p.rotary_dim / 2 * 2 + warps * p.head_dim) * sizeof(float);
   launch_pdl(qkv_post_kernel, dim3(p.n), dim3(warps * 32), smem, stream, p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
