@@ -117,14 +117,16 @@ double recall(const std::vector<int32_t>& got, const std::vector<int32_t>& want)
 // The selection (MAGE: prefix-only softmax of the chosen queries; SparseD: every query's softmax
 // over every key it sees), and the gathered attention on the GPU's own sets against the CPU on
 // the very same sets (tight: only bf16 differs) and on its own (end to end). Block 32 at head_dim 128 takes
-// the Hopper kernel (128 rows per KV head), block 8 the mma.sync one, head_dim 64 both again.
+// the Hopper kernel (128 rows per KV head), block 8 the mma.sync one, head_dim 64 both again;
+// head_dim 16 is the embedded models' (32 heads, 8 KV heads here).
 TEST(CudaMage, SelectionAndGatheredAttentionMatchCpu) {
   struct Case {
     int head_dim, block, n_prefix, k, select_queries;
   };
   for (const SparseMethod method : {SparseMethod::kMage, SparseMethod::kSparseD})
   for (const Case cs : {Case{128, 32, 1000, 64, 0}, Case{128, 8, 1000, 64, 0},
-                        Case{64, 32, 700, 100, 5}, Case{64, 4, 333, 40, 0}}) {
+                        Case{64, 32, 700, 100, 5}, Case{64, 4, 333, 40, 0},
+                        Case{16, 32, 600, 64, 0}}) {
     SCOPED_TRACE(to_string(method) + " head_dim " + std::to_string(cs.head_dim) + " block " +
                  std::to_string(cs.block) + " N " + std::to_string(cs.n_prefix));
     auto model = random_sdar(cs.head_dim);

@@ -4,6 +4,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/mma_tile.cuh"
 #include "backend/cuda/sparse_select.h"
 
 namespace dllm::cuda {
@@ -17,7 +18,10 @@ constexpr int kTopKRun = 8;  // consecutive elements per thread in the compactio
 // block takes one KV head's kSelBlockKeys prefix keys, in tiles of kSelTile keys staged in shared
 // memory, and all R = used rows x G query rows of that head, one warp per 16 rows. S = Q K^T by
 // mma.sync m16n8k16; s[nt][e] is key nt * 8 + 2 (lane % 4) + (e & 1) of the lane's row a (e < 2)
-// or a + 8. Row i of R is (used row rows_used[i / G], query head h * G + i % G).
+// or a + 8. Row i of R is (used row rows_used[i / G], query head h * G + i % G). The score tile
+// is the flash kernels' tile_scores (mma_tile.cuh), whose heads of 16 dims take one ldmatrix_x2
+// per key row (a copy here that always read 32 dims with ldmatrix_x4 ran past the shared tile at
+// head_dim 16 — the illegal address of commit 725215a).
 constexpr int kSelTile = 64;
 constexpr int kSelBlockKeys = 1024;
 constexpr int kSelMaxRows = 256;  // 16 warps
@@ -58,25 +62,6 @@ __device__ __forceinline__ void load_key_tile(const ScoreSumParams& p, int h, in
   __syncthreads();
 }
 
-// S = Q K^T for the warp's 16 rows and the tile's keys (unscaled).
-template <int D>
-__device__ __forceinline__ void tile_scores(const uint32_t (&qf)[D / 16][4], const bf16* kt,
-                                            float (&s)[kSelTile / 8][4]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int nt = 0; nt < kSelTile / 8; ++nt) {
-    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-    const bf16* krow = &kt[(nt * 8 + (lane & 7)) * (D + 8) + (lane >> 3) * 8];
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk += 2) {
-      uint32_t b[4];
-      ptx::ldmatrix_x4(b, krow + kk * 16);
-      ptx::mma_bf16(s[nt], qf[kk], b[0], b[1]);
-      ptx::mma_bf16(s[nt], qf[kk + 1], b[2], b[3]);
-    }
-  }
-}
-
 // LSE pass: each row's running (max, sum) over the block's keys in base 2 with the scale folded
 // in (as online_softmax_tile), written as the block's partial (natural-log max, sum) per row:
 // partial[((blockIdx.x * kv_heads + h) * R + i) * 2].
@@ -95,7 +80,7 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) prefix_lse_kernel(ScoreSumPar
   for (int t0 = first; t0 < end; t0 += kSelTile) {
     load_key_tile<D>(p, h, t0, end, kt);
     float s[kSelTile / 8][4];
-    tile_scores<D>(qf, kt, s);
+    tile_scores<D, kSelTile, D + 8>(qf, kt, s, lane);
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) {
       float mx = -INFINITY;
@@ -158,7 +143,7 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumPara
   for (int t0 = first; t0 < end; t0 += kSelTile) {
     load_key_tile<D>(p, h, t0, end, kt);
     float s[kSelTile / 8][4];
-    tile_scores<D>(qf, kt, s);
+    tile_scores<D, kSelTile, D + 8>(qf, kt, s, lane);
 #pragma unroll
     for (int nt = 0; nt < kSelTile / 8; ++nt)
 #pragma unroll
@@ -190,6 +175,8 @@ void with_head_dim(const ScoreSumParams& p, const char* what, F&& f) {
          " query heads per KV head exceed ", kSelMaxRows,
          " (--sparse-select-queries selects from fewer rows)");
   switch (p.head_dim) {
+    case 16:  // the embedded models' heads (tile_scores: one ldmatrix_x2 per 16 dims)
+      return f(std::integral_constant<int, 16>{});
     case 32:
       return f(std::integral_constant<int, 32>{});
     case 64:
@@ -199,7 +186,7 @@ void with_head_dim(const ScoreSumParams& p, const char* what, F&& f) {
     case 256:
       return f(std::integral_constant<int, 256>{});
   }
-  fail(what, ": head_dim must be 32, 64, 128 or 256 (got ", p.head_dim, ")");
+  fail(what, ": head_dim must be 16, 32, 64, 128 or 256 (got ", p.head_dim, ")");
 }
 
 dim3 selection_grid(const ScoreSumParams& p) {

@@ -48,8 +48,8 @@ void sparse_top_k(const float* scores, int n, int k, int kv_heads, int32_t* out,
 // are ScoreSumParams' (lse and scores unused).
 //
 // Both passes run on the tensor cores (the flash kernels' mma.sync fragments), one warp per 16
-// of the R = used rows x G rows of a KV head: R <= 256 (a 32-query block at GQA 8), head_dim 32,
-// 64, 128 or 256; a clear error otherwise.
+// of the R = used rows x G rows of a KV head: R <= 256 (a 32-query block at GQA 8), head_dim 16,
+// 32, 64, 128 or 256; a clear error otherwise.
 size_t prefix_lse_workspace_floats(int n_prefix, int n_rows_used, int heads, int kv_heads);
 void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cudaStream_t stream);
 
