@@ -88,6 +88,7 @@ CudaBackend::CudaBackend(const Model& model, int device)
   DLLM_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.get(), cublas_workspace_.size()));
   graphs_enabled_ = cuda::env_switch_on("DLLM_CUDA_GRAPHS");
   select_side_stream_ = cuda::env_switch_on("DLLM_MAGE_SIDE_STREAM");
+  mage_lse_handover_ = cuda::env_switch_on("DLLM_MAGE_LSE_HANDOVER");
 
   const ModelTensors& t = model.tensors();
   embed_ = upload_bf16({t.embed}, "the embedding");

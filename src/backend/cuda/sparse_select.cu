@@ -298,17 +298,23 @@ __global__ void __launch_bounds__(kTopKThreads)
 }
 
 
-// Merges the key blocks' (max, sum) of one (KV head, used row, query head) into its lse.
+// Merges the chunks' (natural-log max, sum) of one (KV head, used row, query head) into its lse:
+// chunk c's row of it at partial[((c * kv_heads + h) * partial_rows + row) * 2], row = the used
+// row's index i (prefix_lse_kernel's chunks: partial_rows = R), or with by_query_row its query
+// row r * G + gi (the attention's splits: partial_rows = n_q * G).
 __global__ void prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, int chunks,
-                                        float* lse) {
+                                        int partial_rows, bool by_query_row, float* lse) {
   const int group = p.heads / p.kv_heads, R = p.n_rows_used * group;
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= p.kv_heads * R) return;
   const int h = e / R, i = e % R;
+  const int row = by_query_row ? p.rows_used[i / group] * group + i % group : i;
   float m = -INFINITY, l = 0.0f;
   for (int c = 0; c < chunks; ++c) {
-    const float* pc = partial + ((static_cast<int64_t>(c) * p.kv_heads + h) * R + i) * 2;
+    const float* pc =
+        partial + ((static_cast<int64_t>(c) * p.kv_heads + h) * partial_rows + row) * 2;
     const float mn = fmaxf(m, pc[0]);
+    if (mn == -INFINITY) continue;  // no key yet (a split past the prefix, an empty prefix)
     l = l * expf(m - mn) + pc[1] * expf(pc[0] - mn);
     m = mn;
   }
@@ -376,11 +382,21 @@ void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cuda
     prefix_lse_kernel<D>
         <<<selection_grid(p), selection_threads(p), kTileBytes<D>, stream>>>(p, workspace);
     DLLM_CUDA_LAUNCH_CHECK();
-    const int n = p.kv_heads * p.n_rows_used * (p.heads / p.kv_heads);
-    prefix_lse_merge_kernel<<<(n + 255) / 256, 256, 0, stream>>>(p, workspace,
-                                                                 selection_grid(p).x, lse);
+    const int R = p.n_rows_used * (p.heads / p.kv_heads);
+    prefix_lse_merge_kernel<<<(p.kv_heads * R + 255) / 256, 256, 0, stream>>>(
+        p, workspace, selection_grid(p).x, R, false, lse);
     DLLM_CUDA_LAUNCH_CHECK();
   });
+}
+
+void mage_prefix_lse_from_attention(const ScoreSumParams& p, const float* prefix_ml, int splits,
+                                    int n_q, float* lse, cudaStream_t stream) {
+  if (splits <= 0) fail("mage_prefix_lse_from_attention: needs splits > 0 (got ", splits, ")");
+  const int group = p.heads / p.kv_heads, n = p.kv_heads * p.n_rows_used * group;
+  if (n == 0) return;
+  prefix_lse_merge_kernel<<<(n + 255) / 256, 256, 0, stream>>>(p, prefix_ml, splits, n_q * group,
+                                                               true, lse);
+  DLLM_CUDA_LAUNCH_CHECK();
 }
 
 void fold_block_keys_lse(const ScoreSumParams& p, const BlockKeys& b, float* lse,
