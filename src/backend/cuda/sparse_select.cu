@@ -45,10 +45,11 @@ __device__ __forceinline__ void load_q_fragments(const ScoreSumParams& p, int h,
   }
 }
 
-// Stages keys [t0, t0 + kSelTile) of the prefix (zeros past `end`) into `kt`, [key][D + 8].
+// Starts staging keys [t0, t0 + kSelTile) of the prefix (zeros past `end`) into `kt`,
+// [key][D + 8], as one cp.async group.
 template <int D>
-__device__ __forceinline__ void load_key_tile(const ScoreSumParams& p, int h, int t0, int end,
-                                              bf16* kt) {
+__device__ __forceinline__ void issue_key_tile(const ScoreSumParams& p, int h, int t0, int end,
+                                               bf16* kt) {
   constexpr int kChunks = D / 8;
   const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * D;
   for (int c = threadIdx.x; c < kSelTile * kChunks; c += blockDim.x) {
@@ -58,6 +59,13 @@ __device__ __forceinline__ void load_key_tile(const ScoreSumParams& p, int h, in
     ptx::cp_async16(&kt[kr * (D + 8) + kc * 8], p.k_cache + slot * kv_row + h * D + kc * 8, valid);
   }
   ptx::cp_async_commit();
+}
+
+// The same, waited for by the whole block.
+template <int D>
+__device__ __forceinline__ void load_key_tile(const ScoreSumParams& p, int h, int t0, int end,
+                                              bf16* kt) {
+  issue_key_tile<D>(p, h, t0, end, kt);
   ptx::cp_async_wait<0>();
   __syncthreads();
 }
@@ -119,12 +127,14 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) prefix_lse_kernel(ScoreSumPar
 
 // Score pass: p = exp(s * scale - lse_row) summed over the R rows of each key: within a lane
 // (rows a, a + 8), over the 8 row groups of the warp (shuffles), then over the warps in a fixed
-// order (shared memory) — deterministic, so a sequence selects the same set in any batch.
+// order (shared memory) — deterministic, so a sequence selects the same set in any batch. The
+// key tiles are double-buffered: the next tile's loads are in flight during this tile's math
+// (the kernel is the selection's one pass over K: its speed is the step-1 cost, §1.6).
 template <int D>
 __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumParams p) {
   extern __shared__ __align__(16) unsigned char raw[];
-  bf16* kt = reinterpret_cast<bf16*>(raw);
-  float* colsum = reinterpret_cast<float*>(kt + kSelTile * (D + 8));  // [warps][kSelTile]
+  bf16* tiles = reinterpret_cast<bf16*>(raw);                            // [2][kSelTile][D + 8]
+  float* colsum = reinterpret_cast<float*>(tiles + 2 * kSelTile * (D + 8));  // [warps][kSelTile]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
   const int warps = blockDim.x >> 5, group = p.heads / p.kv_heads;
   const int R = p.n_rows_used * group;
@@ -140,8 +150,17 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumPara
                            1.4426950408889634f
                      : INFINITY;
   }
-  for (int t0 = first; t0 < end; t0 += kSelTile) {
-    load_key_tile<D>(p, h, t0, end, kt);
+  if (first < end) issue_key_tile<D>(p, h, first, end, tiles);
+  for (int t0 = first, it = 0; t0 < end; t0 += kSelTile, ++it) {
+    const bf16* kt = tiles + (it & 1) * kSelTile * (D + 8);
+    // The next tile into the other buffer, which every warp finished with before the barrier
+    // that ended the previous iteration (an empty group past the end keeps the count).
+    if (t0 + kSelTile < end)
+      issue_key_tile<D>(p, h, t0 + kSelTile, end, tiles + ((it + 1) & 1) * kSelTile * (D + 8));
+    else
+      ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();  // this tile's group is complete
+    __syncthreads();
     float s[kSelTile / 8][4];
     tile_scores<D, kSelTile, D + 8>(qf, kt, s, lane);
 #pragma unroll
@@ -164,6 +183,7 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumPara
     }
     __syncthreads();  // the tile and the column sums are refilled next
   }
+  ptx::cp_async_wait<0>();
 }
 
 // Calls f(std::integral_constant<int, D>) for the head_dim, after checking the rows fit.
@@ -425,7 +445,15 @@ void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
     constexpr int D = decltype(d)::value;
     if (p.n_prefix == 0 || p.n_rows_used == 0) return;
     const int threads = selection_threads(p);
-    const size_t smem = kTileBytes<D> + static_cast<size_t>(threads / 32) * kSelTile * sizeof(float);
+    const size_t smem =
+        2 * kTileBytes<D> + static_cast<size_t>(threads / 32) * kSelTile * sizeof(float);
+    static const bool sized = [] {  // head_dim 256: two tiles pass the default 48 KB
+      DLLM_CUDA_CHECK(cudaFuncSetAttribute(
+          score_sum_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          static_cast<int>(2 * kTileBytes<D> + (kSelMaxRows / 16) * kSelTile * sizeof(float))));
+      return true;
+    }();
+    (void)sized;
     score_sum_kernel<D><<<selection_grid(p), threads, smem, stream>>>(p);
     DLLM_CUDA_LAUNCH_CHECK();
   });
