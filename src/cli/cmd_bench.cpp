@@ -382,7 +382,8 @@ void run_bench(const BenchArgs& a) {
         std::printf("  sparse %s k=%d: step 1 (selection) %.2f ms, steps 2..T %.2f ms\n",
                     a.sparse.c_str(), a.sparse_k, step1_ms, ms);
         std::printf("  step 1 ops (ms):");
-        for (const auto& [op, t] : step1_ops.items()) std::printf(" %s %.3f;", op.c_str(), double(t));
+        for (const auto& [op, t] : step1_ops.items())
+          std::printf(" %s %.3f;", op.c_str(), t.get<double>());
         std::printf("\n");
       }
       nlohmann::json ops = nlohmann::json::object();

@@ -25,7 +25,7 @@ constexpr size_t smem_bytes() {
 // ahead, so that the next tiles' loads overlap this tile's math (and, with more stages, each
 // other: a block alone on its SM waits for a tile's round trip only once per STAGES - 1 tiles).
 // PREFIX (batched calls with a prefix_lse sequence): also the prefix-only (m, l) of the rows of
-// sequences that want them (flash_tile.cuh's PrefixStats); the other instances are untouched.
+// sequences that want them (flash_tile.cuh: prefix_stats_at_tile); other instances are as before.
 template <int D, int WARPS, int KT, int STAGES, class P, bool PREFIX = false>
 __device__ __forceinline__ void flash_attention_block(const P& p, int row_block, int split) {
   using namespace ptx;

@@ -69,7 +69,7 @@ __device__ __forceinline__ uint32_t swizzled(int r, int c) {
 // One block's work: rows [row_block * 64 NWG, +64 NWG) of KV head blockIdx.y over split `split`
 // of the keys. P: AttentionParams or AttentionSeqView (attention_seq.cuh). PREFIX (batched calls
 // with a prefix_lse sequence): also the prefix-only (m, l) of the rows of the sequences that want
-// them (flash_tile.cuh's PrefixStats); the other instances are untouched.
+// them (flash_tile.cuh: prefix_stats_at_tile); the other instances are as before.
 template <int NWG, int KT, int STAGES, bool MERGE, class P, bool PREFIX = false>
 __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, int split,
                                                      const sm90::MergeArgs* merge_args) {

@@ -184,7 +184,10 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
   cudaStream_t s = stream_;
   if (select_side_stream_) {  // hand this layer's queries over (§1.6)
     if (!select_stream_) {
-      DLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&select_stream_, cudaStreamNonBlocking));
+      int least = 0, greatest = 0;  // the lowest priority: behind the forward (cuda_backend.cpp)
+      DLLM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      DLLM_CUDA_CHECK(
+          cudaStreamCreateWithPriority(&select_stream_, cudaStreamNonBlocking, least));
       select_events_.resize(static_cast<size_t>(c.num_layers + 1));
       for (cudaEvent_t& e : select_events_)
         DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
