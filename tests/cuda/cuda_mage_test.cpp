@@ -316,6 +316,51 @@ TEST(CudaMage, SideStreamSelectionEqualsMainStream) {
   EXPECT_EQ(a.run(ga).logits, b.run(gb).logits);
 }
 
+// The exact pass's hand-over of the prefix-only LSE (method-specs §1.6, the default) selects
+// the very sets the selection's own pass over K selects (DLLM_MAGE_LSE_HANDOVER=0), and the
+// selecting step's logits keep their bits: MAGE and SparseD, the Hopper kernel (block 32 at
+// head_dim 128) and mma.sync (block 8; head_dim 16), all queries and a few, a batch of two.
+TEST(CudaMage, LseHandOverSelectsAsTheSelectionsOwnPass) {
+  struct Case {
+    int head_dim, block, n_prefix, k, select_queries;
+  };
+  int compared = 0;
+  for (const SparseMethod method : {SparseMethod::kMage, SparseMethod::kSparseD})
+    for (const Case cs : {Case{128, 32, 3000, 256, 0}, Case{128, 8, 1500, 64, 0},
+                          Case{16, 32, 2000, 128, 0}, Case{64, 32, 900, 100, 4}}) {
+      SCOPED_TRACE(to_string(method) + " head_dim " + std::to_string(cs.head_dim) + " block " +
+                   std::to_string(cs.block));
+      auto model = random_sdar(cs.head_dim);
+      setenv("DLLM_MAGE_LSE_HANDOVER", "0", 1);
+      auto own = make_cuda_backend(*model);
+      unsetenv("DLLM_MAGE_LSE_HANDOVER");
+      auto handed = make_cuda_backend(*model);
+      // Two sequences per backend, batched: one selecting, one of a shorter prefix selecting too.
+      Seq a1 = prefilled(*own, cs.n_prefix, cs.n_prefix + 64),
+          a2 = prefilled(*own, cs.n_prefix / 2, cs.n_prefix + 64),
+          b1 = prefilled(*handed, cs.n_prefix, cs.n_prefix + 64),
+          b2 = prefilled(*handed, cs.n_prefix / 2, cs.n_prefix + 64);
+      const std::vector<int32_t> masks(size_t(cs.block), kMask);
+      std::vector<SequenceForward> fa = {a1.request(masks, cs.n_prefix, 32),
+                                         a2.request(masks, cs.n_prefix / 2, 32)};
+      std::vector<SequenceForward> fb = {b1.request(masks, cs.n_prefix, 32),
+                                         b2.request(masks, cs.n_prefix / 2, 32)};
+      for (auto* v : {&fa, &fb})
+        for (SequenceForward& f : *v) f.sparse = mage_select(cs.k, 1, cs.select_queries, method);
+      const auto ra = own->forward(fa), rb = handed->forward(fb);
+      for (size_t s = 0; s < 2; ++s) {
+        EXPECT_EQ(ra[s].logits, rb[s].logits) << "sequence " << s;
+        ASSERT_EQ(ra[s].sparse_selection.size(), rb[s].sparse_selection.size());
+        for (size_t i = 0; i < ra[s].sparse_selection.size(); ++i) {
+          EXPECT_EQ(ra[s].sparse_selection[i].slots, rb[s].sparse_selection[i].slots)
+              << "sequence " << s << " set " << i;
+          compared += !ra[s].sparse_selection[i].slots.empty();
+        }
+      }
+    }
+  EXPECT_GT(compared, 0);
+}
+
 TEST(CudaMage, UnsupportedRequestsNameTheProblem) {
   auto model = random_sdar(128);
   auto gpu = make_cuda_backend(*model);
