@@ -3,7 +3,7 @@
 // sets, the gathered attention's logits on the same sets and on each backend's own, k >= N exact
 // to the bit, a sparse sequence batched with others equal to alone, graph replays equal to direct
 // launches, the selection stream equal to the main one, and greedy generation in lockstep with
-// the CPU.
+// the CPU. Selection and k >= N also on a LLaDA2.x-shaped model (fused QKV, partial RoPE, MoE).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -43,6 +43,43 @@ std::unique_ptr<Model> random_sdar(int head_dim) {
   return make_random_model(config, 11);
 }
 
+// A LLaDA2-shaped random model of the same sizes (fused QKV, per-head q/k RMSNorm, partial RoPE
+// over half the head, MoE layers after the first): the sparse path must not care.
+std::unique_ptr<Model> random_llada2(int head_dim) {
+  const nlohmann::json config = {{"architectures", {"LLaDA2MoeModelLM"}},
+                                 {"model_type", "llada2_moe"},
+                                 {"vocab_size", 3000},
+                                 {"hidden_size", 512},
+                                 {"intermediate_size", 768},
+                                 {"num_hidden_layers", 3},
+                                 {"num_attention_heads", 512 / head_dim},
+                                 {"num_key_value_heads", 512 / head_dim / 4},
+                                 {"head_dim", head_dim},
+                                 {"partial_rotary_factor", 0.5},
+                                 {"rms_norm_eps", 1e-6},
+                                 {"rope_theta", 600000.0},
+                                 {"use_qk_norm", true},
+                                 {"tie_word_embeddings", false},
+                                 {"num_experts", 16},
+                                 {"num_experts_per_tok", 4},
+                                 {"num_shared_experts", 1},
+                                 {"moe_intermediate_size", 128},
+                                 {"first_k_dense_replace", 1},
+                                 {"n_group", 4},
+                                 {"topk_group", 2},
+                                 {"score_function", "sigmoid"},
+                                 {"moe_router_enable_expert_bias", true},
+                                 {"routed_scaling_factor", 2.5},
+                                 {"norm_topk_prob", true},
+                                 {"eos_token_id", 2998},
+                                 {"mask_token_id", 2999}};
+  return make_random_model(config, 12);
+}
+
+std::unique_ptr<Model> random_model(bool llada2, int head_dim) {
+  return llada2 ? random_llada2(head_dim) : random_sdar(head_dim);
+}
+
 constexpr int32_t kMask = 2999;
 
 // One sequence on one backend: its cache and method state.
@@ -64,7 +101,9 @@ struct Seq {
     std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
     return f;
   }
-  SequenceResult run(const SequenceForward& f) const { return backend->forward(std::span(&f, 1))[0]; }
+  SequenceResult run(const SequenceForward& f) const {
+    return backend->forward(std::span(&f, 1))[0];
+  }
 };
 
 Seq prefilled(Backend& b, int n_prefix, int capacity) {
@@ -116,99 +155,110 @@ double recall(const std::vector<int32_t>& got, const std::vector<int32_t>& want)
 
 // The selection (MAGE: prefix-only softmax of the chosen queries; SparseD: every query's softmax
 // over every key it sees), and the gathered attention on the GPU's own sets against the CPU on
-// the very same sets (tight: only bf16 differs) and on its own (end to end). Block 32 at head_dim 128 takes
-// the Hopper kernel (128 rows per KV head), block 8 the mma.sync one, head_dim 64 both again.
+// the very same sets (tight: only bf16 differs) and on its own (end to end). Block 32 at head_dim
+// 128 takes the Hopper kernel (128 rows per KV head), block 8 the mma.sync one, head_dim 64 both
+// again.
 TEST(CudaMage, SelectionAndGatheredAttentionMatchCpu) {
   struct Case {
     int head_dim, block, n_prefix, k, select_queries;
+    bool llada2 = false;
   };
   for (const SparseMethod method : {SparseMethod::kMage, SparseMethod::kSparseD})
-  for (const Case cs : {Case{128, 32, 1000, 64, 0}, Case{128, 8, 1000, 64, 0},
-                        Case{64, 32, 700, 100, 5}, Case{64, 4, 333, 40, 0}}) {
-    SCOPED_TRACE(to_string(method) + " head_dim " + std::to_string(cs.head_dim) + " block " +
-                 std::to_string(cs.block) + " N " + std::to_string(cs.n_prefix));
-    auto model = random_sdar(cs.head_dim);
-    auto gpu = make_cuda_backend(*model);
-    auto cpu = make_cpu_backend(*model);
-    const int64_t layers = model->config().num_layers, hkv = model->config().num_kv_heads;
-    Seq g = prefilled(*gpu, cs.n_prefix, cs.n_prefix + 64),
-        c = prefilled(*cpu, cs.n_prefix, cs.n_prefix + 64);
-    const std::vector<int32_t> masks(size_t(cs.block), kMask);
-    SequenceForward sg = g.request(masks, cs.n_prefix, 32), sc = c.request(masks, cs.n_prefix, 32);
-    sg.sparse = sc.sparse = mage_select(cs.k, 1, cs.select_queries, method);
-    const SequenceResult rg = g.run(sg), rc = c.run(sc);
-    EXPECT_LE(rel_error(rg.logits, rc.logits), 2e-2) << "the selecting step is exact attention";
-    ASSERT_EQ(rg.sparse_selection.size(), size_t(layers * hkv));
-    double worst = 1.0, mean = 0;
-    for (int64_t i = 0; i < layers * hkv; ++i) {
-      const SparseSet &a = rg.sparse_selection[size_t(i)], &b = rc.sparse_selection[size_t(i)];
-      EXPECT_EQ(a.prefix, b.prefix) << i;
-      EXPECT_EQ(a.dense, b.dense) << i;
-      if (i < hkv) {  // layer 0 is exact: no set
-        EXPECT_TRUE(a.slots.empty());
-        continue;
+    for (const Case cs : {Case{128, 32, 1000, 64, 0}, Case{128, 8, 1000, 64, 0},
+                          Case{64, 32, 700, 100, 5}, Case{64, 4, 333, 40, 0},
+                          Case{128, 32, 1000, 64, 0, true}, Case{64, 8, 700, 100, 5, true}}) {
+      SCOPED_TRACE(to_string(method) + (cs.llada2 ? " llada2" : " sdar") + " head_dim " +
+                   std::to_string(cs.head_dim) + " block " + std::to_string(cs.block) + " N " +
+                   std::to_string(cs.n_prefix));
+      auto model = random_model(cs.llada2, cs.head_dim);
+      auto gpu = make_cuda_backend(*model);
+      auto cpu = make_cpu_backend(*model);
+      const int64_t layers = model->config().num_layers, hkv = model->config().num_kv_heads;
+      Seq g = prefilled(*gpu, cs.n_prefix, cs.n_prefix + 64),
+          c = prefilled(*cpu, cs.n_prefix, cs.n_prefix + 64);
+      const std::vector<int32_t> masks(size_t(cs.block), kMask);
+      SequenceForward sg = g.request(masks, cs.n_prefix, 32),
+                      sc = c.request(masks, cs.n_prefix, 32);
+      sg.sparse = sc.sparse = mage_select(cs.k, 1, cs.select_queries, method);
+      const SequenceResult rg = g.run(sg), rc = c.run(sc);
+      EXPECT_LE(rel_error(rg.logits, rc.logits), 2e-2) << "the selecting step is exact attention";
+      ASSERT_EQ(rg.sparse_selection.size(), size_t(layers * hkv));
+      double worst = 1.0, mean = 0;
+      for (int64_t i = 0; i < layers * hkv; ++i) {
+        const SparseSet &a = rg.sparse_selection[size_t(i)], &b = rc.sparse_selection[size_t(i)];
+        EXPECT_EQ(a.prefix, b.prefix) << i;
+        EXPECT_EQ(a.dense, b.dense) << i;
+        if (i < hkv) {  // layer 0 is exact: no set
+          EXPECT_TRUE(a.slots.empty());
+          continue;
+        }
+        ASSERT_EQ(a.slots.size(), size_t(cs.k)) << i;
+        EXPECT_TRUE(std::is_sorted(a.slots.begin(), a.slots.end()));
+        const double r = recall(a.slots, b.slots);
+        worst = std::min(worst, r);
+        mean += r / double((layers - 1) * hkv);
       }
-      ASSERT_EQ(a.slots.size(), size_t(cs.k)) << i;
-      EXPECT_TRUE(std::is_sorted(a.slots.begin(), a.slots.end()));
-      const double r = recall(a.slots, b.slots);
-      worst = std::min(worst, r);
-      mean += r / double((layers - 1) * hkv);
-    }
-    std::printf("  GPU vs CPU selection recall: mean %.4f, worst set %.4f (random: %.3f)\n", mean,
-                worst, double(cs.k) / cs.n_prefix);
-    // The GPU scores bf16 queries and keys of a bf16 model, the CPU fp32 ones in double: keys
-    // near the k-th score may swap (a random model's averaged attention is nearly flat). The
-    // score and top-k kernels themselves match the CPU on the same inputs (CudaSparseSelect.*).
-    EXPECT_GE(mean, 0.75);
-    EXPECT_GE(worst, 0.5);
+      std::printf("  GPU vs CPU selection recall: mean %.4f, worst set %.4f (random: %.3f)\n", mean,
+                  worst, double(cs.k) / cs.n_prefix);
+      // The GPU scores bf16 queries and keys of a bf16 model, the CPU fp32 ones in double: keys
+      // near the k-th score may swap (a random model's averaged attention is nearly flat). The
+      // score and top-k kernels themselves match the CPU on the same inputs (CudaSparseSelect.*).
+      EXPECT_GE(mean, 0.75);
+      EXPECT_GE(worst, 0.5);
 
-    const auto block = later_block(cs.block);
-    SequenceForward ag = g.request(block, cs.n_prefix, 32), ac = c.request(block, cs.n_prefix, 32);
-    ag.sparse = ac.sparse = mage_attend(cs.k, 1);
-    const auto gpu_sparse = g.run(ag).logits;
-    const auto cpu_own_sets = c.run(ac).logits;
-    // The CPU on the GPU's sets.
-    auto& cpu_state = static_cast<cpu_backend::CpuMethodState&>(*c.state);
-    cpu_state.sparse_sets = rg.sparse_selection;
-    const auto cpu_gpu_sets = c.run(ac).logits;
-    const auto gpu_exact = g.run(g.request(block, cs.n_prefix, 32)).logits;
-    const double same_sets = rel_error(gpu_sparse, cpu_gpu_sets);
-    const double own_sets = rel_error(gpu_sparse, cpu_own_sets);
-    const double vs_exact = rel_error(gpu_sparse, gpu_exact);
-    std::printf("  sparse logits rel. error: vs CPU on the same sets %.2e, on its own sets %.2e; "
-                "GPU sparse vs GPU exact %.2e\n",
-                same_sets, own_sets, vs_exact);
-    EXPECT_LE(same_sets, 2e-2);
-    // Against the CPU's own sets the bf16 selection may swap a few keys near the k-th score
-    // (H100, 2026-11-25: recall 0.975-1.0, own-set errors 0.4-3.7e-2 where the same sets give
-    // 3.6-3.9e-3): the attention given the sets is checked above, the sets by recall.
-    EXPECT_LE(own_sets, 5e-2);
-    EXPECT_GT(vs_exact, 3 * same_sets) << "the selection must matter";
-  }
+      const auto block = later_block(cs.block);
+      SequenceForward ag = g.request(block, cs.n_prefix, 32),
+                      ac = c.request(block, cs.n_prefix, 32);
+      ag.sparse = ac.sparse = mage_attend(cs.k, 1);
+      const auto gpu_sparse = g.run(ag).logits;
+      const auto cpu_own_sets = c.run(ac).logits;
+      // The CPU on the GPU's sets.
+      auto& cpu_state = static_cast<cpu_backend::CpuMethodState&>(*c.state);
+      cpu_state.sparse_sets = rg.sparse_selection;
+      const auto cpu_gpu_sets = c.run(ac).logits;
+      const auto gpu_exact = g.run(g.request(block, cs.n_prefix, 32)).logits;
+      const double same_sets = rel_error(gpu_sparse, cpu_gpu_sets);
+      const double own_sets = rel_error(gpu_sparse, cpu_own_sets);
+      const double vs_exact = rel_error(gpu_sparse, gpu_exact);
+      std::printf(
+          "  sparse logits rel. error: vs CPU on the same sets %.2e, on its own sets %.2e; "
+          "GPU sparse vs GPU exact %.2e\n",
+          same_sets, own_sets, vs_exact);
+      EXPECT_LE(same_sets, 2e-2);
+      // Against the CPU's own sets the bf16 selection may swap a few keys near the k-th score
+      // (H100, 2026-11-25: recall 0.975-1.0, own-set errors 0.4-3.7e-2 where the same sets give
+      // 3.6-3.9e-3): the attention given the sets is checked above, the sets by recall.
+      EXPECT_LE(own_sets, 5e-2);
+      EXPECT_GT(vs_exact, 3 * same_sets) << "the selection must matter";
+    }
 }
 
-// k >= N: the selecting and the attending forward are exact attention, bit for bit.
+// k >= N: the selecting and the attending forward are exact attention, bit for bit (SDAR and
+// LLaDA2.x shapes).
 TEST(CudaMage, BudgetCoveringThePrefixIsExactBitForBit) {
-  auto model = random_sdar(128);
-  auto gpu = make_cuda_backend(*model);
-  Seq g = prefilled(*gpu, 200, 300);
-  const std::vector<int32_t> masks(32, kMask);
-  const auto exact_sel = g.run(g.request(masks, 200, 32)).logits;
-  SequenceForward sel = g.request(masks, 200, 32);
-  sel.sparse = mage_select(200, 1);
-  const auto r = g.run(sel);
-  EXPECT_EQ(r.logits, exact_sel);
-  const size_t hkv = size_t(model->config().num_kv_heads);
-  ASSERT_EQ(r.sparse_selection.size(), 3 * hkv);
-  for (size_t i = hkv; i < r.sparse_selection.size(); ++i) {  // layer 0 is exact
-    EXPECT_TRUE(r.sparse_selection[i].dense);
-    EXPECT_EQ(r.sparse_selection[i].prefix, 200);
+  for (const bool llada2 : {false, true}) {
+    SCOPED_TRACE(llada2 ? "llada2" : "sdar");
+    auto model = random_model(llada2, 128);
+    auto gpu = make_cuda_backend(*model);
+    Seq g = prefilled(*gpu, 200, 300);
+    const std::vector<int32_t> masks(32, kMask);
+    const auto exact_sel = g.run(g.request(masks, 200, 32)).logits;
+    SequenceForward sel = g.request(masks, 200, 32);
+    sel.sparse = mage_select(200, 1);
+    const auto r = g.run(sel);
+    EXPECT_EQ(r.logits, exact_sel);
+    const size_t hkv = size_t(model->config().num_kv_heads);
+    ASSERT_EQ(r.sparse_selection.size(), 3 * hkv);
+    for (size_t i = hkv; i < r.sparse_selection.size(); ++i) {  // layer 0 is exact
+      EXPECT_TRUE(r.sparse_selection[i].dense);
+      EXPECT_EQ(r.sparse_selection[i].prefix, 200);
+    }
+    const auto block = later_block(32);
+    const auto exact = g.run(g.request(block, 200, 32)).logits;
+    SequenceForward att = g.request(block, 200, 32);
+    att.sparse = mage_attend(200, 1);
+    EXPECT_EQ(g.run(att).logits, exact);
   }
-  const auto block = later_block(32);
-  const auto exact = g.run(g.request(block, 200, 32)).logits;
-  SequenceForward att = g.request(block, 200, 32);
-  att.sparse = mage_attend(200, 1);
-  EXPECT_EQ(g.run(att).logits, exact);
 }
 
 // A selecting sequence, an attending one and an exact one in one forward: each gets what it gets
@@ -309,7 +359,8 @@ TEST(CudaMage, SideStreamSelectionEqualsMainStream) {
   ASSERT_EQ(ra.sparse_selection.size(), rb.sparse_selection.size());
   for (size_t i = 0; i < ra.sparse_selection.size(); ++i)
     EXPECT_EQ(ra.sparse_selection[i].slots, rb.sparse_selection[i].slots) << i;
-  SequenceForward ga = a.request(later_block(32), 800, 32), gb = b.request(later_block(32), 800, 32);
+  SequenceForward ga = a.request(later_block(32), 800, 32),
+                  gb = b.request(later_block(32), 800, 32);
   ga.sparse = gb.sparse = mage_attend(96, 1);
   EXPECT_EQ(a.run(ga).logits, b.run(gb).logits);
 }
@@ -336,11 +387,11 @@ TEST(CudaMage, UnsupportedRequestsNameTheProblem) {
 }
 
 // Greedy decoding with MAGE and SparseD on the GPU follows the CPU step for step, on the sparse
-// trajectory fixtures' MAGE and SparseD cases (k small enough that the selection changes tokens). The CPU attends
-// through the GPU's sets (copied after each selecting forward; how many equal the CPU's own is
-// printed), so that a divergence can only come from bf16 in the forward; it must then come from
-// a near-tie in the CPU's own numbers (as CudaBackend.GreedyGenerationMatchesCpu), and the test
-// prints that margin.
+// trajectory fixtures' MAGE and SparseD cases (k small enough that the selection changes tokens).
+// The CPU attends through the GPU's sets (copied after each selecting forward; how many equal the
+// CPU's own is printed), so that a divergence can only come from bf16 in the forward; it must then
+// come from a near-tie in the CPU's own numbers (as CudaBackend.GreedyGenerationMatchesCpu), and
+// the test prints that margin.
 TEST(CudaMage, GreedyGenerationTracksCpuWithMageAndSparseD) {
   const auto fx = read_json_file(test::fixtures_dir() / "sparse" / "trajectories.json");
   int cases = 0, identical = 0, sets = 0, equal_sets = 0;
@@ -369,7 +420,8 @@ TEST(CudaMage, GreedyGenerationTracksCpuWithMageAndSparseD) {
     d.sparse.dense_fraction = sp["dense_fraction"];
     const auto prompt = c["prompt"].get<std::vector<int32_t>>();
     d = resolve_decode_params(model->config(), d, int64_t(prompt.size()));
-    auto dc = make_decoder(model->config(), d, prompt), dg = make_decoder(model->config(), d, prompt);
+    auto dc = make_decoder(model->config(), d, prompt),
+         dg = make_decoder(model->config(), d, prompt);
     auto kc = cpu->create_cache(dc->cache_capacity()), kg = gpu->create_cache(dg->cache_capacity());
     auto sc = cpu->create_method_state(), sg = gpu->create_method_state();
     ++cases;
@@ -409,11 +461,13 @@ TEST(CudaMage, GreedyGenerationTracksCpuWithMageAndSparseD) {
         margin = std::min(margin, double(rc.stats[i].margin) / std::max(ci, 1e-9));
         margin = std::min(margin, std::abs(ci - d.threshold) / std::max(ci, 1e-9));
         for (size_t j = i + 1; j < rc.stats.size(); ++j)
-          margin = std::min(margin, std::abs(ci - rc.stats[j].p_token_tempered) / std::max(ci, 1e-9));
+          margin =
+              std::min(margin, std::abs(ci - rc.stats[j].p_token_tempered) / std::max(ci, 1e-9));
       }
-      std::printf("  %s: GPU and CPU diverge at forward %d; closest CPU decision margin %.4f "
-                  "(relative)\n",
-                  name.c_str(), step, margin);
+      std::printf(
+          "  %s: GPU and CPU diverge at forward %d; closest CPU decision margin %.4f "
+          "(relative)\n",
+          name.c_str(), step, margin);
       EXPECT_LT(margin, 0.03) << "a divergence without a near-tie is a bug, not bf16";
       diverged = true;
       break;
@@ -424,9 +478,10 @@ TEST(CudaMage, GreedyGenerationTracksCpuWithMageAndSparseD) {
       ++identical;
     }
   }
-  std::printf("  MAGE / SparseD greedy GPU trajectories identical to CPU: %d of %d; GPU sets "
-              "equal to the CPU's own: %d of %d\n",
-              identical, cases, equal_sets, sets);
+  std::printf(
+      "  MAGE / SparseD greedy GPU trajectories identical to CPU: %d of %d; GPU sets "
+      "equal to the CPU's own: %d of %d\n",
+      identical, cases, equal_sets, sets);
   EXPECT_EQ(cases, 4);
   EXPECT_GT(sets, 0);
 }

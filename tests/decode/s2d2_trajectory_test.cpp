@@ -1,6 +1,8 @@
 // S2D2 trajectories against tools/reference_s2d2.py (an independent PyTorch implementation of the
-// algorithm, method-specs §5) on the tiny SDAR and Fast-dLLM v2 fixtures: every policy and
-// estimator, greedy drafting and seeded sampling. Checked: the canvas after every forward, the ids,
+// algorithm, method-specs §5) on the tiny SDAR and Fast-dLLM v2 fixtures, and against
+// tools/reference_llada2_methods.py (that loop over LLaDA2.0 block diffusion, with its own LLaDA2
+// forward) on the llada2-tiny fixture: every policy and estimator, greedy drafting and seeded
+// sampling. Checked: the canvas after every forward, the ids,
 // the finish reason, the forwards and the verify / accept / reject counts.
 #include <gtest/gtest.h>
 
@@ -77,13 +79,32 @@ TEST(S2d2Resolve, DefaultsAndFamilyChecks) {
   EXPECT_NE(resolve_error("fast-dllm-v2-tiny", v).find("--cache-ver"), std::string::npos);
   EXPECT_EQ(resolve_error("sdar-tiny", v), "");
   EXPECT_NE(resolve_error("llada-tiny", d).find("--strategy 's2d2'"), std::string::npos);
+  // LLaDA2.x: S2D2 over LLaDA2.0 block diffusion, with that decoder's defaults (model-specs
+  // §6.5): blocks of 32, steps = min(32, max_tokens), threshold 0.95 on the filtered probability.
+  auto llada2 = Model::load(test::model_fixture("llada2-tiny"));
+  DecodeParams l = d;
+  l.max_tokens = 20;
+  const DecodeParams lr = resolve_decode_params(llada2->config(), l, 5);
+  EXPECT_EQ(lr.block_length, 32);
+  EXPECT_EQ(lr.steps, 20);
+  EXPECT_FLOAT_EQ(lr.threshold, 0.95f);
+  EXPECT_EQ(lr.confidence, ConfidenceKind::kFiltered);
+  EXPECT_EQ(lr.s2d2.policy, "span");
+  l.editing_threshold = 0.5f;
+  EXPECT_NE(resolve_error("llada2-tiny", l).find("apply to --strategy edit only"),
+            std::string::npos);
+  l = d;
+  l.sparse.method = SparseMethod::kMage;
+  EXPECT_NE(resolve_error("llada2-tiny", l).find("--sparse mage applies to --strategy block"),
+            std::string::npos);
   v = d;
   v.s2d2.estimator = "nope";
   EXPECT_NE(resolve_error("sdar-tiny", v).find("--acceptance-estimator"), std::string::npos);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, S2d2Trajectory,
-                         ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny"), [](const auto& info) {
+                         ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny", "llada2-tiny"),
+                         [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)
                              if (ch == '-') ch = '_';
