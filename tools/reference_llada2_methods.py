@@ -14,7 +14,7 @@ script's independent PyTorch forward of the published modeling code (model-specs
     Checked here: with verification off (span_min > B) it is LLaDA2.0 block diffusion, the same
     trajectory as reference_llada2.llada20_engine.
   * MAGE (method-specs §1), on LLaDA2.0 block diffusion and LLaDA2.1 token editing (a block's set
-    also serves its post-mask editing steps; Quest too there) -> sparse/llada2-trajectories.json
+    also serves its post-mask editing steps), and Quest / SparseD cases -> sparse/llada2-trajectories.json
     and sparse/llada2-forwards.json:
     a prefix-KV-cache forward (the commit forward is sparse, so the cached K/V of later blocks
     depend on the selection and a full recompute would not do), the selection and gathered
@@ -324,6 +324,10 @@ def mage_cases(rng):
         ("block8_hf_quirk", pr["p70"], lp(block_length=8, steps=8, max_tokens=20, hf_quirk=True, seed=2),
          mage(k=20, select_queries=3)),
         ("block32_k_covers_prefix", pr["p45"], lp(max_tokens=24, threshold=0.3), mage(k=4096)),
+        ("block8_quest", pr["p64"], lp(block_length=8, steps=8, max_tokens=20, threshold=0.3),
+         mage(method="quest", k=16, page_size=4)),
+        ("block8_sparsed", pr["p70"], lp(block_length=8, steps=8, max_tokens=24, threshold=0.3),
+         mage(method="sparsed", k=12, dense_fraction=0.2)),
         ("edit_block8_k8", pr["p45"], lp(strategy="edit", block_length=8, max_tokens=24, threshold=0.1,
                                          editing_threshold=0.05), mage(k=8)),
         ("edit_block32_k16_post2", pr["p70"], lp(strategy="edit", max_tokens=30, threshold=0.05,
@@ -392,7 +396,7 @@ def main():
         exact = (L2.llada21_engine if edit else L2.llada20_engine)(pr, p)
         records.append(dict(name=name, prompt=pr, params=p, sparse=sp, expected=res,
                             differs_from_exact=res["ids"] != exact["ids"]))
-        print(f"mage {name:34s} P={len(pr):2d} -> {len(res['ids']):2d} ids {res['finish_reason']:6s} "
+        print(f"{sp['method']:7s} {name:30s} P={len(pr):2d} -> {len(res['ids']):2d} ids {res['finish_reason']:6s} "
               f"{res['forwards']:3d} fwd, differs from exact: {res['ids'] != exact['ids']}")
         if sp["k"] >= len(pr) + p["max_tokens"]:
             assert res == exact, "k covering every prefix must be exact attention"

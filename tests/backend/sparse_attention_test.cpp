@@ -206,7 +206,7 @@ SparseStep step_of(const nlohmann::json& p) {
 
 void SparseForward::check_forwards(const std::string& file) {
   const auto fx = read_json_file(sparse_dir() / file);
-  use_model(fx["model"]);
+  use_model(fx["model"].get<std::string>());
   const int64_t hkv = model_->config().num_kv_heads, layers = model_->config().num_layers;
   for (const auto& c : fx["cases"]) {
     const std::string method = c["method"];
@@ -222,8 +222,14 @@ void SparseForward::check_forwards(const std::string& file) {
     SequenceResult r;
     const auto logits1 = run(sel, &r);
     ASSERT_EQ(r.sparse_selection.size(), size_t(layers * hkv));
+    const int64_t exact_layers = c["params"]["exact_layers"];
     for (int64_t l = 0; l < layers; ++l)
       for (int64_t h = 0; h < hkv; ++h) {
+        if (l < exact_layers) {  // exact: nothing selected
+          EXPECT_TRUE(r.sparse_selection[size_t(l * hkv + h)].slots.empty());
+          EXPECT_FALSE(r.sparse_selection[size_t(l * hkv + h)].dense);
+          continue;
+        }
         const SparseSet want = reference_set(c["sets"][l][h], static_cast<int64_t>(prompt.size()));
         const SparseSet& got = r.sparse_selection[size_t(l * hkv + h)];
         EXPECT_EQ(got.slots, want.slots) << "layer " << l << " kv head " << h;

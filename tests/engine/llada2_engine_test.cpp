@@ -147,6 +147,8 @@ TEST(Llada2Engine, FamilyDefaultsAndBadKnobs) {
             std::string::npos);
   bad.sparse.method = SparseMethod::kMage;
   EXPECT_EQ(error_of(bad), "") << "MAGE runs with token editing";
+  bad = {};
+  bad.sparse.method = SparseMethod::kMage;
   bad.strategy = "s2d2";
   EXPECT_NE(error_of(bad).find("--sparse mage applies to --strategy block on SDAR, Fast-dLLM v2 "
                                "and LLaDA2.x checkpoints and to --strategy edit on LLaDA2.x (not "
