@@ -3,7 +3,8 @@
 // sets, the gathered attention's logits on the same sets and on each backend's own, k >= N exact
 // to the bit, a sparse sequence batched with others equal to alone, graph replays equal to direct
 // launches, the selection stream equal to the main one, and greedy generation in lockstep with
-// the CPU. Selection and k >= N also on a LLaDA2.x-shaped model (fused QKV, partial RoPE, MoE).
+// the CPU. Selection and k >= N also on a LLaDA2.x-shaped model (fused QKV, partial RoPE, MoE),
+// and LLaDA2.x generations with MAGE / SparseD against the CPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "cuda_test_util.h"
 #include "decode/decoder.h"
+#include "engine/engine_core.h"
 #include "io/json_file.h"
 #include "model/random_model.h"
 #include "support/test_paths.h"
@@ -101,9 +103,7 @@ struct Seq {
     std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
     return f;
   }
-  SequenceResult run(const SequenceForward& f) const {
-    return backend->forward(std::span(&f, 1))[0];
-  }
+  SequenceResult run(const SequenceForward& f) const { return backend->forward(std::span(&f, 1))[0]; }
 };
 
 Seq prefilled(Backend& b, int n_prefix, int capacity) {
@@ -155,82 +155,81 @@ double recall(const std::vector<int32_t>& got, const std::vector<int32_t>& want)
 
 // The selection (MAGE: prefix-only softmax of the chosen queries; SparseD: every query's softmax
 // over every key it sees), and the gathered attention on the GPU's own sets against the CPU on
-// the very same sets (tight: only bf16 differs) and on its own (end to end). Block 32 at head_dim
-// 128 takes the Hopper kernel (128 rows per KV head), block 8 the mma.sync one, head_dim 64 both
-// again.
+// the very same sets (tight: only bf16 differs) and on its own (end to end). Block 32 at head_dim 128 takes
+// the Hopper kernel (128 rows per KV head), block 8 the mma.sync one, head_dim 64 both again;
+// head_dim 16 is the embedded models' (32 heads, 8 KV heads here). The last two cases are
+// LLaDA2.x-shaped (fused QKV, partial RoPE, MoE).
 TEST(CudaMage, SelectionAndGatheredAttentionMatchCpu) {
   struct Case {
     int head_dim, block, n_prefix, k, select_queries;
     bool llada2 = false;
   };
   for (const SparseMethod method : {SparseMethod::kMage, SparseMethod::kSparseD})
-    for (const Case cs : {Case{128, 32, 1000, 64, 0}, Case{128, 8, 1000, 64, 0},
-                          Case{64, 32, 700, 100, 5}, Case{64, 4, 333, 40, 0},
-                          Case{128, 32, 1000, 64, 0, true}, Case{64, 8, 700, 100, 5, true}}) {
-      SCOPED_TRACE(to_string(method) + (cs.llada2 ? " llada2" : " sdar") + " head_dim " +
-                   std::to_string(cs.head_dim) + " block " + std::to_string(cs.block) + " N " +
-                   std::to_string(cs.n_prefix));
-      auto model = random_model(cs.llada2, cs.head_dim);
-      auto gpu = make_cuda_backend(*model);
-      auto cpu = make_cpu_backend(*model);
-      const int64_t layers = model->config().num_layers, hkv = model->config().num_kv_heads;
-      Seq g = prefilled(*gpu, cs.n_prefix, cs.n_prefix + 64),
-          c = prefilled(*cpu, cs.n_prefix, cs.n_prefix + 64);
-      const std::vector<int32_t> masks(size_t(cs.block), kMask);
-      SequenceForward sg = g.request(masks, cs.n_prefix, 32),
-                      sc = c.request(masks, cs.n_prefix, 32);
-      sg.sparse = sc.sparse = mage_select(cs.k, 1, cs.select_queries, method);
-      const SequenceResult rg = g.run(sg), rc = c.run(sc);
-      EXPECT_LE(rel_error(rg.logits, rc.logits), 2e-2) << "the selecting step is exact attention";
-      ASSERT_EQ(rg.sparse_selection.size(), size_t(layers * hkv));
-      double worst = 1.0, mean = 0;
-      for (int64_t i = 0; i < layers * hkv; ++i) {
-        const SparseSet &a = rg.sparse_selection[size_t(i)], &b = rc.sparse_selection[size_t(i)];
-        EXPECT_EQ(a.prefix, b.prefix) << i;
-        EXPECT_EQ(a.dense, b.dense) << i;
-        if (i < hkv) {  // layer 0 is exact: no set
-          EXPECT_TRUE(a.slots.empty());
-          continue;
-        }
-        ASSERT_EQ(a.slots.size(), size_t(cs.k)) << i;
-        EXPECT_TRUE(std::is_sorted(a.slots.begin(), a.slots.end()));
-        const double r = recall(a.slots, b.slots);
-        worst = std::min(worst, r);
-        mean += r / double((layers - 1) * hkv);
+  for (const Case cs : {Case{128, 32, 1000, 64, 0}, Case{128, 8, 1000, 64, 0},
+                        Case{64, 32, 700, 100, 5}, Case{64, 4, 333, 40, 0},
+                        Case{16, 32, 600, 64, 0}, Case{128, 32, 1000, 64, 0, true},
+                        Case{64, 8, 700, 100, 5, true}}) {
+    SCOPED_TRACE(to_string(method) + (cs.llada2 ? " llada2" : " sdar") + " head_dim " +
+                 std::to_string(cs.head_dim) + " block " + std::to_string(cs.block) + " N " +
+                 std::to_string(cs.n_prefix));
+    auto model = random_model(cs.llada2, cs.head_dim);
+    auto gpu = make_cuda_backend(*model);
+    auto cpu = make_cpu_backend(*model);
+    const int64_t layers = model->config().num_layers, hkv = model->config().num_kv_heads;
+    Seq g = prefilled(*gpu, cs.n_prefix, cs.n_prefix + 64),
+        c = prefilled(*cpu, cs.n_prefix, cs.n_prefix + 64);
+    const std::vector<int32_t> masks(size_t(cs.block), kMask);
+    SequenceForward sg = g.request(masks, cs.n_prefix, 32), sc = c.request(masks, cs.n_prefix, 32);
+    sg.sparse = sc.sparse = mage_select(cs.k, 1, cs.select_queries, method);
+    const SequenceResult rg = g.run(sg), rc = c.run(sc);
+    EXPECT_LE(rel_error(rg.logits, rc.logits), 2e-2) << "the selecting step is exact attention";
+    ASSERT_EQ(rg.sparse_selection.size(), size_t(layers * hkv));
+    double worst = 1.0, mean = 0;
+    for (int64_t i = 0; i < layers * hkv; ++i) {
+      const SparseSet &a = rg.sparse_selection[size_t(i)], &b = rc.sparse_selection[size_t(i)];
+      EXPECT_EQ(a.prefix, b.prefix) << i;
+      EXPECT_EQ(a.dense, b.dense) << i;
+      if (i < hkv) {  // layer 0 is exact: no set
+        EXPECT_TRUE(a.slots.empty());
+        continue;
       }
-      std::printf("  GPU vs CPU selection recall: mean %.4f, worst set %.4f (random: %.3f)\n", mean,
-                  worst, double(cs.k) / cs.n_prefix);
-      // The GPU scores bf16 queries and keys of a bf16 model, the CPU fp32 ones in double: keys
-      // near the k-th score may swap (a random model's averaged attention is nearly flat). The
-      // score and top-k kernels themselves match the CPU on the same inputs (CudaSparseSelect.*).
-      EXPECT_GE(mean, 0.75);
-      EXPECT_GE(worst, 0.5);
-
-      const auto block = later_block(cs.block);
-      SequenceForward ag = g.request(block, cs.n_prefix, 32),
-                      ac = c.request(block, cs.n_prefix, 32);
-      ag.sparse = ac.sparse = mage_attend(cs.k, 1);
-      const auto gpu_sparse = g.run(ag).logits;
-      const auto cpu_own_sets = c.run(ac).logits;
-      // The CPU on the GPU's sets.
-      auto& cpu_state = static_cast<cpu_backend::CpuMethodState&>(*c.state);
-      cpu_state.sparse_sets = rg.sparse_selection;
-      const auto cpu_gpu_sets = c.run(ac).logits;
-      const auto gpu_exact = g.run(g.request(block, cs.n_prefix, 32)).logits;
-      const double same_sets = rel_error(gpu_sparse, cpu_gpu_sets);
-      const double own_sets = rel_error(gpu_sparse, cpu_own_sets);
-      const double vs_exact = rel_error(gpu_sparse, gpu_exact);
-      std::printf(
-          "  sparse logits rel. error: vs CPU on the same sets %.2e, on its own sets %.2e; "
-          "GPU sparse vs GPU exact %.2e\n",
-          same_sets, own_sets, vs_exact);
-      EXPECT_LE(same_sets, 2e-2);
-      // Against the CPU's own sets the bf16 selection may swap a few keys near the k-th score
-      // (H100, 2026-11-25: recall 0.975-1.0, own-set errors 0.4-3.7e-2 where the same sets give
-      // 3.6-3.9e-3): the attention given the sets is checked above, the sets by recall.
-      EXPECT_LE(own_sets, 5e-2);
-      EXPECT_GT(vs_exact, 3 * same_sets) << "the selection must matter";
+      ASSERT_EQ(a.slots.size(), size_t(cs.k)) << i;
+      EXPECT_TRUE(std::is_sorted(a.slots.begin(), a.slots.end()));
+      const double r = recall(a.slots, b.slots);
+      worst = std::min(worst, r);
+      mean += r / double((layers - 1) * hkv);
     }
+    std::printf("  GPU vs CPU selection recall: mean %.4f, worst set %.4f (random: %.3f)\n", mean,
+                worst, double(cs.k) / cs.n_prefix);
+    // The GPU scores bf16 queries and keys of a bf16 model, the CPU fp32 ones in double: keys
+    // near the k-th score may swap (a random model's averaged attention is nearly flat). The
+    // score and top-k kernels themselves match the CPU on the same inputs (CudaSparseSelect.*).
+    EXPECT_GE(mean, 0.75);
+    EXPECT_GE(worst, 0.5);
+
+    const auto block = later_block(cs.block);
+    SequenceForward ag = g.request(block, cs.n_prefix, 32), ac = c.request(block, cs.n_prefix, 32);
+    ag.sparse = ac.sparse = mage_attend(cs.k, 1);
+    const auto gpu_sparse = g.run(ag).logits;
+    const auto cpu_own_sets = c.run(ac).logits;
+    // The CPU on the GPU's sets.
+    auto& cpu_state = static_cast<cpu_backend::CpuMethodState&>(*c.state);
+    cpu_state.sparse_sets = rg.sparse_selection;
+    const auto cpu_gpu_sets = c.run(ac).logits;
+    const auto gpu_exact = g.run(g.request(block, cs.n_prefix, 32)).logits;
+    const double same_sets = rel_error(gpu_sparse, cpu_gpu_sets);
+    const double own_sets = rel_error(gpu_sparse, cpu_own_sets);
+    const double vs_exact = rel_error(gpu_sparse, gpu_exact);
+    std::printf("  sparse logits rel. error: vs CPU on the same sets %.2e, on its own sets %.2e; "
+                "GPU sparse vs GPU exact %.2e\n",
+                same_sets, own_sets, vs_exact);
+    EXPECT_LE(same_sets, 2e-2);
+    // Against the CPU's own sets the bf16 selection may swap a few keys near the k-th score
+    // (H100, 2026-11-25: recall 0.975-1.0, own-set errors 0.4-3.7e-2 where the same sets give
+    // 3.6-3.9e-3): the attention given the sets is checked above, the sets by recall.
+    EXPECT_LE(own_sets, 5e-2);
+    EXPECT_GT(vs_exact, 3 * same_sets) << "the selection must matter";
+  }
 }
 
 // k >= N: the selecting and the attending forward are exact attention, bit for bit (SDAR and
@@ -359,10 +358,54 @@ TEST(CudaMage, SideStreamSelectionEqualsMainStream) {
   ASSERT_EQ(ra.sparse_selection.size(), rb.sparse_selection.size());
   for (size_t i = 0; i < ra.sparse_selection.size(); ++i)
     EXPECT_EQ(ra.sparse_selection[i].slots, rb.sparse_selection[i].slots) << i;
-  SequenceForward ga = a.request(later_block(32), 800, 32),
-                  gb = b.request(later_block(32), 800, 32);
+  SequenceForward ga = a.request(later_block(32), 800, 32), gb = b.request(later_block(32), 800, 32);
   ga.sparse = gb.sparse = mage_attend(96, 1);
   EXPECT_EQ(a.run(ga).logits, b.run(gb).logits);
+}
+
+// The exact pass's hand-over of the prefix-only LSE (method-specs §1.6, the default) selects
+// the very sets the selection's own pass over K selects (DLLM_MAGE_LSE_HANDOVER=0), and the
+// selecting step's logits keep their bits: MAGE and SparseD, the Hopper kernel (block 32 at
+// head_dim 128) and mma.sync (block 8; head_dim 16), all queries and a few, a batch of two.
+TEST(CudaMage, LseHandOverSelectsAsTheSelectionsOwnPass) {
+  struct Case {
+    int head_dim, block, n_prefix, k, select_queries;
+  };
+  int compared = 0;
+  for (const SparseMethod method : {SparseMethod::kMage, SparseMethod::kSparseD})
+    for (const Case cs : {Case{128, 32, 3000, 256, 0}, Case{128, 8, 1500, 64, 0},
+                          Case{16, 32, 2000, 128, 0}, Case{64, 32, 900, 100, 4}}) {
+      SCOPED_TRACE(to_string(method) + " head_dim " + std::to_string(cs.head_dim) + " block " +
+                   std::to_string(cs.block));
+      auto model = random_sdar(cs.head_dim);
+      setenv("DLLM_MAGE_LSE_HANDOVER", "0", 1);
+      auto own = make_cuda_backend(*model);
+      unsetenv("DLLM_MAGE_LSE_HANDOVER");
+      auto handed = make_cuda_backend(*model);
+      // Two sequences per backend, batched: one selecting, one of a shorter prefix selecting too.
+      Seq a1 = prefilled(*own, cs.n_prefix, cs.n_prefix + 64),
+          a2 = prefilled(*own, cs.n_prefix / 2, cs.n_prefix + 64),
+          b1 = prefilled(*handed, cs.n_prefix, cs.n_prefix + 64),
+          b2 = prefilled(*handed, cs.n_prefix / 2, cs.n_prefix + 64);
+      const std::vector<int32_t> masks(size_t(cs.block), kMask);
+      std::vector<SequenceForward> fa = {a1.request(masks, cs.n_prefix, 32),
+                                         a2.request(masks, cs.n_prefix / 2, 32)};
+      std::vector<SequenceForward> fb = {b1.request(masks, cs.n_prefix, 32),
+                                         b2.request(masks, cs.n_prefix / 2, 32)};
+      for (auto* v : {&fa, &fb})
+        for (SequenceForward& f : *v) f.sparse = mage_select(cs.k, 1, cs.select_queries, method);
+      const auto ra = own->forward(fa), rb = handed->forward(fb);
+      for (size_t s = 0; s < 2; ++s) {
+        EXPECT_EQ(ra[s].logits, rb[s].logits) << "sequence " << s;
+        ASSERT_EQ(ra[s].sparse_selection.size(), rb[s].sparse_selection.size());
+        for (size_t i = 0; i < ra[s].sparse_selection.size(); ++i) {
+          EXPECT_EQ(ra[s].sparse_selection[i].slots, rb[s].sparse_selection[i].slots)
+              << "sequence " << s << " set " << i;
+          compared += !ra[s].sparse_selection[i].slots.empty();
+        }
+      }
+    }
+  EXPECT_GT(compared, 0);
 }
 
 TEST(CudaMage, UnsupportedRequestsNameTheProblem) {
@@ -387,11 +430,11 @@ TEST(CudaMage, UnsupportedRequestsNameTheProblem) {
 }
 
 // Greedy decoding with MAGE and SparseD on the GPU follows the CPU step for step, on the sparse
-// trajectory fixtures' MAGE and SparseD cases (k small enough that the selection changes tokens).
-// The CPU attends through the GPU's sets (copied after each selecting forward; how many equal the
-// CPU's own is printed), so that a divergence can only come from bf16 in the forward; it must then
-// come from a near-tie in the CPU's own numbers (as CudaBackend.GreedyGenerationMatchesCpu), and
-// the test prints that margin.
+// trajectory fixtures' MAGE and SparseD cases (k small enough that the selection changes tokens). The CPU attends
+// through the GPU's sets (copied after each selecting forward; how many equal the CPU's own is
+// printed), so that a divergence can only come from bf16 in the forward; it must then come from
+// a near-tie in the CPU's own numbers (as CudaBackend.GreedyGenerationMatchesCpu), and the test
+// prints that margin.
 TEST(CudaMage, GreedyGenerationTracksCpuWithMageAndSparseD) {
   const auto fx = read_json_file(test::fixtures_dir() / "sparse" / "trajectories.json");
   int cases = 0, identical = 0, sets = 0, equal_sets = 0;
@@ -420,8 +463,7 @@ TEST(CudaMage, GreedyGenerationTracksCpuWithMageAndSparseD) {
     d.sparse.dense_fraction = sp["dense_fraction"];
     const auto prompt = c["prompt"].get<std::vector<int32_t>>();
     d = resolve_decode_params(model->config(), d, int64_t(prompt.size()));
-    auto dc = make_decoder(model->config(), d, prompt),
-         dg = make_decoder(model->config(), d, prompt);
+    auto dc = make_decoder(model->config(), d, prompt), dg = make_decoder(model->config(), d, prompt);
     auto kc = cpu->create_cache(dc->cache_capacity()), kg = gpu->create_cache(dg->cache_capacity());
     auto sc = cpu->create_method_state(), sg = gpu->create_method_state();
     ++cases;
@@ -461,13 +503,11 @@ TEST(CudaMage, GreedyGenerationTracksCpuWithMageAndSparseD) {
         margin = std::min(margin, double(rc.stats[i].margin) / std::max(ci, 1e-9));
         margin = std::min(margin, std::abs(ci - d.threshold) / std::max(ci, 1e-9));
         for (size_t j = i + 1; j < rc.stats.size(); ++j)
-          margin =
-              std::min(margin, std::abs(ci - rc.stats[j].p_token_tempered) / std::max(ci, 1e-9));
+          margin = std::min(margin, std::abs(ci - rc.stats[j].p_token_tempered) / std::max(ci, 1e-9));
       }
-      std::printf(
-          "  %s: GPU and CPU diverge at forward %d; closest CPU decision margin %.4f "
-          "(relative)\n",
-          name.c_str(), step, margin);
+      std::printf("  %s: GPU and CPU diverge at forward %d; closest CPU decision margin %.4f "
+                  "(relative)\n",
+                  name.c_str(), step, margin);
       EXPECT_LT(margin, 0.03) << "a divergence without a near-tie is a bug, not bf16";
       diverged = true;
       break;
@@ -478,12 +518,63 @@ TEST(CudaMage, GreedyGenerationTracksCpuWithMageAndSparseD) {
       ++identical;
     }
   }
-  std::printf(
-      "  MAGE / SparseD greedy GPU trajectories identical to CPU: %d of %d; GPU sets "
-      "equal to the CPU's own: %d of %d\n",
-      identical, cases, equal_sets, sets);
+  std::printf("  MAGE / SparseD greedy GPU trajectories identical to CPU: %d of %d; GPU sets "
+              "equal to the CPU's own: %d of %d\n",
+              identical, cases, equal_sets, sets);
   EXPECT_EQ(cases, 4);
   EXPECT_GT(sets, 0);
+}
+
+// LLaDA2.x generations with MAGE and SparseD (block diffusion and token editing) on the
+// llada2-tiny fixture (head_dim 16, two query heads per KV head), the cases of
+// sparse/llada2-trajectories.json the CUDA backend runs (no Quest): they must run on the GPU
+// and, bf16 near-ties aside, give the CPU's ids (the CPU's equal the reference's,
+// SparseTrajectory.Llada2MatchesReferenceAfterEveryForward).
+TEST(CudaMage, Llada2GenerationsTrackTheCpu) {
+  const auto fx = read_json_file(test::fixtures_dir() / "sparse" / "llada2-trajectories.json");
+  auto model = Model::load(test::model_fixture(fx["model"]));
+  auto gpu = make_cuda_backend(*model);
+  auto cpu = make_cpu_backend(*model);
+  EngineCore eg(*model, *gpu), ec(*model, *cpu);
+  int cases = 0, identical = 0;
+  for (const auto& c : fx["cases"]) {
+    const auto& sp = c["sparse"];
+    if (sp["method"] == "quest") continue;  // not on the CUDA backend yet
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const auto& p = c["params"];
+    DecodeParams d;
+    d.strategy = p["strategy"];
+    if (d.strategy == "edit") {
+      d.editing_threshold = p["editing_threshold"];
+      d.max_post_steps = p["max_post_steps"];
+    }
+    d.max_tokens = p["max_tokens"];
+    d.block_length = p["block_length"];
+    d.steps = p["steps"];
+    d.threshold = p["threshold"];
+    d.sampler.temperature = p["temperature"];
+    d.sampler.top_k = p["top_k"];
+    d.sampler.top_p = p["top_p"];
+    d.seed = p["seed"];
+    d.hf_sampling_quirk = p["hf_quirk"];
+    d.sparse.method = parse_sparse_method(sp["method"]);
+    d.sparse.k = sp["k"];
+    d.sparse.exact_layers = sp["exact_layers"];
+    d.sparse.select_queries = sp["select_queries"];
+    d.sparse.dense_fraction = sp["dense_fraction"];
+    GenerationRequest req;
+    req.prompt = c["prompt"].get<std::vector<int32_t>>();
+    req.params = resolve_decode_params(model->config(), d, int64_t(req.prompt.size()));
+    req.stop_ids = p["stop_ids"].get<std::vector<int64_t>>();
+    const auto g = eg.generate(req);
+    const auto r = ec.generate(req);
+    ++cases;
+    identical += g.ids == r.ids ? 1 : 0;
+  }
+  std::printf("  LLaDA2 MAGE / SparseD GPU generations identical to CPU: %d of %d\n", identical,
+              cases);
+  EXPECT_EQ(cases, 9);
+  EXPECT_GE(identical * 10, cases * 3);
 }
 
 }  // namespace
