@@ -102,6 +102,49 @@ TEST(S2d2Resolve, DefaultsAndFamilyChecks) {
   EXPECT_NE(resolve_error("sdar-tiny", v).find("--acceptance-estimator"), std::string::npos);
 }
 
+// LLaDA2.x: S2D2 that never verifies (a span minimum above the block) is LLaDA2.0 block
+// diffusion — the same ids, forwards and canvases as --strategy block (greedy, sampled, the
+// HF-2.0 quirk; blocks of 32 and 8).
+TEST(S2d2Llada2, WithoutVerificationIsBlockDiffusion) {
+  auto model = Model::load(test::model_fixture("llada2-tiny"));
+  auto backend = make_cpu_backend(*model);
+  EngineCore engine(*model, *backend);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 13; ++i) prompt.push_back((i * 53 + 7) % 289);
+  int runs = 0;
+  for (const int32_t block : {32, 8})
+    for (const float temperature : {0.0f, 0.8f})
+      for (const bool quirk : {false, true}) {
+        SCOPED_TRACE("block " + std::to_string(block) + " T " + std::to_string(temperature) +
+                     (quirk ? " quirk" : ""));
+        DecodeParams d;
+        d.max_tokens = 30;
+        d.block_length = block;
+        d.threshold = 0.3f;
+        d.sampler.temperature = temperature;
+        d.hf_sampling_quirk = quirk;
+        d.seed = 17;
+        GenerationRequest req;
+        req.prompt = prompt;
+        std::vector<std::vector<int32_t>> canvases[2];
+        GenerationResult results[2];
+        for (int s = 0; s < 2; ++s) {
+          DecodeParams p = d;
+          p.strategy = s ? "s2d2" : "block";
+          if (s) p.s2d2.span_min = 1000;
+          req.params = resolve_decode_params(model->config(), p, int64_t(prompt.size()));
+          results[s] = engine.generate(
+              req, {}, [&](const Decoder& dec) { canvases[s].push_back(dec.canvas()); });
+        }
+        EXPECT_EQ(results[1].ids, results[0].ids);
+        EXPECT_EQ(results[1].stats.forwards, results[0].stats.forwards);
+        EXPECT_EQ(results[1].stats.speculation.verify_calls, 0);
+        EXPECT_EQ(canvases[1], canvases[0]);
+        runs += !results[0].ids.empty();
+      }
+  EXPECT_EQ(runs, 8);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, S2d2Trajectory,
                          ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny", "llada2-tiny"),
                          [](const auto& info) {
