@@ -104,7 +104,9 @@ DecodeOption s2d2_flag(std::string name, std::string help, bool S2d2Params::*fie
 }
 
 // Sparse-attention knobs (SparseParams; checked against the model by resolve_decode_params).
-const char* kSparse = "Sparse attention (--strategy block, SDAR / Fast-dLLM v2 / LLaDA2.x)";
+const char* kSparse =
+    "Sparse attention (--strategy block: SDAR / Fast-dLLM v2 / LLaDA2.x; --strategy edit: mage, "
+    "quest)";
 DecodeOption sparse_integer(std::string name, std::string help, int32_t SparseParams::*field,
                             int64_t lo, int64_t hi) {
   Apply f = [name, field, lo, hi](DecodeParams& p, const std::string& v) {
