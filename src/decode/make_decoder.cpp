@@ -356,6 +356,12 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     if (p.strategy == "edit") {
       resolve_llada2_edit(c, p);
     } else {
+      // block, and s2d2 over it. The S2D2 paper runs LLaDA2.x only with LLaDA2.1's editing and
+      // says nothing of LLaDA2.0; decided here: the draft is LLaDA2.0's block-diffusion forward
+      // with its defaults (blocks of 32, steps = min(32, max_tokens), threshold 0.95 on the
+      // filtered probability as the fallback rule, the HF-2.0 quirk), the routing keeps S2D2's
+      // defaults (verify always), and EOS ends the answer as in --strategy block (cut at the
+      // first EOS once every token before it is decided; the blocks after it never run).
       resolve_llada2_block(c, p);
     }
   } else if (p.strategy == "block" || p.strategy == "s2d2") {

@@ -3,9 +3,8 @@
 // the current sub-block's right-shifted rows); a routing policy (s2d2_policy.h) decides whether the
 // first contiguous masked span C is verified by the same model in block-size-1 (autoregressive)
 // mode in one extra forward:
-//   SDAR, LLaDA2.x (position-aligned): [block prefix up to end(C), masks draft-filled | one [MASK]
-//   per
-//     position of C] under the 2L mask (s2d2_verify.h);
+//   SDAR, LLaDA2.x (position-aligned): [block prefix up to end(C), masks draft-filled | one
+//     [MASK] per position of C] under the 2L mask (s2d2_verify.h);
 //   Fast-dLLM v2 (right-shifted): the block prefix up to end(C), draft-filled, causal; token i is
 //     verified by the logit at i - 1.
 // Tokens of C are accepted left to right with probability min(1, (q/p)^γ); the first rejected
