@@ -23,7 +23,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // decoder; file:// is refused without an allowed directory, so nothing is read).
     c.accepts_images = true;
     c.max_images = 4;
-    c.images.max_image_bytes = 1 << 20;
+    c.media.max_image_bytes = 1 << 20;
     return c;
   }();
   const std::string_view text(reinterpret_cast<const char*>(data), size);
