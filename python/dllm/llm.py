@@ -412,8 +412,11 @@ def _media_bytes(part, kind: str, where: str) -> bytes:
         parsed = urllib.parse.urlparse(url)
         if parsed.netloc not in ("", "localhost"):
             raise ValueError(f"{where}: file:// URLs name a local path (file:///abs/path)")
-        with open(urllib.parse.unquote(parsed.path), "rb") as f:
-            return f.read()
+        try:
+            with open(urllib.parse.unquote(parsed.path), "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise ValueError(f"{where}: {e}") from None
     raise ValueError(f"{where}: dllm fetches nothing from the network; give the {kind} as a "
                      f"data:{kind}/...;base64 URL or a file:// path (got {url[:24]!r}...)")
 

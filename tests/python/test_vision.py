@@ -123,6 +123,8 @@ def test_bad_media_parts_name_the_part(llm):
     expect(ValueError, [{"type": "text", "text": "a"},
                         {"type": "video_url", "video_url": {"url": "data:image/png;base64,aGk="}}],
            "messages[0].content[1]: expected a data:video/...;base64 URL")
+    expect(ValueError, [{"type": "image_url", "image_url": {"url": "file:///nonexistent/a.png"}}],
+           "messages[0].content[0]: [Errno 2]")
     # Decoded by the engine, which names the part.
     expect(dllm.Error, [{"type": "image_url", "image_url": {"url": "data:image/png;base64,aGk="}}],
            "messages[0].content[0]: not a JPEG, PNG or WebP image")
