@@ -64,11 +64,12 @@ def _chat(llm, parts, text, **kwargs):
     return llm.chat([{"role": "user", "content": content}], PARAMS, **kwargs)[0]
 
 
-def _expect_same(got, want):
+def _expect_same(got, want, media_tokens=729):
     assert want["ids"], want
     assert got.token_ids == want["ids"]
-    # The prompt the model saw: placeholders expanded to the media's features.
-    assert got.stats.prompt_tokens == want["stats"]["prompt_tokens"] > 729
+    # The prompt the model saw: placeholders expanded to the media's features (729 per image
+    # crop, 196 per video frame).
+    assert got.stats.prompt_tokens == want["stats"]["prompt_tokens"] > media_tokens
 
 
 def test_model_info_says_vision(llm):
@@ -107,7 +108,7 @@ def test_video_url_parts_match_cli(llm, vl_model):
 def test_llm_media_io_kwargs_sets_the_default_frames(vl_model):
     with dllm.LLM(vl_model, device=DEVICE, media_io_kwargs={"video": {"num_frames": 2}}) as llm:
         got = _chat(llm, [{"type": "video_url", "video_url": {"url": "file://" + VIDEO}}], "Two")
-    _expect_same(got, _cli(vl_model, "Two", "--video", VIDEO, "--frames", "2"))
+    _expect_same(got, _cli(vl_model, "Two", "--video", VIDEO, "--frames", "2"), 2 * 196)
 
 
 def test_bad_media_parts_name_the_part(llm):
