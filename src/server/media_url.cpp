@@ -23,11 +23,11 @@ bool starts_with_nocase(std::string_view s, std::string_view prefix) {
 
 // What the messages say for each kind of media.
 struct KindWords {
-  const char* noun;        // "image"
-  const char* type;        // the data: URL's media type prefix, "image/"
-  const char* example;     // "data:image/png;base64,..."
-  const char* types;       // examples of accepted media types
-  const char* size_flag;   // "--max-image-mib"
+  const char* noun;       // "image"
+  const char* type;       // the data: URL's media type prefix, "image/"
+  const char* example;    // "data:image/png;base64,..."
+  const char* types;      // examples of accepted media types
+  const char* size_flag;  // "--max-image-mib"
 };
 
 KindWords words(MediaKind kind) {
@@ -62,8 +62,9 @@ std::string data_url_bytes(std::string_view url, MediaKind kind, const std::stri
   const std::string_view header = url.substr(5, comma - 5), data = url.substr(comma + 1);
   if (!starts_with_nocase(header, w.type))
     bad_request(where, cat("'", where, "' is a data: URL of media type '",
-                           header.substr(0, header.find(';')), "'; ", kind == MediaKind::video ? "a " : "an ",
-                           w.type, "... type (", w.types, ") is expected"));
+                           header.substr(0, header.find(';')), "'; ",
+                           kind == MediaKind::video ? "a " : "an ", w.type, "... type (", w.types,
+                           ") is expected"));
   const size_t last = header.rfind(';');
   if (last == std::string_view::npos || header.substr(last + 1) != "base64")
     bad_request(where, cat("'", where, "' must be a base64 data: URL (", w.example, ")"));
@@ -156,7 +157,8 @@ MediaBytes media_from_url(MediaKind kind, const std::string& url, const std::str
   } else if (starts_with_nocase(url, "http://") || starts_with_nocase(url, "https://")) {
     bad_request(where, cat("'", where,
                            "' is an http(s) URL; this server fetches nothing from the network: "
-                           "send the ", w.noun, " inline as a data:", w.type, "...;base64 URL"));
+                           "send the ",
+                           w.noun, " inline as a data:", w.type, "...;base64 URL"));
   } else {
     bad_request(where, cat("'", where, "' has an unsupported URL (",
                            url.substr(0, std::min<size_t>(url.size(), 24)),

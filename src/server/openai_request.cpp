@@ -106,18 +106,17 @@ void add_media_part(const Json& part, MediaKind kind, const std::string& where,
   const bool video = kind == MediaKind::video;
   const char* noun = video ? "video" : "image";
   if (!ctx.accepts_images)
-    bad_request(where, cat("'", where, "' is ", video ? "a " : "an ", noun, ", but this model ('",
-                           ctx.served_model,
-                           "') is not a vision-language model and takes text only"));
+    bad_request(where,
+                cat("'", where, "' is ", video ? "a " : "an ", noun, ", but this model ('",
+                    ctx.served_model, "') is not a vision-language model and takes text only"));
   std::vector<MediaBytes>& list = video ? media.videos : media.images;
   const int limit = video ? ctx.max_videos : ctx.max_images;
   if (list.size() >= size_t(limit))
     bad_request(where, cat("'", where, "' is ", noun, " ", list.size() + 1,
                            " of the request; accepted are 1 to ", limit, " ", noun,
                            "s per request (--max-", noun, "s-per-request)"));
-  list.push_back(
-      media_from_url(kind, media_part_url(part, video ? "video_url" : "image_url", where), where,
-                     ctx.media));
+  list.push_back(media_from_url(
+      kind, media_part_url(part, video ? "video_url" : "image_url", where), where, ctx.media));
 }
 
 // A message's content as the template sees it: a string, or, when no image or video is in it,
@@ -148,13 +147,12 @@ Json message_content(const Json& c, size_t i, const ParseContext& ctx, ChatMedia
       parts.push_back({{"type", video ? "video" : "image"}});
       has_media = true;
     } else {
-      bad_request(where, cat("'", where,
-                             "' parts must be {\"type\": \"text\", \"text\": ...}",
-                             ctx.accepts_images
-                                 ? ", {\"type\": \"image_url\", ...} or {\"type\": \"video_url\", ...}"
-                                 : "",
-                             " (other content types are not supported; got ", json_excerpt(part),
-                             ")"));
+      bad_request(where,
+                  cat("'", where, "' parts must be {\"type\": \"text\", \"text\": ...}",
+                      ctx.accepts_images
+                          ? ", {\"type\": \"image_url\", ...} or {\"type\": \"video_url\", ...}"
+                          : "",
+                      " (other content types are not supported; got ", json_excerpt(part), ")"));
     }
   }
   return has_media ? parts : Json(text);
@@ -180,8 +178,7 @@ Request chat_prompt(const Json& body, const ParseContext& ctx) {
     const auto content = msg.find("content");
     messages.push_back(
         {{"role", *role},
-         {"content",
-          message_content(content == msg.end() ? Json() : *content, i, ctx, media)}});
+         {"content", message_content(content == msg.end() ? Json() : *content, i, ctx, media)}});
   }
   r.messages_json = messages.dump();
   r.image_bytes = std::move(media.images);

@@ -21,8 +21,8 @@
 #include <vector>
 
 #include "dllm/engine.h"
-#include "server/media_url.h"
 #include "server/json_fields.h"
+#include "server/media_url.h"
 
 namespace dllm::server {
 
@@ -38,8 +38,8 @@ struct ParseContext {
   // image_url / video_url content parts: only a vision-language model takes them
   // (ModelInfo::has_vision).
   bool accepts_images = false;
-  int max_images = 8;       // per request
-  int max_videos = 2;       // per request
+  int max_images = 8;         // per request
+  int max_videos = 2;         // per request
   int32_t video_frames = 32;  // frames per video unless media_io_kwargs says otherwise
   MediaUrlPolicy media;
 };

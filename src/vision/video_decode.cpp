@@ -71,10 +71,16 @@ struct MemoryReader {
     if (whence & AVSEEK_SIZE) return size;
     int64_t to = offset;
     switch (whence & ~AVSEEK_FORCE) {
-      case SEEK_SET: break;
-      case SEEK_CUR: to += r->pos; break;
-      case SEEK_END: to += size; break;
-      default: return AVERROR(EINVAL);
+      case SEEK_SET:
+        break;
+      case SEEK_CUR:
+        to += r->pos;
+        break;
+      case SEEK_END:
+        to += size;
+        break;
+      default:
+        return AVERROR(EINVAL);
     }
     if (to < 0 || to > size) return AVERROR(EINVAL);
     r->pos = to;
@@ -229,12 +235,11 @@ DecodedVideo decode_video(const VideoSource& src, int64_t frames, const ImageLim
 DecodedVideo read_video_file(const std::filesystem::path& path, int64_t frames,
                              const ImageLimits& limits) {
   { RegularFile check(path); }  // refuses FIFOs, directories, devices with a clear message
-  return decode_video({.name = path.string(), .path = path.string(), .bytes = {}}, frames,
-                      limits);
+  return decode_video({.name = path.string(), .path = path.string(), .bytes = {}}, frames, limits);
 }
 
-DecodedVideo decode_video(std::span<const uint8_t> bytes, const std::string& source,
-                          int64_t frames, const ImageLimits& limits) {
+DecodedVideo decode_video(std::span<const uint8_t> bytes, const std::string& source, int64_t frames,
+                          const ImageLimits& limits) {
   if (bytes.empty()) fail(source, ": the video is empty");
   return decode_video({.name = source, .path = {}, .bytes = bytes}, frames, limits);
 }

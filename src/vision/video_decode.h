@@ -31,7 +31,7 @@ DecodedVideo read_video_file(const std::filesystem::path& path, int64_t frames,
                              const ImageLimits& limits = {});
 // The same from an encoded video held in memory (a server's data: URL); `source` names it in
 // errors. The container is probed from the bytes.
-DecodedVideo decode_video(std::span<const uint8_t> bytes, const std::string& source,
-                          int64_t frames, const ImageLimits& limits = {});
+DecodedVideo decode_video(std::span<const uint8_t> bytes, const std::string& source, int64_t frames,
+                          const ImageLimits& limits = {});
 
 }  // namespace dllm

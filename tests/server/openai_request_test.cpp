@@ -375,8 +375,7 @@ TEST(OpenAiRequest, VideoPartsBecomeVideoBytesAndTemplateParts) {
     EXPECT_EQ(e.param, param) << e.what();
     EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
   };
-  for (const auto& [kwargs, param] :
-       std::vector<std::pair<Json, std::string>>{
+  for (const auto& [kwargs, param] : std::vector<std::pair<Json, std::string>>{
            {{{"video", {{"num_frames", 0}}}}, "media_io_kwargs.video.num_frames"},
            {{{"video", {{"num_frames", 1025}}}}, "media_io_kwargs.video.num_frames"},
            {{{"video", {{"num_frames", "8"}}}}, "media_io_kwargs.video.num_frames"},
@@ -400,8 +399,7 @@ TEST(OpenAiRequest, VideoPartsBecomeVideoBytesAndTemplateParts) {
                "is a video of 5 bytes; accepted are 1 to 4 bytes (--max-video-mib");
   expect_error(video_message({"data:image/png;base64,Zm9v"}), "messages[0].content[2]",
                "a video/... type");
-  expect_error(video_message({"data:video/mp4;base64,"}), "messages[0].content[2]",
-               "empty video");
+  expect_error(video_message({"data:video/mp4;base64,"}), "messages[0].content[2]", "empty video");
   expect_error(video_message({"https://example.com/a.mp4"}), "messages[0].content[2]",
                "send the video inline as a data:video/...;base64 URL");
   expect_error(video_message({"file:///etc/passwd"}), "messages[0].content[2]",

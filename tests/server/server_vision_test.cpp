@@ -11,8 +11,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "server/server_process.h"
 #include "io/json_file.h"
+#include "server/server_process.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -204,7 +204,9 @@ TEST(ServeVision, RefusedImagesNameTheContentPart) {
   EXPECT_EQ(post_chat(port, image_chat({png}, "x")).status, 200);
 }
 
-fs::path video() { return test::model_fixture("sdar-vl-tiny") / "video.mkv"; }
+fs::path video() {
+  return test::model_fixture("sdar-vl-tiny") / "video.mkv";
+}
 
 // A chat message with one video_url part (frames from media_io_kwargs when `frames` > 0).
 Json video_chat(const std::string& url, const std::string& text, int frames = 0) {
@@ -224,9 +226,9 @@ TEST(ServeVision, VideoUrlGivesTheIdsOfGenerate) {
   // The fixture's video has 10 frames: 4 sampled per request, 3 by the server's default, and
   // all 10 when 32 are asked for.
   const fs::path dir = video().parent_path();
-  ServerProcess server({"-m", chat_vision_model().string(), "--device", "cpu",
-                        "--media-io-kwargs", R"({"video": {"num_frames": 3}})",
-                        "--allowed-local-media-path", dir.string()});
+  ServerProcess server({"-m", chat_vision_model().string(), "--device", "cpu", "--media-io-kwargs",
+                        R"({"video": {"num_frames": 3}})", "--allowed-local-media-path",
+                        dir.string()});
   ASSERT_TRUE(server.started());
   const std::string mkv = data_url(video(), "video/x-matroska");
   expect_same_as_cli(post_chat(server.port(), video_chat(mkv, "What happens?", 4)),
@@ -240,7 +242,8 @@ TEST(ServeVision, VideoUrlGivesTheIdsOfGenerate) {
   Json both = video_chat(mkv, "Both", 4);
   both["messages"][0]["content"].insert(
       both["messages"][0]["content"].begin(),
-      Json{{"type", "image_url"}, {"image_url", {{"url", data_url(image("tall.jpg"), "image/jpeg")}}}});
+      Json{{"type", "image_url"},
+           {"image_url", {{"url", data_url(image("tall.jpg"), "image/jpeg")}}}});
   expect_same_as_cli(post_chat(server.port(), both),
                      generate_with_images({image("tall.jpg")}, "Both",
                                           " --video '" + video().string() + "' --frames 4"));
@@ -304,7 +307,8 @@ TEST(ServeVision, TokenizeCountsTheExpandedPlaceholders) {
   Json body = video_chat(data_url(video(), "video/x-matroska"), "Both", 4);
   body["messages"][0]["content"].insert(
       body["messages"][0]["content"].begin(),
-      Json{{"type", "image_url"}, {"image_url", {{"url", data_url(image("wide.png"), "image/png")}}}});
+      Json{{"type", "image_url"},
+           {"image_url", {{"url", data_url(image("wide.png"), "image/png")}}}});
   const Reply tok = post_tokenize(server.port(), {{"messages", body["messages"]},
                                                   {"media_io_kwargs", body["media_io_kwargs"]}});
   ASSERT_EQ(tok.status, 200) << tok.body;
@@ -318,8 +322,9 @@ TEST(ServeVision, TokenizeCountsTheExpandedPlaceholders) {
   for (size_t i = 0; i < ids.size(); ++i)
     if (!(i > 0 && ids[i] == ids[i - 1] && (ids[i] == image_id || ids[i] == video_id)))
       collapsed.push_back(ids[i]);
-  const Json text_only = {{"prompt", "<|im_start|>user\n<|image_pad|><|video_pad|>Both<|im_end|>\n"
-                                     "<|im_start|>assistant\n"}};
+  const Json text_only = {{"prompt",
+                           "<|im_start|>user\n<|image_pad|><|video_pad|>Both<|im_end|>\n"
+                           "<|im_start|>assistant\n"}};
   const Reply plain = post_tokenize(server.port(), text_only);
   ASSERT_EQ(plain.status, 200) << plain.body;
   EXPECT_EQ(Json(collapsed), plain.body["tokens"]);
@@ -327,13 +332,15 @@ TEST(ServeVision, TokenizeCountsTheExpandedPlaceholders) {
   ASSERT_EQ(chat.status, 200) << chat.body;
   EXPECT_EQ(chat.body["usage"]["prompt_tokens"], ids.size());
   // add_generation_prompt false drops the assistant's header only.
-  Json no_gen = {{"messages", body["messages"]}, {"media_io_kwargs", body["media_io_kwargs"]},
+  Json no_gen = {{"messages", body["messages"]},
+                 {"media_io_kwargs", body["media_io_kwargs"]},
                  {"add_generation_prompt", false}};
   const Reply tok2 = post_tokenize(server.port(), no_gen);
   ASSERT_EQ(tok2.status, 200) << tok2.body;
   EXPECT_LT(tok2.body["count"].get<size_t>(), ids.size());
   // A bad image is a 400 naming its part.
-  Json bad = {{"messages", image_chat({"data:image/png;base64,aGVsbG8gd29ybGQ="}, "x")["messages"]}};
+  Json bad = {
+      {"messages", image_chat({"data:image/png;base64,aGVsbG8gd29ybGQ="}, "x")["messages"]}};
   const Reply r = post_tokenize(server.port(), bad);
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_EQ(r.body["error"]["param"], "messages[0].content[0]") << r.body;

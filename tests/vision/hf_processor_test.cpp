@@ -77,8 +77,8 @@ TEST_F(HfProcessor, ImageCropsMatchTheTorchvisionProcessor) {
 
 TEST_F(HfProcessor, VideoFramesMatchTheVideoProcessor) {
   const auto& v = hf_["video"];
-  const DecodedVideo video = read_video_file(
-      test::sdar_vl_fixture() / v["file"].get<std::string>(), v["frames"].get<int64_t>());
+  const DecodedVideo video = read_video_file(test::sdar_vl_fixture() / v["file"].get<std::string>(),
+                                             v["frames"].get<int64_t>());
   EXPECT_EQ(video.indices, v["indices"].get<std::vector<int64_t>>());
   expect_crop_checksums(preprocess_frames(video.frames, vision_->config),
                         v["torchvision"]["checksums"], vision_->config, "video");

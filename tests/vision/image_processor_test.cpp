@@ -1,7 +1,7 @@
 // The C++ LLaVA-OneVision processor against the independent Python reference
 // (tools/reference_sdar_vl.py, torchvision's uint8 antialiased bicubic): decoded images, the
-// resized and letterboxed anyres canvas and the base crop byte for byte, the normalised crops' sum, the pinpoint and the token
-// count of every test image; bad images get clear errors.
+// resized and letterboxed anyres canvas and the base crop byte for byte, the normalised crops' sum,
+// the pinpoint and the token count of every test image; bad images get clear errors.
 #include <gtest/gtest.h>
 
 #include <fstream>
