@@ -23,7 +23,8 @@ download() {
 # Unpacks the wheels whose distribution name (normalised: lower case, '-' for '_' and '.') is in
 # the list, or every wheel but those in the skip list.
 unpack() {
-  local mode=$1 list=" $2 " dest=$3 wheel name
+  local mode=$1 list dest=$3 wheel name
+  list=" $(echo $2) "  # one space between names, also where the list spans lines
   mkdir -p "$dest"
   for wheel in "$work"/wheels/*.whl; do
     name="$(basename "$wheel" | cut -d- -f1 | tr 'A-Z_.' 'a-z--')"

@@ -20,6 +20,10 @@ if [ -f gpu-pydeps.tar.xz ]; then
   [ -d gpu-pydeps ] || tar xJf gpu-pydeps.tar.xz
   export PYTHONPATH=$PWD/gpu-pydeps${PYTHONPATH:+:$PYTHONPATH}
 fi
+# The server's text side is the real Qwen3 tokenizer: it covers the SDAR shapes' vocabulary, so
+# what random weights generate decodes to text (aiperf counts a response without text as an
+# error; the embedded models' 4K-entry tokenizer left most ids without one).
+QWEN3=tests/fixtures/tokenizers/qwen3
 # aiperf when its packages travelled (scripts/make-gpu-pydeps.sh --aiperf), else the openai client.
 LOADGEN=${LOADGEN:-openai}
 if [ -f gpu-aiperf.tar.xz ]; then
@@ -41,6 +45,6 @@ fi
   --prompt-length 1024 --max-tokens 64 --device cuda 2>&1 | tee "$OUT/engine_bench.txt"
 DLLM=$DLLM LOADGEN=$LOADGEN AIPERF="python3 -m aiperf" PYTHON=python3 CONCURRENCY="$CONCURRENCY" ISL=1024 OSL=64 \
   EXTRA="block_length:4 steps:4 remasking:low_confidence_static" \
-  tools/bench_serve.sh "$OUT/server" -m models/tiny-block --random-weights "$SHAPE" --device cuda
+  TOKENIZER=$QWEN3 tools/bench_serve.sh "$OUT/server" -m "$QWEN3" --random-weights "$SHAPE" --device cuda
 grep -E "^dllm_(forwards_total|forward_seconds_total|schedule_seconds_total|sequences_per_forward)" \
   "$OUT/server/metrics.txt" | tee "$OUT/server_engine_counters.txt"
