@@ -26,6 +26,7 @@ constexpr int kTopKLoads = 8;  // loads in flight per thread in a histogram pass
 constexpr int kSelTile = 64;
 constexpr int kSelBlockKeys = 1024;
 constexpr int kSelMaxRows = 256;  // 16 warps
+constexpr int kSelStages = 3;     // score-sum key tiles: two loading while one is used
 
 // The warp's Q fragments (rows row0 .. row0 + 15; rows past R are zeros).
 template <int D>
@@ -129,13 +130,15 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) prefix_lse_kernel(ScoreSumPar
 // Score pass: p = exp(s * scale - lse_row) summed over the R rows of each key: within a lane
 // (rows a, a + 8), over the 8 row groups of the warp (shuffles), then over the warps in a fixed
 // order (shared memory) — deterministic, so a sequence selects the same set in any batch. The
-// key tiles are double-buffered: the next tile's loads are in flight during this tile's math
-// (the kernel is the selection's one pass over K: its speed is the step-1 cost, §1.6).
+// key tiles are pipelined over kSelStages buffers: the next tiles' loads are in flight during
+// this tile's math (the kernel is the selection's one pass over K: its speed is the step-1
+// cost, §1.6).
 template <int D>
 __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumParams p) {
   extern __shared__ __align__(16) unsigned char raw[];
-  bf16* tiles = reinterpret_cast<bf16*>(raw);                            // [2][kSelTile][D + 8]
-  float* colsum = reinterpret_cast<float*>(tiles + 2 * kSelTile * (D + 8));  // [warps][kSelTile]
+  constexpr int kTileElems = kSelTile * (D + 8);
+  bf16* tiles = reinterpret_cast<bf16*>(raw);  // [kSelStages][kSelTile][D + 8]
+  float* colsum = reinterpret_cast<float*>(tiles + kSelStages * kTileElems);  // [warps][kSelTile]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
   const int warps = blockDim.x >> 5, group = p.heads / p.kv_heads;
   const int R = p.n_rows_used * group;
@@ -151,16 +154,25 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumPara
                            1.4426950408889634f
                      : INFINITY;
   }
-  if (first < end) issue_key_tile<D>(p, h, first, end, tiles);
-  for (int t0 = first, it = 0; t0 < end; t0 += kSelTile, ++it) {
-    const bf16* kt = tiles + (it & 1) * kSelTile * (D + 8);
-    // The next tile into the other buffer, which every warp finished with before the barrier
-    // that ended the previous iteration (an empty group past the end keeps the count).
-    if (t0 + kSelTile < end)
-      issue_key_tile<D>(p, h, t0 + kSelTile, end, tiles + ((it + 1) & 1) * kSelTile * (D + 8));
+  // One cp.async group per tile (an empty one past the end keeps the count).
+  for (int st = 0; st < kSelStages - 1; ++st) {
+    const int t = first + st * kSelTile;
+    if (t < end)
+      issue_key_tile<D>(p, h, t, end, tiles + st * kTileElems);
     else
       ptx::cp_async_commit();
-    ptx::cp_async_wait<1>();  // this tile's group is complete
+  }
+  for (int t0 = first, it = 0; t0 < end; t0 += kSelTile, ++it) {
+    const bf16* kt = tiles + (it % kSelStages) * kTileElems;
+    // The tile kSelStages - 1 ahead, into the buffer of the previous iteration's tile, which
+    // every warp finished with before the barrier that ended that iteration.
+    const int ahead = t0 + (kSelStages - 1) * kSelTile;
+    if (ahead < end)
+      issue_key_tile<D>(p, h, ahead, end,
+                        tiles + ((it + kSelStages - 1) % kSelStages) * kTileElems);
+    else
+      ptx::cp_async_commit();
+    ptx::cp_async_wait<kSelStages - 1>();  // this tile's group is complete
     __syncthreads();
     float s[kSelTile / 8][4];
     tile_scores<D, kSelTile, D + 8>(qf, kt, s, lane);
@@ -493,12 +505,13 @@ void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
     constexpr int D = decltype(d)::value;
     if (p.n_prefix == 0 || p.n_rows_used == 0) return;
     const int threads = selection_threads(p);
-    const size_t smem =
-        2 * kTileBytes<D> + static_cast<size_t>(threads / 32) * kSelTile * sizeof(float);
-    static const bool sized = [] {  // head_dim 256: two tiles pass the default 48 KB
+    const size_t smem = kSelStages * kTileBytes<D> +
+                        static_cast<size_t>(threads / 32) * kSelTile * sizeof(float);
+    static const bool sized = [] {  // head_dim 128 and 256: the tiles pass the default 48 KB
       DLLM_CUDA_CHECK(cudaFuncSetAttribute(
           score_sum_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-          static_cast<int>(2 * kTileBytes<D> + (kSelMaxRows / 16) * kSelTile * sizeof(float))));
+          static_cast<int>(kSelStages * kTileBytes<D> +
+                           (kSelMaxRows / 16) * kSelTile * sizeof(float))));
       return true;
     }();
     (void)sized;
