@@ -219,7 +219,13 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     sp.head_dim = static_cast<int>(c.head_dim);
     sp.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get();
-    if (!select_side_stream_) op_begin("sparse selection");  // profiled on the main stream only
+    // Profiled on the main stream only (DLLM_MAGE_SIDE_STREAM=0), per part.
+    auto part = [&](const char* op) {
+      if (select_side_stream_) return;
+      op_end();
+      op_begin(op);
+    };
+    if (!select_side_stream_) op_begin("sparse selection: prefix lse");
     const size_t si = static_cast<size_t>(&p - plan.seqs.data());
     const cuda::AttentionBatchPlan& ap = layer_attention(plan, layer);
     if (plan.attention_seqs[si].prefix_lse)  // the exact pass's hand-over (§1.6 step 1)
@@ -237,7 +243,9 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
       b.block_size = static_cast<int>(p.seq->rule.block_size);
       cuda::fold_block_keys_lse(sp, b, sel_lse_.get(), s);
     }
+    part("sparse selection: score sums");
     cuda::mage_score_sum(sp, s);
+    part("sparse selection: top-k");
     cuda::sparse_top_k(sel_scores_.get(), sp.n_prefix, static_cast<int>(p.sparse_k), hkv,
                        sets + layer * hkv * p.sparse_k, s);
     if (!select_side_stream_) op_end();

@@ -11,7 +11,8 @@ namespace dllm::cuda {
 namespace {
 
 constexpr int kTopKThreads = 1024;
-constexpr int kTopKRun = 8;  // consecutive elements per thread in the compaction pass
+constexpr int kTopKRun = 8;    // consecutive elements per thread in the compaction pass
+constexpr int kTopKLoads = 8;  // loads in flight per thread in a histogram pass
 
 // The selection's two passes over the prefix's K (prefix-only LSE, then score sums) on the
 // tensor cores, with the flash kernels' fragment layout (attention_mma.cuh, flash_tile.cuh): a
@@ -25,6 +26,7 @@ constexpr int kTopKRun = 8;  // consecutive elements per thread in the compactio
 constexpr int kSelTile = 64;
 constexpr int kSelBlockKeys = 1024;
 constexpr int kSelMaxRows = 256;  // 16 warps
+constexpr int kSelStages = 3;     // score-sum key tiles: two loading while one is used
 
 // The warp's Q fragments (rows row0 .. row0 + 15; rows past R are zeros).
 template <int D>
@@ -128,13 +130,15 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) prefix_lse_kernel(ScoreSumPar
 // Score pass: p = exp(s * scale - lse_row) summed over the R rows of each key: within a lane
 // (rows a, a + 8), over the 8 row groups of the warp (shuffles), then over the warps in a fixed
 // order (shared memory) — deterministic, so a sequence selects the same set in any batch. The
-// key tiles are double-buffered: the next tile's loads are in flight during this tile's math
-// (the kernel is the selection's one pass over K: its speed is the step-1 cost, §1.6).
+// key tiles are pipelined over kSelStages buffers: the next tiles' loads are in flight during
+// this tile's math (the kernel is the selection's one pass over K: its speed is the step-1
+// cost, §1.6).
 template <int D>
 __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumParams p) {
   extern __shared__ __align__(16) unsigned char raw[];
-  bf16* tiles = reinterpret_cast<bf16*>(raw);                            // [2][kSelTile][D + 8]
-  float* colsum = reinterpret_cast<float*>(tiles + 2 * kSelTile * (D + 8));  // [warps][kSelTile]
+  constexpr int kTileElems = kSelTile * (D + 8);
+  bf16* tiles = reinterpret_cast<bf16*>(raw);  // [kSelStages][kSelTile][D + 8]
+  float* colsum = reinterpret_cast<float*>(tiles + kSelStages * kTileElems);  // [warps][kSelTile]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
   const int warps = blockDim.x >> 5, group = p.heads / p.kv_heads;
   const int R = p.n_rows_used * group;
@@ -150,16 +154,25 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumPara
                            1.4426950408889634f
                      : INFINITY;
   }
-  if (first < end) issue_key_tile<D>(p, h, first, end, tiles);
-  for (int t0 = first, it = 0; t0 < end; t0 += kSelTile, ++it) {
-    const bf16* kt = tiles + (it & 1) * kSelTile * (D + 8);
-    // The next tile into the other buffer, which every warp finished with before the barrier
-    // that ended the previous iteration (an empty group past the end keeps the count).
-    if (t0 + kSelTile < end)
-      issue_key_tile<D>(p, h, t0 + kSelTile, end, tiles + ((it + 1) & 1) * kSelTile * (D + 8));
+  // One cp.async group per tile (an empty one past the end keeps the count).
+  for (int st = 0; st < kSelStages - 1; ++st) {
+    const int t = first + st * kSelTile;
+    if (t < end)
+      issue_key_tile<D>(p, h, t, end, tiles + st * kTileElems);
     else
       ptx::cp_async_commit();
-    ptx::cp_async_wait<1>();  // this tile's group is complete
+  }
+  for (int t0 = first, it = 0; t0 < end; t0 += kSelTile, ++it) {
+    const bf16* kt = tiles + (it % kSelStages) * kTileElems;
+    // The tile kSelStages - 1 ahead, into the buffer of the previous iteration's tile, which
+    // every warp finished with before the barrier that ended that iteration.
+    const int ahead = t0 + (kSelStages - 1) * kSelTile;
+    if (ahead < end)
+      issue_key_tile<D>(p, h, ahead, end,
+                        tiles + ((it + kSelStages - 1) % kSelStages) * kTileElems);
+    else
+      ptx::cp_async_commit();
+    ptx::cp_async_wait<kSelStages - 1>();  // this tile's group is complete
     __syncthreads();
     float s[kSelTile / 8][4];
     tile_scores<D, kSelTile, D + 8>(qf, kt, s, lane);
@@ -251,12 +264,67 @@ __device__ int block_exclusive_scan(int v, int* buf, int* total) {
   return before;
 }
 
+// One radix pass's histogram: hist[b] += the elements whose key matches `prefix` under `mask`
+// and has byte b at `shift`. kTopKLoads loads per thread go out together (the scores sit in L2:
+// one at a time, each pass waited ~32 round trips at 32K); warp-aggregated atomics (the lanes of
+// a warp in one bin add once: one softmax's scores share their top bits, so the first pass's
+// atomics would all hit one bin, one by one).
+__device__ __forceinline__ void radix_histogram(const float* s, int n, uint32_t prefix,
+                                                uint32_t mask, int shift, int* hist) {
+  const int lane = threadIdx.x & 31;
+  for (int base = 0; base < n; base += kTopKThreads * kTopKLoads) {  // uniform: whole warps
+    uint32_t key[kTopKLoads];
+#pragma unroll
+    for (int u = 0; u < kTopKLoads; ++u) {
+      const int j = base + u * kTopKThreads + static_cast<int>(threadIdx.x);
+      key[u] = j < n ? order_key(s[j]) : 0u;
+    }
+#pragma unroll
+    for (int u = 0; u < kTopKLoads; ++u) {
+      const int j = base + u * kTopKThreads + static_cast<int>(threadIdx.x);
+      const bool counted = j < n && (key[u] & mask) == prefix;
+      const int bin = counted ? static_cast<int>((key[u] >> shift) & 255u) : 256;
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
+      if (bin < 256 && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
+    }
+  }
+}
+
+// Warp 0: the bin b holding the remaining-th largest matching element — scanning from bin 255
+// down, the first whose count plus the counts above it reaches `remaining` (bin 0 if none) —
+// into *bin and the count above it into *above. Lane l holds bins 8l .. 8l + 7; a suffix sum over
+// the lanes finds the lane, which scans its own eight (a serial scan of 256 bins by one thread
+// cost ~4 µs a pass).
+__device__ __forceinline__ void radix_pick_bin(const int* hist, int remaining, int* bin,
+                                               int* above) {
+  const int lane = threadIdx.x & 31;
+  int c[8], total = 0;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    c[i] = hist[8 * lane + i];
+    total += c[i];
+  }
+  int suffix = total;  // bins of lanes lane .. 31
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_down_sync(0xffffffffu, suffix, o);
+    if (lane + o < 32) suffix += v;
+  }
+  const int above_lane = suffix - total;
+  bool here = above_lane < remaining && remaining <= suffix;
+  if (__ballot_sync(0xffffffffu, here) == 0 && lane == 0) here = true;  // fewer than remaining
+  if (!here) return;
+  int a = above_lane, b = 7;
+  for (; b > 0 && a + c[b] < remaining; --b) a += c[b];
+  *bin = 8 * lane + b;
+  *above = a;
+}
+
 __global__ void __launch_bounds__(kTopKThreads)
     top_k_kernel(const float* scores, int n, int k, int32_t* out) {
   __shared__ int hist[256];
   __shared__ int scan_buf[32];
-  __shared__ uint32_t sh_prefix;
-  __shared__ int sh_remaining;
+  __shared__ int sh_bin, sh_above;
   const float* s = scores + static_cast<int64_t>(blockIdx.x) * n;
   int32_t* o = out + static_cast<int64_t>(blockIdx.x) * k;
   uint32_t prefix = 0, mask = 0;
@@ -264,58 +332,43 @@ __global__ void __launch_bounds__(kTopKThreads)
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
     __syncthreads();
-    // Warp-aggregated: the lanes of a warp that fall in one bin add once. Scores of one softmax
-    // share their top bits, so without it the first pass's atomics all hit one bin, one by one.
-    const int lane = threadIdx.x & 31;
-    for (int base = 0; base < n; base += blockDim.x) {  // uniform trip count: whole warps
-      const int j = base + static_cast<int>(threadIdx.x);
-      const uint32_t key = j < n ? order_key(s[j]) : 0u;
-      const bool counted = j < n && (key & mask) == prefix;
-      const int bin = counted ? static_cast<int>((key >> shift) & 255u) : 256;
-      const unsigned peers = __match_any_sync(0xffffffffu, bin);
-      if (bin < 256 && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
-    }
+    radix_histogram(s, n, prefix, mask, shift, hist);
     __syncthreads();
-    if (threadIdx.x == 0) {
-      int above = 0, b = 255;
-      for (; b > 0 && above + hist[b] < remaining; --b) above += hist[b];
-      sh_prefix = prefix | (static_cast<uint32_t>(b) << shift);
-      sh_remaining = remaining - above;
-    }
+    if (threadIdx.x < 32) radix_pick_bin(hist, remaining, &sh_bin, &sh_above);
     __syncthreads();
-    prefix = sh_prefix;
-    remaining = sh_remaining;
+    prefix |= static_cast<uint32_t>(sh_bin) << shift;
+    remaining -= sh_above;
     mask |= 255u << shift;
     __syncthreads();
   }
   // prefix is now the k-th largest key; take every larger element and the first `remaining`
   // equal ones (lowest indices), writing indices in ascending order: each thread takes a run of
-  // kTopKRun consecutive elements per chunk, one block scan of its (larger, equal) counts places
-  // its run's picks.
+  // kTopKRun consecutive elements per chunk (loaded once, together), one block scan of its
+  // (larger, equal) counts places its run's picks.
   int taken = 0, equal_seen = 0;
   constexpr int kChunk = kTopKThreads * kTopKRun;
   for (int base = 0; base < n; base += kChunk) {
     const int first = base + static_cast<int>(threadIdx.x) * kTopKRun;
+    uint32_t key[kTopKRun];
     int larger = 0, equal = 0;
 #pragma unroll
     for (int i = 0; i < kTopKRun; ++i) {
       const int j = first + i;
-      if (j >= n) break;
-      const uint32_t key = order_key(s[j]);
-      larger += key > prefix;
-      equal += key == prefix;
+      key[i] = j < n ? order_key(s[j]) : 0u;
+      larger += j < n && key[i] > prefix;
+      equal += j < n && key[i] == prefix;
     }
     int total = 0;
     // Both counts in one scan: a chunk holds fewer than 2^16 elements.
     const int before = block_exclusive_scan(larger | (equal << 16), scan_buf, &total);
     int eq_before = equal_seen + (before >> 16);
     int pos = taken + (before & 0xffff) + min(max(remaining - equal_seen, 0), before >> 16);
+#pragma unroll
     for (int i = 0; i < kTopKRun; ++i) {
       const int j = first + i;
       if (j >= n) break;
-      const uint32_t key = order_key(s[j]);
-      const bool eq = key == prefix;
-      if (key > prefix || (eq && eq_before < remaining)) o[pos++] = j;
+      const bool eq = key[i] == prefix;
+      if (key[i] > prefix || (eq && eq_before < remaining)) o[pos++] = j;
       eq_before += eq;
     }
     const int chunk_equal = total >> 16;
@@ -323,7 +376,6 @@ __global__ void __launch_bounds__(kTopKThreads)
     equal_seen += chunk_equal;
   }
 }
-
 
 // Merges the chunks' (natural-log max, sum) of one (KV head, used row, query head) into its lse:
 // chunk c's row of it at partial[((c * kv_heads + h) * partial_rows + row) * 2], row = the used
@@ -337,6 +389,7 @@ __global__ void prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, 
   const int h = e / R, i = e % R;
   const int row = by_query_row ? p.rows_used[i / group] * group + i % group : i;
   float m = -INFINITY, l = 0.0f;
+#pragma unroll 8  // the loads of eight chunks go out together (the attention's ~33 splits at 32K)
   for (int c = 0; c < chunks; ++c) {
     const float* pc =
         partial + ((static_cast<int64_t>(c) * p.kv_heads + h) * partial_rows + row) * 2;
@@ -452,12 +505,13 @@ void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
     constexpr int D = decltype(d)::value;
     if (p.n_prefix == 0 || p.n_rows_used == 0) return;
     const int threads = selection_threads(p);
-    const size_t smem =
-        2 * kTileBytes<D> + static_cast<size_t>(threads / 32) * kSelTile * sizeof(float);
-    static const bool sized = [] {  // head_dim 256: two tiles pass the default 48 KB
+    const size_t smem = kSelStages * kTileBytes<D> +
+                        static_cast<size_t>(threads / 32) * kSelTile * sizeof(float);
+    static const bool sized = [] {  // head_dim 128 and 256: the tiles pass the default 48 KB
       DLLM_CUDA_CHECK(cudaFuncSetAttribute(
           score_sum_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-          static_cast<int>(2 * kTileBytes<D> + (kSelMaxRows / 16) * kSelTile * sizeof(float))));
+          static_cast<int>(kSelStages * kTileBytes<D> +
+                           (kSelMaxRows / 16) * kSelTile * sizeof(float))));
       return true;
     }();
     (void)sized;
