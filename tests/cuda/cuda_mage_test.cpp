@@ -164,7 +164,9 @@ double recall(const std::vector<int32_t>& got, const std::vector<int32_t>& want)
 // the very same sets (tight: only bf16 differs) and on its own (end to end). Block 32 at head_dim 128 takes
 // the Hopper kernel (128 rows per KV head), block 8 the mma.sync one, head_dim 64 both again;
 // head_dim 16 is the embedded models' (32 heads, 8 KV heads here). The last two cases are
-// LLaDA2.x-shaped (fused QKV, partial RoPE, MoE).
+// LLaDA2.x-shaped (fused QKV, partial RoPE, MoE); the SDAR case before them has the shape of the
+// last (head_dim 64, block 8: 32 rows per KV head on mma.sync), so that a failure there tells a
+// kernel shape from the family.
 TEST(CudaMage, SelectionAndGatheredAttentionMatchCpu) {
   struct Case {
     int head_dim, block, n_prefix, k, select_queries;
@@ -173,8 +175,8 @@ TEST(CudaMage, SelectionAndGatheredAttentionMatchCpu) {
   for (const SparseMethod method : {SparseMethod::kMage, SparseMethod::kSparseD})
   for (const Case cs : {Case{128, 32, 1000, 64, 0}, Case{128, 8, 1000, 64, 0},
                         Case{64, 32, 700, 100, 5}, Case{64, 4, 333, 40, 0},
-                        Case{16, 32, 600, 64, 0}, Case{128, 32, 1000, 64, 0, true},
-                        Case{64, 8, 700, 100, 5, true}}) {
+                        Case{16, 32, 600, 64, 0}, Case{64, 8, 700, 100, 5},
+                        Case{128, 32, 1000, 64, 0, true}, Case{64, 8, 700, 100, 5, true}}) {
     SCOPED_TRACE(to_string(method) + (cs.llada2 ? " llada2" : " sdar") + " head_dim " +
                  std::to_string(cs.head_dim) + " block " + std::to_string(cs.block) + " N " +
                  std::to_string(cs.n_prefix));
