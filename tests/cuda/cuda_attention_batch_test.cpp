@@ -9,7 +9,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <functional>
+#include <iterator>
 #include <numeric>
 
 #include "attention/attention_rule.h"
@@ -636,13 +639,14 @@ TEST(CudaAttentionBatch, PrefixLseHandOverMatchesReferenceAndLeavesOutputsAlone)
 
 // The selection from the handed-over LSE (score sums, top-k) picks the very sets the selection's
 // own LSE pass picks, on fresh random inputs: all of a block's queries and a few of them, both
-// kernels, head_dim 128 / 64 / 16. The two LSEs agree to fp32 rounding.
+// kernels, head_dim 128 / 64 / 16. The two LSEs agree to fp32 rounding (and with the host's
+// double), so a set may differ only by a key tied with the k-th within that rounding.
 TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
   std::mt19937 rng(106);
   struct Case {
     int heads, kv, d, n_q, n_cache, k, select;
   };
-  int sets = 0;
+  int sets = 0, equal_sets = 0;
   for (const Case c : {Case{32, 8, 128, 32, 6000, 1024, 0}, Case{32, 8, 128, 32, 3000, 256, 4},
                        Case{32, 8, 128, 8, 2000, 100, 0}, Case{8, 2, 64, 32, 2500, 300, 0},
                        Case{32, 8, 16, 32, 4000, 512, 0}, Case{4, 1, 16, 16, 1200, 64, 5}}) {
@@ -678,7 +682,7 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
     sp.head_dim = c.d;
     sp.scale = pool.shape.scale;
     // Both ways to the LSE (rows not used stay NaN), then the same score sums and top-k.
-    std::vector<std::vector<float>> lses;
+    std::vector<std::vector<float>> lses, sums;
     std::vector<std::vector<int32_t>> picks;
     for (const bool hand_over : {true, false}) {
       cuda::DeviceBuffer<float> lse(size_t(c.n_q) * c.heads, "lse");
@@ -698,6 +702,7 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
       cuda::DeviceBuffer<int32_t> sel(size_t(c.kv) * c.k, "sets");
       cuda::sparse_top_k(scores.get(), c.n_cache, c.k, c.kv, sel.get(), nullptr);
       lses.push_back(test::to_host(lse));
+      sums.push_back(test::to_host(scores));
       picks.push_back(test::to_host(sel));
     }
     for (int32_t r : rows)
@@ -709,16 +714,37 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
                     2e-4 * std::max(1.0, std::abs(s.ref_prefix_lse[e])))
             << "row " << r << " head " << hq;
       }
+    // The same sets — but for a key whose score ties the k-th within the two LSEs' fp32 rounding
+    // (~1e-6 relative), which either side may take; printed, and at most one per set.
     for (int h = 0; h < c.kv; ++h) {
       const auto a = std::vector<int32_t>(picks[0].begin() + size_t(h) * c.k,
                                           picks[0].begin() + size_t(h + 1) * c.k);
       const auto b = std::vector<int32_t>(picks[1].begin() + size_t(h) * c.k,
                                           picks[1].begin() + size_t(h + 1) * c.k);
-      EXPECT_EQ(a, b) << "kv head " << h;
       ++sets;
+      if (a == b) {
+        ++equal_sets;
+        continue;
+      }
+      std::vector<float> own(sums[1].begin() + size_t(h) * c.n_cache,
+                             sums[1].begin() + size_t(h + 1) * c.n_cache);
+      std::vector<float> sorted = own;
+      std::nth_element(sorted.begin(), sorted.begin() + (c.k - 1), sorted.end(),
+                       std::greater<float>());
+      const float kth = sorted[size_t(c.k - 1)];
+      std::vector<int32_t> differ;
+      std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(),
+                                    std::back_inserter(differ));
+      EXPECT_LE(differ.size(), 2u) << "kv head " << h;
+      for (int32_t j : differ)
+        EXPECT_NEAR(own[size_t(j)], kth, 1e-5 * kth)
+            << "kv head " << h << ": key " << j << " differs without a near-tie at the k-th";
     }
   }
+  std::printf("  hand-over vs own LSE pass: %d of %d sets identical (others: a near-tie swap)\n",
+              equal_sets, sets);
   EXPECT_EQ(sets, 8 + 8 + 8 + 2 + 8 + 1);
+  EXPECT_GE(equal_sets, sets - 3);
 }
 
 // Bad plans are refused with the field at fault.

@@ -377,14 +377,17 @@ TEST(CudaMage, SideStreamSelectionEqualsMainStream) {
 }
 
 // The exact pass's hand-over of the prefix-only LSE (method-specs §1.6, the default) selects
-// the very sets the selection's own pass over K selects (DLLM_MAGE_LSE_HANDOVER=0), and the
-// selecting step's logits keep their bits: MAGE and SparseD, the Hopper kernel (block 32 at
-// head_dim 128) and mma.sync (block 8; head_dim 16), all queries and a few, a batch of two.
+// the sets the selection's own pass over K selects (DLLM_MAGE_LSE_HANDOVER=0), and the selecting
+// step's logits keep their bits: MAGE and SparseD, the Hopper kernel (block 32 at head_dim 128)
+// and mma.sync (block 8; head_dim 16), all queries and a few, a batch of two. The two LSEs
+// differ by fp32 rounding only, so a set may differ by a key tied with the k-th within it (a
+// random model's averaged attention is nearly flat); the scores themselves are compared in
+// CudaAttentionBatch.HandedOverLseSelectsTheSameSets.
 TEST(CudaMage, LseHandOverSelectsAsTheSelectionsOwnPass) {
   struct Case {
     int head_dim, block, n_prefix, k, select_queries;
   };
-  int compared = 0;
+  int compared = 0, identical = 0;
   for (const SparseMethod method : {SparseMethod::kMage, SparseMethod::kSparseD})
     for (const Case cs : {Case{128, 32, 3000, 256, 0}, Case{128, 8, 1500, 64, 0},
                           Case{16, 32, 2000, 128, 0}, Case{64, 32, 900, 100, 4}}) {
@@ -412,13 +415,21 @@ TEST(CudaMage, LseHandOverSelectsAsTheSelectionsOwnPass) {
         EXPECT_EQ(ra[s].logits, rb[s].logits) << "sequence " << s;
         ASSERT_EQ(ra[s].sparse_selection.size(), rb[s].sparse_selection.size());
         for (size_t i = 0; i < ra[s].sparse_selection.size(); ++i) {
-          EXPECT_EQ(ra[s].sparse_selection[i].slots, rb[s].sparse_selection[i].slots)
-              << "sequence " << s << " set " << i;
-          compared += !ra[s].sparse_selection[i].slots.empty();
+          const auto &x = ra[s].sparse_selection[i].slots, &y = rb[s].sparse_selection[i].slots;
+          ASSERT_EQ(x.size(), y.size());
+          if (x.empty()) continue;
+          ++compared;
+          identical += x == y;
+          std::vector<int32_t> differ;
+          std::set_symmetric_difference(x.begin(), x.end(), y.begin(), y.end(),
+                                        std::back_inserter(differ));
+          EXPECT_LE(differ.size(), 2u) << "sequence " << s << " set " << i << ": more than a swap";
         }
       }
     }
+  std::printf("  hand-over vs own LSE pass: %d of %d sets identical\n", identical, compared);
   EXPECT_GT(compared, 0);
+  EXPECT_GE(identical, compared * 9 / 10);
 }
 
 TEST(CudaMage, UnsupportedRequestsNameTheProblem) {

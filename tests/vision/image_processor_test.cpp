@@ -1,7 +1,7 @@
 // The C++ LLaVA-OneVision processor against the independent Python reference
-// (tools/reference_sdar_vl.py, PIL bicubic): decoded images, the resized and letterboxed anyres
-// canvas and the base crop byte for byte, the normalised crops' sum, the pinpoint and the token
-// count of every test image; bad images get clear errors.
+// (tools/reference_sdar_vl.py, torchvision's uint8 antialiased bicubic): decoded images, the
+// resized and letterboxed anyres canvas and the base crop byte for byte, the normalised crops' sum,
+// the pinpoint and the token count of every test image; bad images get clear errors.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -34,7 +34,7 @@ class ImageProcessorParity : public ::testing::Test {
   nlohmann::json ref_;
 };
 
-TEST_F(ImageProcessorParity, CanvasAndBaseCropMatchPilByteForByte) {
+TEST_F(ImageProcessorParity, CanvasAndBaseCropMatchTheReferenceByteForByte) {
   const auto dir = test::sdar_vl_fixture();
   int checked = 0;
   for (const auto& [name, info] : ref_["images"].items()) {

@@ -264,9 +264,16 @@ __global__ void __launch_bounds__(kTopKThreads)
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
     __syncthreads();
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
-      const uint32_t key = order_key(s[j]);
-      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+    // Warp-aggregated: the lanes of a warp that fall in one bin add once. Scores of one softmax
+    // share their top bits, so without it the first pass's atomics all hit one bin, one by one.
+    const int lane = threadIdx.x & 31;
+    for (int base = 0; base < n; base += blockDim.x) {  // uniform trip count: whole warps
+      const int j = base + static_cast<int>(threadIdx.x);
+      const uint32_t key = j < n ? order_key(s[j]) : 0u;
+      const bool counted = j < n && (key & mask) == prefix;
+      const int bin = counted ? static_cast<int>((key >> shift) & 255u) : 256;
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
+      if (bin < 256 && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
     }
     __syncthreads();
     if (threadIdx.x == 0) {
