@@ -235,6 +235,18 @@ TEST(VideoDecode, BytesInMemoryDecodeAsTheirFile) {
     for (size_t f = 0; f < from_file.frames.size(); ++f)
       EXPECT_EQ(from_memory.frames[f].pixels, from_file.frames[f].pixels) << frames << " " << f;
   }
+  // The sampled frames' RGB bytes are bounded: 3 frames of 64x48 fit in 3 x 9216 bytes, 4 not.
+  ImageLimits small;
+  small.max_video_bytes = 3 * 64 * 48 * 3;
+  EXPECT_EQ(decode_video(bytes, "v", 3, small).frames.size(), 3u);
+  try {
+    decode_video(bytes, "v", 4, small);
+    ADD_FAILURE() << "4 frames decoded past the limit";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("v: 4 frames of 64x48 would take more than"),
+              std::string::npos)
+        << e.what();
+  }
   const std::string junk = "this is not a video at all";
   for (const auto& bad : {std::vector<uint8_t>(junk.begin(), junk.end()), std::vector<uint8_t>{},
                           std::vector<uint8_t>(bytes.begin(), bytes.begin() + 200)}) {
