@@ -78,6 +78,9 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
       stream_);
   moved |= attn_rows_ws_.ensure(rows_ws, "attention-rows workspace");
   moved |= attn_rows_out_.ensure(plan.attn_rows_total, "attention rows");
+  if (plan.capacity.prefix_rows > 0)
+    moved |= sel_prefix_ml_.ensure(
+        static_cast<size_t>(c.num_layers * plan.capacity.prefix_rows * 2), "sparse selection");
   for (const PlannedSequence& p : plan.seqs) {
     if (!p.sparse_select) continue;
     const int rows_used = static_cast<int>(p.select_rows.size());

@@ -112,6 +112,7 @@ void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const Laye
   if (rows.all) {  // the plan staged with the step (the layer's own with sparse attention)
     ap.plan = ints_.get() + layer_attention(plan, layer).offset;
     ap.capacity = plan.capacity;
+    ap.prefix_ml = layer_prefix_ml(plan, layer);
   } else {  // dLLM-Cache in the batch: this layer's rows, planned and staged now
     std::vector<cuda::AttentionBatchSeq> seqs = plan.attention_seqs;
     for (size_t si = 0; si < seqs.size(); ++si) seqs[si].n_q = static_cast<int>(rows.size[si]);
@@ -227,8 +228,9 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
     op_begin("qk-norm+rope+cache write");
     cuda::qkv_post(qp, stream_);
     op_end();
-    if (plan.any_sparse_select) enqueue_sparse_selection(plan, li);
     enqueue_attention(plan, li, rows);
+    // After the attention, which hands the selection each row's prefix-only LSE over.
+    if (plan.any_sparse_select) enqueue_sparse_selection(plan, li);
     op_begin("gemm");
     cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), block_out(), CUDA_R_32F, M,
                   static_cast<int>(h), static_cast<int>(qd), rows.all);

@@ -145,6 +145,11 @@ struct AttentionBatchSeq {
   // enough that the call's predecessor starts after it (the kernels read the region before
   // their programmatic-launch wait). Not with key_slots or a full custom mask.
   bool device_keys = false;
+  // MAGE's hand-over (method-specs §1.6 step 1): also write each split's (m, l) over the cache
+  // keys alone — keys [0, n_keys - n_q), before the queries' own — for every row, so that the
+  // selection gets each row's prefix-only log-sum-exp without a pass of its own over K
+  // (mage_prefix_lse_from_attention(), sparse_select.h). The outputs are the same bits either way.
+  bool prefix_lse = false;
 };
 struct AttentionBatchShape {
   int heads = 0, kv_heads = 0, head_dim = 0;
@@ -159,9 +164,10 @@ struct AttentionBatchCapacity {
   int mma_items = 0;         // work items of the mma.sync kernel (its grid x KV heads)
   int sm90_items = 0;        // work items of the Hopper kernel
   int64_t partial_rows = 0;  // split partial rows (the workspace)
+  int64_t prefix_rows = 0;   // prefix-only (m, l) rows (AttentionBatchParams::prefix_ml)
   bool covers(const AttentionBatchCapacity& need) const {
     return q_rows >= need.q_rows && mma_items >= need.mma_items && sm90_items >= need.sm90_items &&
-           partial_rows >= need.partial_rows;
+           partial_rows >= need.partial_rows && prefix_rows >= need.prefix_rows;
   }
 };
 struct AttentionBatchPlan {
@@ -172,6 +178,10 @@ struct AttentionBatchPlan {
   // Per sequence: where its reserved device_keys lists start (int32 from the region's start),
   // or -1.
   std::vector<int64_t> device_keys_at;
+  // Per sequence: its first row of prefix-only (m, l) in AttentionBatchParams::prefix_ml (the
+  // rows of split s, KV head h, query r, head gi of h's group: prefix_row + (s * kv_heads + h) *
+  // n_q * G + r * G + gi), or -1 without prefix_lse.
+  std::vector<int64_t> prefix_row;
 };
 AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
                                         const AttentionBatchShape& shape,
@@ -202,6 +212,10 @@ struct AttentionBatchParams {
   const int32_t* plan = nullptr;  // device address of the staged region (not of the staging start)
   float* workspace = nullptr;     // attention_batch_workspace_floats(capacity.partial_rows, ...)
   bf16* out = nullptr;            // [q_rows, heads * head_dim]
+  // [capacity.prefix_rows, 2]: the prefix_lse sequences' (natural-log m, l) per split and row
+  // (AttentionBatchPlan::prefix_row); needed when capacity.prefix_rows > 0. The kernels that
+  // write it are instances of their own: without it the usual ones run, untouched.
+  float* prefix_ml = nullptr;
   AttentionBatchShape shape;
   AttentionBatchCapacity capacity;  // grid sizes: >= the need of every plan it runs
 };

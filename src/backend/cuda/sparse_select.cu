@@ -4,6 +4,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/mma_tile.cuh"
 #include "backend/cuda/sparse_select.h"
 
 namespace dllm::cuda {
@@ -17,7 +18,10 @@ constexpr int kTopKRun = 8;  // consecutive elements per thread in the compactio
 // block takes one KV head's kSelBlockKeys prefix keys, in tiles of kSelTile keys staged in shared
 // memory, and all R = used rows x G query rows of that head, one warp per 16 rows. S = Q K^T by
 // mma.sync m16n8k16; s[nt][e] is key nt * 8 + 2 (lane % 4) + (e & 1) of the lane's row a (e < 2)
-// or a + 8. Row i of R is (used row rows_used[i / G], query head h * G + i % G).
+// or a + 8. Row i of R is (used row rows_used[i / G], query head h * G + i % G). The score tile
+// is the flash kernels' tile_scores (mma_tile.cuh), whose heads of 16 dims take one ldmatrix_x2
+// per key row (a copy here that always read 32 dims with ldmatrix_x4 ran past the shared tile at
+// head_dim 16 — the illegal address of commit 725215a).
 constexpr int kSelTile = 64;
 constexpr int kSelBlockKeys = 1024;
 constexpr int kSelMaxRows = 256;  // 16 warps
@@ -41,10 +45,11 @@ __device__ __forceinline__ void load_q_fragments(const ScoreSumParams& p, int h,
   }
 }
 
-// Stages keys [t0, t0 + kSelTile) of the prefix (zeros past `end`) into `kt`, [key][D + 8].
+// Starts staging keys [t0, t0 + kSelTile) of the prefix (zeros past `end`) into `kt`,
+// [key][D + 8], as one cp.async group.
 template <int D>
-__device__ __forceinline__ void load_key_tile(const ScoreSumParams& p, int h, int t0, int end,
-                                              bf16* kt) {
+__device__ __forceinline__ void issue_key_tile(const ScoreSumParams& p, int h, int t0, int end,
+                                               bf16* kt) {
   constexpr int kChunks = D / 8;
   const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * D;
   for (int c = threadIdx.x; c < kSelTile * kChunks; c += blockDim.x) {
@@ -54,27 +59,15 @@ __device__ __forceinline__ void load_key_tile(const ScoreSumParams& p, int h, in
     ptx::cp_async16(&kt[kr * (D + 8) + kc * 8], p.k_cache + slot * kv_row + h * D + kc * 8, valid);
   }
   ptx::cp_async_commit();
-  ptx::cp_async_wait<0>();
-  __syncthreads();
 }
 
-// S = Q K^T for the warp's 16 rows and the tile's keys (unscaled).
+// The same, waited for by the whole block.
 template <int D>
-__device__ __forceinline__ void tile_scores(const uint32_t (&qf)[D / 16][4], const bf16* kt,
-                                            float (&s)[kSelTile / 8][4]) {
-  const int lane = threadIdx.x & 31;
-#pragma unroll
-  for (int nt = 0; nt < kSelTile / 8; ++nt) {
-    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-    const bf16* krow = &kt[(nt * 8 + (lane & 7)) * (D + 8) + (lane >> 3) * 8];
-#pragma unroll
-    for (int kk = 0; kk < D / 16; kk += 2) {
-      uint32_t b[4];
-      ptx::ldmatrix_x4(b, krow + kk * 16);
-      ptx::mma_bf16(s[nt], qf[kk], b[0], b[1]);
-      ptx::mma_bf16(s[nt], qf[kk + 1], b[2], b[3]);
-    }
-  }
+__device__ __forceinline__ void load_key_tile(const ScoreSumParams& p, int h, int t0, int end,
+                                              bf16* kt) {
+  issue_key_tile<D>(p, h, t0, end, kt);
+  ptx::cp_async_wait<0>();
+  __syncthreads();
 }
 
 // LSE pass: each row's running (max, sum) over the block's keys in base 2 with the scale folded
@@ -95,7 +88,7 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) prefix_lse_kernel(ScoreSumPar
   for (int t0 = first; t0 < end; t0 += kSelTile) {
     load_key_tile<D>(p, h, t0, end, kt);
     float s[kSelTile / 8][4];
-    tile_scores<D>(qf, kt, s);
+    tile_scores<D, kSelTile, D + 8>(qf, kt, s, lane);
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) {
       float mx = -INFINITY;
@@ -134,12 +127,14 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) prefix_lse_kernel(ScoreSumPar
 
 // Score pass: p = exp(s * scale - lse_row) summed over the R rows of each key: within a lane
 // (rows a, a + 8), over the 8 row groups of the warp (shuffles), then over the warps in a fixed
-// order (shared memory) — deterministic, so a sequence selects the same set in any batch.
+// order (shared memory) — deterministic, so a sequence selects the same set in any batch. The
+// key tiles are double-buffered: the next tile's loads are in flight during this tile's math
+// (the kernel is the selection's one pass over K: its speed is the step-1 cost, §1.6).
 template <int D>
 __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumParams p) {
   extern __shared__ __align__(16) unsigned char raw[];
-  bf16* kt = reinterpret_cast<bf16*>(raw);
-  float* colsum = reinterpret_cast<float*>(kt + kSelTile * (D + 8));  // [warps][kSelTile]
+  bf16* tiles = reinterpret_cast<bf16*>(raw);                            // [2][kSelTile][D + 8]
+  float* colsum = reinterpret_cast<float*>(tiles + 2 * kSelTile * (D + 8));  // [warps][kSelTile]
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
   const int warps = blockDim.x >> 5, group = p.heads / p.kv_heads;
   const int R = p.n_rows_used * group;
@@ -155,10 +150,19 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumPara
                            1.4426950408889634f
                      : INFINITY;
   }
-  for (int t0 = first; t0 < end; t0 += kSelTile) {
-    load_key_tile<D>(p, h, t0, end, kt);
+  if (first < end) issue_key_tile<D>(p, h, first, end, tiles);
+  for (int t0 = first, it = 0; t0 < end; t0 += kSelTile, ++it) {
+    const bf16* kt = tiles + (it & 1) * kSelTile * (D + 8);
+    // The next tile into the other buffer, which every warp finished with before the barrier
+    // that ended the previous iteration (an empty group past the end keeps the count).
+    if (t0 + kSelTile < end)
+      issue_key_tile<D>(p, h, t0 + kSelTile, end, tiles + ((it + 1) & 1) * kSelTile * (D + 8));
+    else
+      ptx::cp_async_commit();
+    ptx::cp_async_wait<1>();  // this tile's group is complete
+    __syncthreads();
     float s[kSelTile / 8][4];
-    tile_scores<D>(qf, kt, s);
+    tile_scores<D, kSelTile, D + 8>(qf, kt, s, lane);
 #pragma unroll
     for (int nt = 0; nt < kSelTile / 8; ++nt)
 #pragma unroll
@@ -179,6 +183,7 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumPara
     }
     __syncthreads();  // the tile and the column sums are refilled next
   }
+  ptx::cp_async_wait<0>();
 }
 
 // Calls f(std::integral_constant<int, D>) for the head_dim, after checking the rows fit.
@@ -190,6 +195,8 @@ void with_head_dim(const ScoreSumParams& p, const char* what, F&& f) {
          " query heads per KV head exceed ", kSelMaxRows,
          " (--sparse-select-queries selects from fewer rows)");
   switch (p.head_dim) {
+    case 16:  // the embedded models' heads (tile_scores: one ldmatrix_x2 per 16 dims)
+      return f(std::integral_constant<int, 16>{});
     case 32:
       return f(std::integral_constant<int, 32>{});
     case 64:
@@ -199,7 +206,7 @@ void with_head_dim(const ScoreSumParams& p, const char* what, F&& f) {
     case 256:
       return f(std::integral_constant<int, 256>{});
   }
-  fail(what, ": head_dim must be 32, 64, 128 or 256 (got ", p.head_dim, ")");
+  fail(what, ": head_dim must be 16, 32, 64, 128 or 256 (got ", p.head_dim, ")");
 }
 
 dim3 selection_grid(const ScoreSumParams& p) {
@@ -257,9 +264,16 @@ __global__ void __launch_bounds__(kTopKThreads)
   for (int shift = 24; shift >= 0; shift -= 8) {
     for (int b = threadIdx.x; b < 256; b += blockDim.x) hist[b] = 0;
     __syncthreads();
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
-      const uint32_t key = order_key(s[j]);
-      if ((key & mask) == prefix) atomicAdd(&hist[(key >> shift) & 255u], 1);
+    // Warp-aggregated: the lanes of a warp that fall in one bin add once. Scores of one softmax
+    // share their top bits, so without it the first pass's atomics all hit one bin, one by one.
+    const int lane = threadIdx.x & 31;
+    for (int base = 0; base < n; base += blockDim.x) {  // uniform trip count: whole warps
+      const int j = base + static_cast<int>(threadIdx.x);
+      const uint32_t key = j < n ? order_key(s[j]) : 0u;
+      const bool counted = j < n && (key & mask) == prefix;
+      const int bin = counted ? static_cast<int>((key >> shift) & 255u) : 256;
+      const unsigned peers = __match_any_sync(0xffffffffu, bin);
+      if (bin < 256 && lane == __ffs(peers) - 1) atomicAdd(&hist[bin], __popc(peers));
     }
     __syncthreads();
     if (threadIdx.x == 0) {
@@ -311,17 +325,23 @@ __global__ void __launch_bounds__(kTopKThreads)
 }
 
 
-// Merges the key blocks' (max, sum) of one (KV head, used row, query head) into its lse.
+// Merges the chunks' (natural-log max, sum) of one (KV head, used row, query head) into its lse:
+// chunk c's row of it at partial[((c * kv_heads + h) * partial_rows + row) * 2], row = the used
+// row's index i (prefix_lse_kernel's chunks: partial_rows = R), or with by_query_row its query
+// row r * G + gi (the attention's splits: partial_rows = n_q * G).
 __global__ void prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, int chunks,
-                                        float* lse) {
+                                        int partial_rows, bool by_query_row, float* lse) {
   const int group = p.heads / p.kv_heads, R = p.n_rows_used * group;
   const int e = blockIdx.x * blockDim.x + threadIdx.x;
   if (e >= p.kv_heads * R) return;
   const int h = e / R, i = e % R;
+  const int row = by_query_row ? p.rows_used[i / group] * group + i % group : i;
   float m = -INFINITY, l = 0.0f;
   for (int c = 0; c < chunks; ++c) {
-    const float* pc = partial + ((static_cast<int64_t>(c) * p.kv_heads + h) * R + i) * 2;
+    const float* pc =
+        partial + ((static_cast<int64_t>(c) * p.kv_heads + h) * partial_rows + row) * 2;
     const float mn = fmaxf(m, pc[0]);
+    if (mn == -INFINITY) continue;  // no key yet (a split past the prefix, an empty prefix)
     l = l * expf(m - mn) + pc[1] * expf(pc[0] - mn);
     m = mn;
   }
@@ -389,11 +409,21 @@ void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cuda
     prefix_lse_kernel<D>
         <<<selection_grid(p), selection_threads(p), kTileBytes<D>, stream>>>(p, workspace);
     DLLM_CUDA_LAUNCH_CHECK();
-    const int n = p.kv_heads * p.n_rows_used * (p.heads / p.kv_heads);
-    prefix_lse_merge_kernel<<<(n + 255) / 256, 256, 0, stream>>>(p, workspace,
-                                                                 selection_grid(p).x, lse);
+    const int R = p.n_rows_used * (p.heads / p.kv_heads);
+    prefix_lse_merge_kernel<<<(p.kv_heads * R + 255) / 256, 256, 0, stream>>>(
+        p, workspace, selection_grid(p).x, R, false, lse);
     DLLM_CUDA_LAUNCH_CHECK();
   });
+}
+
+void mage_prefix_lse_from_attention(const ScoreSumParams& p, const float* prefix_ml, int splits,
+                                    int n_q, float* lse, cudaStream_t stream) {
+  if (splits <= 0) fail("mage_prefix_lse_from_attention: needs splits > 0 (got ", splits, ")");
+  const int group = p.heads / p.kv_heads, n = p.kv_heads * p.n_rows_used * group;
+  if (n == 0) return;
+  prefix_lse_merge_kernel<<<(n + 255) / 256, 256, 0, stream>>>(p, prefix_ml, splits, n_q * group,
+                                                               true, lse);
+  DLLM_CUDA_LAUNCH_CHECK();
 }
 
 void fold_block_keys_lse(const ScoreSumParams& p, const BlockKeys& b, float* lse,
@@ -422,7 +452,15 @@ void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
     constexpr int D = decltype(d)::value;
     if (p.n_prefix == 0 || p.n_rows_used == 0) return;
     const int threads = selection_threads(p);
-    const size_t smem = kTileBytes<D> + static_cast<size_t>(threads / 32) * kSelTile * sizeof(float);
+    const size_t smem =
+        2 * kTileBytes<D> + static_cast<size_t>(threads / 32) * kSelTile * sizeof(float);
+    static const bool sized = [] {  // head_dim 256: two tiles pass the default 48 KB
+      DLLM_CUDA_CHECK(cudaFuncSetAttribute(
+          score_sum_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+          static_cast<int>(2 * kTileBytes<D> + (kSelMaxRows / 16) * kSelTile * sizeof(float))));
+      return true;
+    }();
+    (void)sized;
     score_sum_kernel<D><<<selection_grid(p), threads, smem, stream>>>(p);
     DLLM_CUDA_LAUNCH_CHECK();
   });
