@@ -205,6 +205,12 @@ DecodedVideo decode_video(const VideoSource& src, int64_t frames, const ImageLim
       if (e == AVERROR(EAGAIN) || e == AVERROR_EOF) return;
       if (e < 0) fail(p, ": video decode error: ", av_message(e));
       if (decoded == video.indices[next]) {
+        // Checked before the frame's RGB copy is made: the first frame's size tells.
+        const int64_t frame_bytes = int64_t{frame->width} * frame->height * 3;
+        if (frame_bytes * static_cast<int64_t>(video.indices.size()) > limits.max_video_bytes)
+          fail(p, ": ", video.indices.size(), " frames of ", frame->width, "x", frame->height,
+               " would take more than ", limits.max_video_bytes >> 20,
+               " MiB as RGB; ask for fewer frames");
         video.frames.push_back(to_rgb(*frame, p, limits, sws));
         ++next;
       }
