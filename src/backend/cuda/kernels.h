@@ -333,9 +333,10 @@ void moe_sort(const int32_t* experts, int n, int top_k, int num_experts, int32_t
 // Grouped GEMM over the experts, each over the rows routed to it only:
 //   out[a, :] = in[row(a), :] · w[e]ᵀ for every sorted position a of expert e,
 // w: bf16 [experts, n_out, k]; row(a) = order[a] / top_k (the token) when `order` is given, else
-// a (inputs already in sorted order). out: fp32 or bf16 [n * top_k, n_out]; k a multiple of 8.
-// Each output element is the same fp32 arithmetic whatever else is in the batch (batch
-// invariant): 32 strided partial sums in k order, added in a fixed tree.
+// a (inputs already in sorted order). out: fp32 or bf16 [n * top_k, n_out]; k a multiple of 8,
+// in and w 16-byte aligned; any n_out. Tensor cores (mma.sync bf16 -> fp32), each output element
+// the same arithmetic whatever else is in the batch (batch invariant): one fp32 accumulator
+// through the k-steps of 16 in order.
 struct MoeGemmParams {
   const bf16* in = nullptr;
   const int32_t* order = nullptr;  // null: in is in sorted order

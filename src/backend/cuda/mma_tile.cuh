@@ -1,5 +1,6 @@
 // The tensor-core math of one key tile that the mma.sync flash kernels share (attention_mma.cuh,
 // sparse_prefill.cu): S = Q K^T into the per-lane score layout of flash_tile.cuh, and O += P V.
+// The MoE grouped GEMM (moe_ffn.cu) runs its k-chunks through tile_scores_accumulate.
 // K and V tiles sit in shared memory as rows of `kStride` bf16 (padded: conflict-free ldmatrix).
 #pragma once
 
@@ -10,15 +11,16 @@
 
 namespace dllm::cuda {
 
-// s[nt][e] = q . k for the lane's rows and keys nt * 8 + 2 (lane % 4) + (e & 1) of the tile.
-// qf: the rows' Q fragments (m16n8k16 A layout) for D / 16 slices of 16 dims.
+// s[nt][e] += q . k for the lane's rows and keys nt * 8 + 2 (lane % 4) + (e & 1) of the tile,
+// the D dims in order (16 at a time). qf: the rows' Q fragments (m16n8k16 A layout) for D / 16
+// slices of 16 dims. Also a GEMM's k-chunk: rows of A against a [column][k] tile of B (moe_ffn.cu).
 template <int D, int KT, int kStride>
-__device__ __forceinline__ void tile_scores(const uint32_t (&qf)[D / 16][4], const bf16* kt,
-                                            float (&s)[KT / 8][4], int lane) {
+__device__ __forceinline__ void tile_scores_accumulate(const uint32_t (&qf)[D / 16][4],
+                                                       const bf16* kt, float (&s)[KT / 8][4],
+                                                       int lane) {
   using namespace ptx;
 #pragma unroll
   for (int nt = 0; nt < KT / 8; ++nt) {
-    s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
     // Lane l addresses key row nt*8 + l%8; lanes 8-15, 16-23, 24-31 the next 8-dim columns.
     const bf16* krow = &kt[(nt * 8 + (lane & 7)) * kStride + (lane >> 3) * 8];
     if constexpr (D % 32 == 0) {
@@ -38,6 +40,15 @@ __device__ __forceinline__ void tile_scores(const uint32_t (&qf)[D / 16][4], con
       }
     }
   }
+}
+
+// s[nt][e] = q . k (tile_scores_accumulate from zero).
+template <int D, int KT, int kStride>
+__device__ __forceinline__ void tile_scores(const uint32_t (&qf)[D / 16][4], const bf16* kt,
+                                            float (&s)[KT / 8][4], int lane) {
+#pragma unroll
+  for (int nt = 0; nt < KT / 8; ++nt) s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
+  tile_scores_accumulate<D, KT, kStride>(qf, kt, s, lane);
 }
 
 // o += P V over the tile's keys, P = s after online_softmax_tile (rounded to bf16).
