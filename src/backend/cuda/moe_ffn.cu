@@ -214,9 +214,13 @@ void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream) {
   if (col_tiles > 65535u)
     fail("moe_grouped_gemm: n_out = ", p.n_out, " exceeds ", 65535 * kTileCols);
   constexpr size_t smem = size_t{kStages} * kStageElems * sizeof(bf16);
-  static_assert(smem > 48 * 1024);  // the opt-in limit
-  DLLM_CUDA_CHECK(cudaFuncSetAttribute(moe_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(smem)));
+  static_assert(smem > 48 * 1024);  // above the default limit: opt in, once
+  static const bool configured = [] {
+    DLLM_CUDA_CHECK(cudaFuncSetAttribute(
+        moe_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    return true;
+  }();
+  (void)configured;
   const dim3 grid(static_cast<unsigned>(p.experts), col_tiles);
   moe_gemm_kernel<<<grid, kGemmThreads, smem, stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
