@@ -63,7 +63,7 @@ constexpr int kVecsPerRow = kKChunk / 8;              // 16-byte copies per row 
 constexpr int kRowStep = kGemmThreads / kVecsPerRow;  // rows one sweep of the block copies
 constexpr int kStageElems = (kTileRows + kTileCols) * kStride;
 static_assert(kTileRows % kRowStep == 0 && kTileCols % kRowStep == 0 && kRowStep % 16 == 0);
-static_assert(kWarpCols % 16 == 0 && kKChunk % 32 == 0);  // tile_scores_accumulate's x4 path
+static_assert(kWarpCols % 8 == 0 && kKChunk % 32 == 0);  // whole B fragments, x4 loads
 
 // The sweep of one k-chunk's copies into a pipeline stage: rows row0, row0 + kRowStep, ... of the
 // pass (only the m16 fragments in use; rows past the pass's end zero-filled) and all kTileCols
@@ -96,21 +96,35 @@ struct ChunkLoader {
   }
 };
 
-// acc[mf] += the pass's rows mf*16.. (the first `frags` fragments) · the warp's columns, over one
-// k-chunk in a stage, 16 k at a time in order (mma.sync m16n8k16, fp32 accumulators).
+// acc[mf] += the pass's rows mf*16.. (the first `frags` fragments) · the warp's columns over one
+// k-chunk of a stage, 16 k at a time in order (mma.sync m16n8k16, fp32 accumulators). The warp's
+// B fragments load once per chunk and serve every row fragment: the shared-memory reads per
+// weight byte stay low enough that 2-4 row fragments remain bound by the weights' DRAM stream.
 __device__ __forceinline__ void chunk_mma(const bf16* stage, int frags, int warp, int lane,
                                           float (&acc)[kMFrags][kWarpCols / 8][4]) {
+  using namespace ptx;
   const bf16* xs = stage;
   const bf16* ws = stage + kTileRows * kStride + warp * kWarpCols * kStride;
+  uint32_t b[kWarpCols / 8][kKChunk / 32][4];  // b0, b1 of k 32kp.. and of 32kp + 16..
+#pragma unroll
+  for (int nt = 0; nt < kWarpCols / 8; ++nt)
+#pragma unroll
+    for (int kp = 0; kp < kKChunk / 32; ++kp)
+      ldmatrix_x4(b[nt][kp], b_fragment_row<kStride>(ws, nt, lane) + kp * 32);
 #pragma unroll
   for (int mf = 0; mf < kMFrags; ++mf) {
     if (mf >= frags) break;
-    uint32_t af[kKChunk / 16][4];
+    uint32_t a[kKChunk / 16][4];
 #pragma unroll
     for (int kk = 0; kk < kKChunk / 16; ++kk)
-      ptx::ldmatrix_x4(af[kk],
-                       ptx::a_fragment_row(xs + mf * 16 * kStride + kk * 16, kStride, lane));
-    tile_scores_accumulate<kKChunk, kWarpCols, kStride>(af, ws, acc[mf], lane);
+      ldmatrix_x4(a[kk], a_fragment_row(xs + mf * 16 * kStride + kk * 16, kStride, lane));
+#pragma unroll
+    for (int nt = 0; nt < kWarpCols / 8; ++nt)
+#pragma unroll
+      for (int kp = 0; kp < kKChunk / 32; ++kp) {
+        mma_bf16(acc[mf][nt], a[2 * kp], b[nt][kp][0], b[nt][kp][1]);
+        mma_bf16(acc[mf][nt], a[2 * kp + 1], b[nt][kp][2], b[nt][kp][3]);
+      }
   }
 }
 
@@ -118,7 +132,8 @@ __device__ __forceinline__ void chunk_mma(const bf16* stage, int frags, int warp
 // expert count: graph-safe). Batch invariant: every output element is the same chain of mma over
 // k = 0, 16, 32, ... from a zero fp32 accumulator whatever the other rows of its tile are, and
 // the pass's row count only decides how many m16 fragments run, never the arithmetic of one.
-__global__ void __launch_bounds__(kGemmThreads) moe_gemm_kernel(MoeGemmParams p) {
+// 3 blocks a multiprocessor (their shared memory fits; registers capped to match).
+__global__ void __launch_bounds__(kGemmThreads, 3) moe_gemm_kernel(MoeGemmParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* smem = reinterpret_cast<bf16*>(smem_raw);
   const int e = blockIdx.x;
@@ -158,7 +173,8 @@ __global__ void __launch_bounds__(kGemmThreads) moe_gemm_kernel(MoeGemmParams p)
       chunk_mma(smem + (c % kStages) * kStageElems, frags, warp, lane, acc);
     }
     __syncthreads();  // the next pass's first copies reuse the stages
-                      // Lane l holds rows l / 4 (+ 8) and columns 2 (l % 4) (+ 1) of each fragment.
+
+    // Lane l holds rows l / 4 (+ 8) and columns 2 (l % 4) (+ 1) of each fragment.
 #pragma unroll
     for (int mf = 0; mf < kMFrags; ++mf)
 #pragma unroll
