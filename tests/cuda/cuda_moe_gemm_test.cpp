@@ -34,7 +34,7 @@ struct GemmCase {
   int n = 0, experts = 0;
   std::vector<float> x, w;  // bf16-rounded values
   cuda::DeviceBuffer<uint16_t> d_x, d_w;
-  cuda::DeviceBuffer<int32_t> d_routed, offsets, order, position;
+  cuda::DeviceBuffer<int32_t> d_routed, offsets, order, position, active;
 
   GemmCase(const std::vector<int32_t>& routed, std::vector<float> xs, std::vector<float> ws,
            int num_experts)
@@ -47,11 +47,14 @@ struct GemmCase {
         d_routed(test::to_device(routed)),
         offsets(size_t(num_experts + 1), "offsets"),
         order(size_t(std::max(n, 1)), "order"),
-        position(size_t(std::max(n, 1)), "position") {
+        position(size_t(std::max(n, 1)), "position"),
+        active(size_t(num_experts + 1), "active") {
     cuda::moe_sort(d_routed.get(), n, 1, experts, offsets.get(), order.get(), position.get(),
-                   nullptr);
+                   active.get(), nullptr);
   }
 
+  // gather: rows through `order` (the gate_up use) and a grid over the experts with rows only
+  // (`active`), as the model runs it; else rows in sorted order and a grid over every expert.
   cuda::MoeGemmParams params(const GemmShape& s, void* out, bool f32, bool gather) const {
     cuda::MoeGemmParams p;
     p.in = reinterpret_cast<const cuda::bf16*>(d_x.get());
@@ -64,6 +67,10 @@ struct GemmCase {
     p.k = s.k;
     p.out = out;
     p.out_f32 = f32;
+    if (gather) {
+      p.active = active.get();
+      p.assignments = n;
+    }
     return p;
   }
 };
@@ -82,8 +89,14 @@ TEST(CudaMoeGemm, MatchesNaiveReference) {
                test::random_floats(size_t(experts) * s.n_out * s.k, rng, 0.2f), experts);
     const auto offsets = test::to_host(c.offsets);
     const auto order = test::to_host(c.order);
-    for (int e = 0; e < experts; ++e)
+    const auto active = test::to_host(c.active);
+    std::vector<int32_t> with_rows;
+    for (int e = 0; e < experts; ++e) {
       ASSERT_EQ(offsets[size_t(e + 1)] - offsets[size_t(e)], counts[size_t(e)]);
+      if (counts[size_t(e)] > 0) with_rows.push_back(e);
+    }
+    ASSERT_EQ(active[0], int(with_rows.size()));
+    ASSERT_TRUE(std::equal(with_rows.begin(), with_rows.end(), active.begin() + 1));
     for (const bool gather : {true, false}) {
       for (const bool f32 : {true, false}) {
         SCOPED_TRACE(testing::Message() << "gather " << gather << " f32 " << f32);
@@ -177,6 +190,9 @@ TEST(CudaMoeGemm, RefusesShapesOutsideTheContract) {
   EXPECT_THROW(cuda::moe_grouped_gemm(p, nullptr), std::exception);
   p = c.params(s, y.get(), true, true);
   p.in = reinterpret_cast<const cuda::bf16*>(c.d_x.get() + 1);  // rows 2-byte aligned only
+  EXPECT_THROW(cuda::moe_grouped_gemm(p, nullptr), std::exception);
+  p = c.params(s, y.get(), true, true);
+  p.assignments = -1;
   EXPECT_THROW(cuda::moe_grouped_gemm(p, nullptr), std::exception);
 }
 

@@ -290,7 +290,7 @@ void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
   rp.scaling = static_cast<float>(c.routed_scaling_factor);
   cuda::moe_route(rp, stream_);
   cuda::moe_sort(moe_experts_.get(), m, k, experts, moe_offsets_.get(), moe_order_.get(),
-                 moe_position_.get(), stream_);
+                 moe_position_.get(), moe_active_.get(), stream_);
   op_end();
   op_begin("moe experts");
   cuda::MoeGemmParams gp;
@@ -298,6 +298,8 @@ void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
   gp.order = moe_order_.get();
   gp.top_k = k;
   gp.offsets = moe_offsets_.get();
+  gp.active = moe_active_.get();
+  gp.assignments = m * k;
   gp.w = L.expert_gate_up.get();
   gp.experts = experts;
   gp.n_out = 2 * ie;

@@ -3,6 +3,7 @@
 // offsets stay on the device). The GEMM is tensor-core (mma.sync bf16 -> fp32) and streams each
 // touched expert's weights once per 64 of its rows: a decoding step's few rows per expert, and
 // the ~32 of 32 concurrent requests, are weight-bandwidth-bound.
+#include <algorithm>
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
@@ -15,10 +16,11 @@ namespace dllm::cuda {
 
 namespace {
 
-// One thread per expert: count, prefix-sum (thread 0), then emit the expert's assignments in
-// token order — deterministic, no atomics.
+// One thread per expert: count, prefix-sum and the list of experts with rows (thread 0), then
+// emit the expert's assignments in token order — deterministic, no atomics.
 __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int num_experts,
-                                int32_t* offsets, int32_t* order, int32_t* position) {
+                                int32_t* offsets, int32_t* order, int32_t* position,
+                                int32_t* active) {
   extern __shared__ int32_t counts[];
   const int e = threadIdx.x;
   if (e < num_experts) {
@@ -28,14 +30,16 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int num
   }
   __syncthreads();
   if (e == 0) {
-    int at = 0;
+    int at = 0, used = 0;
     for (int i = 0; i < num_experts; ++i) {
       const int c = counts[i];
       counts[i] = at;
       offsets[i] = at;
       at += c;
+      if (active != nullptr && c > 0) active[1 + used++] = i;
     }
     offsets[num_experts] = at;
+    if (active != nullptr) active[0] = used;
   }
   __syncthreads();
   if (e < num_experts) {
@@ -128,15 +132,20 @@ __device__ __forceinline__ void chunk_mma(const bf16* stage, int frags, int warp
   }
 }
 
-// Tensor-core grouped GEMM. Blocks of experts without rows exit at once (the grid is fixed by the
-// expert count: graph-safe). Batch invariant: every output element is the same chain of mma over
-// k = 0, 16, 32, ... from a zero fp32 accumulator whatever the other rows of its tile are, and
+// Tensor-core grouped GEMM. Graph-safe: the grid is fixed on the host — every expert, or with
+// moe_sort's `active` list as many experts as there can be with rows — and blocks past the
+// experts with rows exit at once. Batch invariant: every output element is the same chain of mma
+// over k = 0, 16, 32, ... from a zero fp32 accumulator whatever the other rows of its tile are, and
 // the pass's row count only decides how many m16 fragments run, never the arithmetic of one.
 // 3 blocks a multiprocessor (their shared memory fits; registers capped to match).
 __global__ void __launch_bounds__(kGemmThreads, 3) moe_gemm_kernel(MoeGemmParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* smem = reinterpret_cast<bf16*>(smem_raw);
-  const int e = blockIdx.x;
+  int e = blockIdx.x;
+  if (p.active != nullptr) {
+    if (e >= p.active[0]) return;
+    e = p.active[1 + e];
+  }
   const int begin = p.offsets[e], end = p.offsets[e + 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int chunks = (p.k + kKChunk - 1) / kKChunk;
@@ -210,12 +219,12 @@ __global__ void moe_combine_kernel(const float* y, const int32_t* position, cons
 }  // namespace
 
 void moe_sort(const int32_t* experts, int n, int top_k, int num_experts, int32_t* offsets,
-              int32_t* order, int32_t* position, cudaStream_t stream) {
+              int32_t* order, int32_t* position, int32_t* active, cudaStream_t stream) {
   if (num_experts < 1 || num_experts > 1024)
     fail("moe_sort: ", num_experts, " experts (the CUDA dispatch handles 1..1024)");
   const int threads = (num_experts + 31) / 32 * 32;
   moe_sort_kernel<<<1, threads, num_experts * sizeof(int32_t), stream>>>(
-      experts, n * top_k, num_experts, offsets, order, position);
+      experts, n * top_k, num_experts, offsets, order, position, active);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
@@ -237,7 +246,12 @@ void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream) {
     return true;
   }();
   (void)configured;
-  const dim3 grid(static_cast<unsigned>(p.experts), col_tiles);
+  if (p.active != nullptr && p.assignments < 1) {
+    if (p.assignments == 0) return;  // no rows
+    fail("moe_grouped_gemm: assignments = ", p.assignments, " (must be >= 0)");
+  }
+  const int blocks = p.active != nullptr ? std::min(p.experts, p.assignments) : p.experts;
+  const dim3 grid(static_cast<unsigned>(blocks), col_tiles);
   moe_gemm_kernel<<<grid, kGemmThreads, smem, stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
