@@ -166,7 +166,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<int32_t> ints_, layer_ints_;
   // MoE: router logits, routing, dispatch and the experts' activations of one layer.
   DeviceBuffer<float> router_logits_, moe_weights_, moe_y_;
-  DeviceBuffer<int32_t> moe_experts_, moe_offsets_, moe_order_, moe_position_;
+  DeviceBuffer<int32_t> moe_experts_, moe_offsets_, moe_order_, moe_position_, moe_active_;
   DeviceBuffer<bf16> moe_gu_, moe_act_;
   DeviceBuffer<int32_t> layer_plan_;  // dLLM-Cache batches: each layer's attention plan
   DeviceBuffer<cuda::DeviceTokenStats> stats_;

@@ -48,6 +48,7 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
     moved |= moe_experts_.ensure(a, "MoE routing");
     moved |= moe_weights_.ensure(a, "MoE routing");
     moved |= moe_offsets_.ensure(e + 1, "MoE dispatch");
+    moved |= moe_active_.ensure(e + 1, "MoE dispatch");
     moved |= moe_order_.ensure(a, "MoE dispatch");
     moved |= moe_position_.ensure(a, "MoE dispatch");
     moved |= moe_gu_.ensure(a * 2 * ie, "MoE activations");

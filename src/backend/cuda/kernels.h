@@ -326,16 +326,19 @@ void moe_route(const MoeRouteParams& p, cudaStream_t stream);
 // assignments (a = t * top_k + j) grouped by expert, by token within an expert.
 //   offsets [experts + 1]: expert e's assignments are sorted positions offsets[e] .. offsets[e+1]
 //   order [n * top_k]: the assignment at each sorted position; position: its inverse.
+//   active [experts + 1] (optional, may be null): the number of experts with rows, then those
+//   experts in increasing order (MoeGemmParams::active).
 // No host synchronisation (CUDA-graph safe); experts <= 1024.
 void moe_sort(const int32_t* experts, int n, int top_k, int num_experts, int32_t* offsets,
-              int32_t* order, int32_t* position, cudaStream_t stream);
+              int32_t* order, int32_t* position, int32_t* active, cudaStream_t stream);
 
 // Grouped GEMM over the experts, each over the rows routed to it only:
 //   out[a, :] = in[row(a), :] · w[e]ᵀ for every sorted position a of expert e,
 // w: bf16 [experts, n_out, k]; row(a) = order[a] / top_k (the token) when `order` is given, else
-// a (inputs already in sorted order). out: fp32 or bf16 [n * top_k, n_out]; k a multiple of 8.
-// Each output element is the same fp32 arithmetic whatever else is in the batch (batch
-// invariant): 32 strided partial sums in k order, added in a fixed tree.
+// a (inputs already in sorted order). out: fp32 or bf16 [n * top_k, n_out]; k a multiple of 8,
+// in and w 16-byte aligned; any n_out. Tensor cores (mma.sync bf16 -> fp32), each output element
+// the same arithmetic whatever else is in the batch (batch invariant): one fp32 accumulator
+// through the k-steps of 16 in order.
 struct MoeGemmParams {
   const bf16* in = nullptr;
   const int32_t* order = nullptr;  // null: in is in sorted order
@@ -345,6 +348,10 @@ struct MoeGemmParams {
   int experts = 0, n_out = 0, k = 0;
   void* out = nullptr;
   bool out_f32 = true;
+  // Optional: moe_sort's `active` list. The grid then covers min(experts, assignments) experts
+  // instead of all (a decoding step touches few of them); assignments = n * top_k.
+  const int32_t* active = nullptr;
+  int assignments = 0;
 };
 void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream);
 
