@@ -470,6 +470,7 @@ void add_bench_command(CLI::App& app) {
                   "--sparse: the first N layers attend exactly (default 2)");
   cmd->add_option("--device", a->device, "auto | cpu | cuda");
   add_threads_option(*cmd, a->threads);
+  add_cpu_matmul_option(*cmd);
   cmd->add_option("--reps", a->reps, "Timed repetitions per context (default 20)");
   cmd->add_option("--prefill", a->prefill, "Tokens of the timed prefill (default 2048)");
   cmd->add_option("--json", a->json_out, "Also write the results as JSON");

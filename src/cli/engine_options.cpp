@@ -1,5 +1,7 @@
 #include "cli/engine_options.h"
 
+#include "backend/cpu/gemm_bf16.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <vector>
@@ -42,6 +44,17 @@ CLI::Option* add_threads_option(CLI::App& cmd, int32_t& threads) {
       "CPU threads (default: OMP_NUM_THREADS if set, else every CPU this process may use)");
 }
 
+CLI::Option* add_cpu_matmul_option(CLI::App& cmd) {
+  return cmd.add_option_function<std::string>(
+      "--cpu-matmul",
+      [](const std::string& text) {
+        cpu::set_matmul_precision(cpu::parse_matmul_precision(text.c_str()));
+      },
+      "CPU products with bf16 weights: fp32 (default: exact, batch invariant, the parity "
+      "contract) | bf16 (activations rounded to bf16, AVX512-BF16 dot products: ~2x the "
+      "multiply-adds per cycle, bf16 accuracy; backend/cpu/gemm_bf16.h)");
+}
+
 void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("-m,--model", c.model,
                  "Checkpoint directory (default: the embedded models/tiny-block)");
@@ -67,6 +80,7 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("--max-batch-rows", c.max_batch_rows, "Query rows in one forward (16384)")
       ->group(g);
   add_threads_option(cmd, c.threads)->group(g);
+  add_cpu_matmul_option(cmd)->group(g);
   cmd.add_flag("--no-prefix-sharing{false}", c.prefix_sharing,
                "Do not reuse the K/V of identical prompt prefixes across requests")
       ->group(g);

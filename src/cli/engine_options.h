@@ -17,6 +17,9 @@ std::string default_model_dir();
 // --threads N (1..kMaxThreads, core/thread_pool.h), checked when parsed.
 CLI::Option* add_threads_option(CLI::App& cmd, int32_t& threads);
 
+// --cpu-matmul fp32|bf16 (backend/cpu/gemm_bf16.h), applied process-wide when parsed.
+CLI::Option* add_cpu_matmul_option(CLI::App& cmd);
+
 // -m/--model, --device, --kv-cache-memory, --gpu-memory-utilization, --kv-page-size,
 // --max-running, --max-batch-rows, --threads, --no-prefix-sharing, --random-weights.
 void add_engine_options(CLI::App& cmd, EngineConfig& config);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 
 #include "cli/bench_args.h"
 #include "cli/cli_util.h"
@@ -27,6 +28,14 @@ namespace {
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// CPU time of every thread of the process: on a shared machine a single-threaded step's CPU time
+// is what it costs, its wall time also counts the other processes' time slices.
+double cpu_s() {
+  timespec t{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) + 1e-9 * double(t.tv_nsec);
 }
 
 SequenceRequest bench_request(const Model& model, uint64_t id, int32_t block, const BenchArgs& a) {
@@ -60,6 +69,7 @@ SequenceRequest bench_request(const Model& model, uint64_t id, int32_t block, co
 struct RunTimes {
   std::vector<double> full_steps_ms;  // steps in which every request takes part
   double full_seconds = 0;            // ... in all, and the tokens they committed
+  double full_cpu_seconds = 0;        // ... their CPU time (all threads)
   int64_t full_tokens = 0;
   int64_t steps = 0;
   double seconds = 0, host_seconds = 0;
@@ -82,9 +92,9 @@ RunTimes run_requests(EngineCore& core, const Model& model, int n, int32_t block
   const double t0 = now_s();
   while (!core.idle()) {
     const EngineCounters before = core.counters();
-    const double s = now_s();
+    const double s = now_s(), cpu = cpu_s();
     if (!core.step()) fail("bench: the engine could not schedule the requests");
-    const double ms = (now_s() - s) * 1e3;
+    const double ms = (now_s() - s) * 1e3, cpu_step = cpu_s() - cpu;
     ++t.steps;
     const EngineCounters& after = core.counters();
     // Every request in the forward, none of them prefilling (a step of the steady state).
@@ -92,6 +102,7 @@ RunTimes run_requests(EngineCore& core, const Model& model, int n, int32_t block
         after.rows - before.rows <= int64_t{2} * n * block) {
       t.full_steps_ms.push_back(ms);
       t.full_seconds += ms * 1e-3;
+      t.full_cpu_seconds += cpu_step;
       t.full_tokens += after.committed_tokens - before.committed_tokens;
     }
   }
@@ -231,6 +242,10 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
       out.back()["profile_ms"] = prof;
       std::fprintf(stderr, "  block %d x %d profiled step %.2f ms (ops %.2f):%s\n", block, n,
                    profiled_ms, sum, line.c_str());
+      const double cpu_tps = t.full_cpu_seconds > 0 ? double(t.full_tokens) / t.full_cpu_seconds : 0;
+      out.back()["steady_tokens_per_cpu_second"] = cpu_tps;
+      std::fprintf(stderr, "  block %d x %d steady state: %.0f tokens per CPU second (all threads)\n",
+                   block, n, cpu_tps);
     }
 }
 

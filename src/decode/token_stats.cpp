@@ -131,22 +131,38 @@ void apply_filters(std::vector<float>& x, const SamplerConfig& sampler) {
   }
 }
 
+// True when apply_filters leaves every logit as it is (temperature 1, or greedy; no top-k or top-p
+// that can drop a token): the sampling distribution is then the raw one, bit for bit, and need not
+// be computed twice (two thirds of a greedy row's exp / log calls, the bulk of a step's token
+// statistics on a small model; docs/benchmarks.md, issue 18).
+bool filters_keep_everything(const SamplerConfig& sampler, size_t vocab) {
+  const float t = sampler.greedy() ? 1.0f : sampler.temperature;
+  const bool top_k_off = sampler.top_k <= 0 || static_cast<size_t>(sampler.top_k) >= vocab;
+  return t == 1.0f && top_k_off && !(sampler.top_p < 1.0f);
+}
+
 TokenStats token_stats(std::span<const float> logits, const SamplerConfig& sampler, double u,
                        const RngKey* rng, int32_t position) {
   TokenStats st;
-  std::vector<float> x(logits.begin(), logits.end());
+  std::vector<float> raw_logits(logits.begin(), logits.end());
   for (int32_t id : sampler.banned_tokens)
-    if (id >= 0 && static_cast<size_t>(id) < x.size()) x[static_cast<size_t>(id)] = kNegInf;
-  const std::vector<float> raw_logits = x;
-  const Softmax raw = softmax_stats(x);
+    if (id >= 0 && static_cast<size_t>(id) < raw_logits.size())
+      raw_logits[static_cast<size_t>(id)] = kNegInf;
+  const Softmax raw = softmax_stats(raw_logits);
   st.argmax = raw.top1;
   st.p_max = static_cast<float>(raw.p1);
   st.entropy = static_cast<float>(raw.entropy);
   st.margin = static_cast<float>(raw.p1 - raw.p2);
 
   const bool greedy = sampler.greedy();
-  apply_filters(x, sampler);
-  const Softmax filt = softmax_stats(x);
+  const bool unfiltered = filters_keep_everything(sampler, raw_logits.size());
+  Softmax filtered;
+  if (!unfiltered) {
+    std::vector<float> x = raw_logits;
+    apply_filters(x, sampler);
+    filtered = softmax_stats(x);
+  }
+  const Softmax& filt = unfiltered ? raw : filtered;
   if (greedy) {
     st.token = filt.top1;
   } else if (sampler.method == SampleMethod::kGumbelMax) {
@@ -172,9 +188,12 @@ TokenStats token_stats(std::span<const float> logits, const SamplerConfig& sampl
   st.p_token = static_cast<float>(filt.p[static_cast<size_t>(st.token)]);
   st.entropy_filtered = static_cast<float>(filt.entropy);
   st.margin_filtered = static_cast<float>(filt.p1 - filt.p2);
-  // Probability under softmax(logits / T) before any filter.
-  {
-    const float t = greedy ? 1.0f : sampler.temperature;
+  // Probability under softmax(logits / T) before any filter. At T = 1 that is the raw softmax:
+  // the same exp(l - max) terms summed in the same order, the same division.
+  const float t = greedy ? 1.0f : sampler.temperature;
+  if (t == 1.0f) {
+    st.p_token_tempered = static_cast<float>(raw.p[static_cast<size_t>(st.token)]);
+  } else {
     const float mx = *std::max_element(raw_logits.begin(), raw_logits.end());
     double z = 0;
     for (float v : raw_logits)

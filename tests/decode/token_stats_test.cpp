@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
 #include <random>
@@ -43,6 +44,39 @@ TEST(TokenStats, RawStatisticsMatchDirectComputation) {
     EXPECT_NEAR(st.margin, sorted[0] - sorted[1], 1e-6);
     EXPECT_NEAR(st.entropy, h, 1e-5);
     EXPECT_NEAR(st.p_token_tempered, sorted[0], 1e-6);
+  }
+}
+
+// Samplers whose filters keep every logit skip the second softmax and the tempered one
+// (token_stats.cpp). A top-k of vocabulary - 1 over logits whose two smallest values are equal
+// also keeps every logit (ties at the boundary stay) but takes the long path: both must agree
+// to the bit, for greedy and for T = 1 sampling, with banned tokens.
+TEST(TokenStats, FiltersThatKeepEverythingGiveTheLongPathsBits) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> d(0, 4);
+  const auto same = [](const TokenStats& a, const TokenStats& b) {
+    EXPECT_EQ(a.argmax, b.argmax);
+    EXPECT_EQ(a.token, b.token);
+    for (auto [x, y] : {std::pair{a.p_max, b.p_max}, {a.entropy, b.entropy}, {a.margin, b.margin},
+                        {a.p_token, b.p_token}, {a.p_token_tempered, b.p_token_tempered},
+                        {a.entropy_filtered, b.entropy_filtered},
+                        {a.margin_filtered, b.margin_filtered}, {a.p_token_raw, b.p_token_raw}})
+      EXPECT_EQ(std::bit_cast<uint32_t>(x), std::bit_cast<uint32_t>(y));
+  };
+  for (int trial = 0; trial < 40; ++trial) {
+    std::vector<float> logits(1000);
+    for (auto& v : logits) v = d(rng);
+    const auto lowest = std::min_element(logits.begin(), logits.end());
+    logits[(lowest - logits.begin() + 1) % logits.size()] = *lowest;  // the smallest, twice
+    SamplerConfig shortcut;
+    if (trial % 2) {
+      shortcut.temperature = 1.0f;
+      shortcut.banned_tokens = {3, 999};
+    }
+    SamplerConfig long_path = shortcut;
+    long_path.top_k = static_cast<int32_t>(logits.size()) - 1;
+    const double u = (trial + 0.5) / 40.0;
+    same(compute_token_stats(logits, shortcut, u), compute_token_stats(logits, long_path, u));
   }
 }
 

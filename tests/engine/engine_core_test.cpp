@@ -9,6 +9,7 @@
 #include <random>
 #include <sstream>
 
+#include "backend/cpu/gemm_bf16.h"
 #include "support/engine_runs.h"
 #include "support/test_paths.h"
 
@@ -70,6 +71,22 @@ INSTANTIATE_TEST_SUITE_P(
         if (ch == '-') ch = '_';
       return s;
     });
+
+// The opt-in bf16 GEMM (--cpu-matmul bf16, backend/cpu/gemm_bf16.h) keeps the contract too: its
+// products have other bits than fp32's, but a row's bits still never depend on its batch.
+TEST(EngineCore, Bf16MatmulRequestsBatchedEqualRequestsAlone) {
+  if (!cpu::gemm_bf16_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  auto model = Model::load(embedded("tiny-block"));
+  auto backend = make_cpu_backend(*model);
+  const auto cases = test::mixed_cases(*model, {"block", "s2d2", "ar"}, 16, 12);
+  cpu::set_matmul_precision(cpu::MatmulPrecision::kBf16);
+  const auto alone = test::run_alone(*model, *backend, cases);
+  EngineCore core(*model, *backend);
+  const auto together = test::run_together(core, cases);
+  cpu::set_matmul_precision(cpu::MatmulPrecision::kFp32);
+  expect_same(alone, together);
+  EXPECT_GT(core.counters().sequences_in_steps, 2 * core.counters().steps);
+}
 
 // A pool too small for every request at once: the newest running sequences are preempted and
 // recomputed later, with the ids they would have had alone.

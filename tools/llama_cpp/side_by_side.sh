@@ -12,7 +12,8 @@
 # site for the converter (transformers), the checkpoint (make_llada_checkpoint.py), its GGUF, and
 # the logs. Needs: a built dllm (DLLM=path, default build-cpu/dllm), cmake, ninja, a C++ compiler,
 # a Python with pip, numpy and torch (PYTHON=..., default python3), /usr/bin/time. Each step is
-# skipped when its output exists, so a second run only times.
+# skipped when its output exists, so a second run only times. DLLM_ARGS="--cpu-matmul bf16" passes
+# options to dllm generate (the opt-in bf16 GEMM, backend/cpu/gemm_bf16.h).
 set -euo pipefail
 WORK=$(realpath -m "${1:?usage: side_by_side.sh WORK_DIR [THREADS]}")
 THREADS=${2:-2}
@@ -60,7 +61,8 @@ for N in ${PROMPTS:-64 512}; do
   TEXT=$(prompt_of "$N")
   TOTAL=$((N + 128 + 8))
   # dllm: greedy full diffusion (LLaDA's low-confidence remasking), blocks of 32, 32 steps.
-  /usr/bin/time -v "$DLLM" generate -m ckpt --device cpu --threads "$THREADS" \
+  # shellcheck disable=SC2086 # DLLM_ARGS: extra generate options, e.g. "--cpu-matmul bf16"
+  /usr/bin/time -v "$DLLM" generate -m ckpt --device cpu --threads "$THREADS" ${DLLM_ARGS:-} \
     --strategy full -p "$TEXT" --max-tokens 128 --steps "$STEPS" --block-length 32 --format json \
     > "dllm-$N.json" 2> "dllm-$N.log"
   "$PYTHON" - "$N" "dllm-$N.json" "dllm-$N.log" <<'PY'

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_ops.h"
 #include "backend/sequence_slots.h"
+#include "core/thread_pool.h"
 #include "core/error.h"
 #include "decode/d2cache_selection.h"
 #include "model/rope.h"
@@ -185,6 +186,36 @@ void CpuBackend::attend(int64_t layer, SequenceRun& run, const float* q, float* 
     attend_exact(layer, run, krows, vrows, q, out, result);
 }
 
+void CpuBackend::attend_all(int64_t layer, std::vector<SequenceRun>& runs, const float* q,
+                            float* out, std::vector<SequenceResult>& results) const {
+  const int64_t qd = config_.q_dim();
+  std::vector<int64_t> first(runs.size() + 1, 0);  // first active row of each sequence
+  int64_t largest = 0;  // multiply-adds of the largest sequence's scores
+  for (size_t si = 0; si < runs.size(); ++si) {
+    const int64_t n_q = static_cast<int64_t>(runs[si].active.size());
+    first[si + 1] = first[si] + n_q;
+    largest = std::max(largest, n_q * static_cast<int64_t>(runs[si].key_slots.size()) * qd);
+  }
+  const auto attend_runs = [&](int64_t begin, int64_t end) {
+    for (int64_t si = begin; si < end; ++si) {
+      SequenceRun& run = runs[static_cast<size_t>(si)];
+      if (run.active.empty()) continue;
+      const size_t row = static_cast<size_t>(first[static_cast<size_t>(si)] * qd);
+      attend(layer, run, q + row, out + row, results[static_cast<size_t>(si)]);
+    }
+  };
+  // Each sequence reads only its own keys, so the order does not matter, and a sequence's
+  // attention has the same bits on one thread or many (cpu_ops.h). Few rows over a short context
+  // (a denoising step) are too small to share among threads: the sequences are shared instead.
+  // A long one (a prefill) keeps every thread inside its attention.
+  constexpr int64_t kSmallAttentionMacs = int64_t{1} << 22;
+  const int64_t n = static_cast<int64_t>(runs.size());
+  if (n > 1 && largest <= kSmallAttentionMacs)
+    parallel_for(n, attend_runs);
+  else
+    attend_runs(0, n);
+}
+
 void CpuBackend::attend_exact(int64_t layer, SequenceRun& run, std::span<const float* const> krows,
                               std::span<const float* const> vrows, const float* q, float* out,
                               SequenceResult& result) const {
@@ -316,19 +347,16 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     cpu::rms_norm(xn.data(), h, L.attn_norm.ptr(), xn.data(), h, m, h, eps);
     project_qkv(L, xn.data(), m, positions, q.data(), k.data(), v.data());
     int64_t at = 0;
-    for (size_t si = 0; si < runs.size(); ++si) {
-      SequenceRun& run = runs[si];
+    for (SequenceRun& run : runs) {
       for (size_t i = 0; i < run.active.size(); ++i) {
         const int64_t phys =
             run.cache->physical_slot(run.query_slots[static_cast<size_t>(run.active[i])]);
         std::copy_n(&k[static_cast<size_t>((at + int64_t(i)) * kvd)], kvd, k_row(li, phys));
         std::copy_n(&v[static_cast<size_t>((at + int64_t(i)) * kvd)], kvd, v_row(li, phys));
       }
-      if (!run.active.empty())
-        attend(li, run, &q[static_cast<size_t>(at * qd)], &attn[static_cast<size_t>(at * qd)],
-               results[si]);
       at += static_cast<int64_t>(run.active.size());
     }
+    attend_all(li, runs, q.data(), attn.data(), results);
     cpu::matmul_nt(attn.data(), qd, L.o, o.data(), h, m);
     at = 0;
     for (SequenceRun& run : runs) {
@@ -363,8 +391,8 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     }
   }
   // Outputs: final norm + LM head on the wanted rows only.
+  compute_outputs(batch, runs, x.data(), results);
   for (size_t si = 0; si < batch.size(); ++si) {
-    compute_outputs(batch[si], &x[static_cast<size_t>(runs[si].row_offset * h)], results[si]);
     if (batch[si].want_attention_rollout) {
       SequenceResult& r = results[si];
       r.attention_importance = d2cache::rollout_importance(r.attention_rows, c.num_layers,

@@ -142,8 +142,18 @@ class CpuBackend final : public Backend {
   // the whole batch.
   void add_block_output(int64_t layer, SequenceRun& run, const float* out, bool ffn,
                         float* x) const;
-  // Final norm, LM head and TokenStats of seq's output rows; x = its first hidden row.
-  void compute_outputs(const SequenceForward& seq, const float* x, SequenceResult& result) const;
+  // Final norm, LM head and TokenStats of every sequence's output rows (cpu_outputs.cpp); x = the
+  // batch's hidden rows. Sequences are taken in groups whose logits fit kLogitsGroupBytes.
+  void compute_outputs(std::span<const SequenceForward> batch, std::span<const SequenceRun> runs,
+                       const float* x, std::vector<SequenceResult>& results) const;
+  // One group: one LM-head GEMM over all its output rows, one parallel loop of TokenStats.
+  void compute_group_outputs(std::span<const SequenceForward> batch,
+                             std::span<const SequenceRun> runs, const float* x,
+                             std::span<SequenceResult> results) const;
+  // Attention of every sequence's active rows in `layer`: across sequences on the threads when
+  // each sequence's attention is small, else one sequence after another, each on all threads.
+  void attend_all(int64_t layer, std::vector<SequenceRun>& runs, const float* q, float* out,
+                  std::vector<SequenceResult>& results) const;
   // The FFN of layer `li` (dense or MoE, per desc_) of `m` normed rows into `out` [m, hidden].
   void run_ffn(int64_t li, const float* xn, int64_t m, float* out) const;
 

@@ -1,5 +1,10 @@
 // The CPU forward's outputs: final norm and LM head on the wanted rows only, TokenStats, and
 // S2D2's draft rows (kept in the sequence's method state) and span verification.
+//
+// The output rows of several sequences go through one LM-head GEMM and one parallel loop of token
+// statistics: a row's bits do not depend on the rows beside it (gemm_f32.h), and eight 4-row
+// requests then wake the threads twice instead of sixteen times, with 6-row register tiles
+// instead of 4-row ones (docs/benchmarks.md, issue 18).
 #include <algorithm>
 
 #include "backend/cpu/cpu_backend.h"
@@ -9,57 +14,109 @@
 #include "decode/s2d2_verify.h"
 
 namespace dllm::cpu_backend {
+namespace {
 
-void CpuBackend::compute_outputs(const SequenceForward& seq, const float* x,
-                                 SequenceResult& result) const {
+// Logits of at most this many bytes are computed at once (one sequence's rows always together):
+// a batch of long full-diffusion canvases must not hold every canvas's logits at the same time.
+constexpr int64_t kLogitsGroupBytes = int64_t{64} << 20;
+
+bool wants_outputs(const SequenceForward& seq) {
+  return !seq.output_rows.empty() &&
+         (seq.want_logits || seq.want_stats || seq.retain_logits || seq.verify);
+}
+
+}  // namespace
+
+void CpuBackend::compute_outputs(std::span<const SequenceForward> batch,
+                                 std::span<const SequenceRun> runs, const float* x,
+                                 std::vector<SequenceResult>& results) const {
+  const int64_t vocab_bytes = config_.vocab_size * static_cast<int64_t>(sizeof(float));
+  size_t first = 0;
+  while (first < batch.size()) {
+    size_t last = first;
+    int64_t rows = 0;
+    while (last < batch.size()) {
+      const int64_t more = static_cast<int64_t>(batch[last].output_rows.size());
+      if (last > first && (rows + more) * vocab_bytes > kLogitsGroupBytes) break;
+      rows += wants_outputs(batch[last]) ? more : 0;
+      ++last;
+    }
+    compute_group_outputs(batch.subspan(first, last - first), runs.subspan(first, last - first), x,
+                          std::span(results).subspan(first, last - first));
+    first = last;
+  }
+}
+
+void CpuBackend::compute_group_outputs(std::span<const SequenceForward> batch,
+                                       std::span<const SequenceRun> runs, const float* x,
+                                       std::span<SequenceResult> results) const {
   const ModelConfig& c = config_;
-  const int64_t h = c.hidden_size;
+  const int64_t h = c.hidden_size, vocab = c.vocab_size;
   const float eps = static_cast<float>(c.norm_eps);
   const cpu::WeightMatrix& head = tied_ ? embed_ : lm_head_;
-  const int64_t m = static_cast<int64_t>(seq.output_rows.size());
-  if (m == 0 || !(seq.want_logits || seq.want_stats || seq.retain_logits || seq.verify)) return;
+  // Output row j of the group: sequence owner[j], its output row index[j].
+  std::vector<size_t> owner, index;
+  std::vector<int64_t> first_row(batch.size());
+  for (size_t si = 0; si < batch.size(); ++si) {
+    first_row[si] = static_cast<int64_t>(owner.size());
+    if (!wants_outputs(batch[si])) continue;
+    for (size_t i = 0; i < batch[si].output_rows.size(); ++i) {
+      owner.push_back(si);
+      index.push_back(i);
+    }
+  }
+  const int64_t m = static_cast<int64_t>(owner.size());
+  if (m == 0) return;
   std::vector<float>& rows = scratch_.head_rows;
   rows.resize(static_cast<size_t>(m * h));
-  for (int64_t i = 0; i < m; ++i) {
-    const int64_t r = seq.output_rows[static_cast<size_t>(i)];
-    cpu::rms_norm(&x[static_cast<size_t>(r * h)], h, final_norm_.ptr(),
-                  &rows[static_cast<size_t>(i * h)], h, 1, h, eps);
+  for (int64_t j = 0; j < m; ++j) {
+    const size_t si = owner[static_cast<size_t>(j)];
+    const int64_t r = runs[si].row_offset + batch[si].output_rows[index[static_cast<size_t>(j)]];
+    std::copy_n(x + r * h, h, &rows[static_cast<size_t>(j * h)]);
   }
-  // Logits stay in scratch unless the caller wants them.
-  std::vector<float>& logits = seq.want_logits ? result.logits : scratch_.logits;
-  logits.resize(static_cast<size_t>(m * c.vocab_size));
-  cpu::matmul_nt(rows.data(), h, head, logits.data(), c.vocab_size, m);
-  if (seq.want_stats) {
-    auto& stats = result.stats;
-    stats.resize(static_cast<size_t>(m));
-    // A row's statistics are a softmax (exp, log in double) over the vocabulary: a thread pays
-    // from ~8K entries per chunk (a 4-row step of the embedded model splits 2 + 2; 8 requests of
-    // it: 943-952 -> 1024 tokens/s on 2 cores, docs/benchmarks.md issue 25).
-    const int64_t rows_per_thread = std::max<int64_t>(1, (int64_t{1} << 13) / c.vocab_size);
-    parallel_for(
-        m,
-        [&](int64_t first, int64_t last) {
-          for (int64_t i = first; i < last; ++i) {
-            const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
-            const int32_t pos = seq.rng_positions.empty()
-                                    ? seq.positions[row]
-                                    : seq.rng_positions[static_cast<size_t>(i)];
-            const auto row_logits = std::span<const float>(logits).subspan(
-                static_cast<size_t>(i * c.vocab_size), static_cast<size_t>(c.vocab_size));
-            stats[static_cast<size_t>(i)] =
-                compute_token_stats(row_logits, seq.sampler, seq.rng, pos);
-          }
-        },
-        rows_per_thread);
-  }
-  if (seq.want_span_stats)
-    result.span_stats = span_stats_on_host(seq, logits, result.stats, c.vocab_size);
-  if (seq.retain_logits || seq.verify) {
-    auto& state = static_cast<CpuMethodState&>(*seq.state);
-    if (seq.verify)
-      result.verify_rows =
-          verify_span_rows(logits, state.kept_logits, c.vocab_size, *seq.verify, seq.sampler);
-    if (seq.retain_logits) state.kept_logits = logits;
+  cpu::rms_norm(rows.data(), h, final_norm_.ptr(), rows.data(), h, m, h, eps);
+  std::vector<float>& logits = scratch_.logits;
+  logits.resize(static_cast<size_t>(m * vocab));
+  cpu::matmul_nt(rows.data(), h, head, logits.data(), vocab, m);
+
+  for (size_t si = 0; si < batch.size(); ++si)
+    if (batch[si].want_stats && wants_outputs(batch[si]))
+      results[si].stats.resize(batch[si].output_rows.size());
+  // A row's statistics are a softmax (exp, log in double) over the vocabulary: a thread pays
+  // from ~8K entries per chunk (a 4-row step of the embedded model splits 2 + 2).
+  const int64_t rows_per_thread = std::max<int64_t>(1, (int64_t{1} << 13) / vocab);
+  parallel_for(
+      m,
+      [&](int64_t first, int64_t last) {
+        for (int64_t j = first; j < last; ++j) {
+          const size_t si = owner[static_cast<size_t>(j)], i = index[static_cast<size_t>(j)];
+          const SequenceForward& seq = batch[si];
+          if (!seq.want_stats) continue;
+          const size_t row = static_cast<size_t>(seq.output_rows[i]);
+          const int32_t pos = seq.rng_positions.empty() ? seq.positions[row] : seq.rng_positions[i];
+          const auto row_logits = std::span<const float>(logits).subspan(
+              static_cast<size_t>(j * vocab), static_cast<size_t>(vocab));
+          results[si].stats[i] = compute_token_stats(row_logits, seq.sampler, seq.rng, pos);
+        }
+      },
+      rows_per_thread);
+
+  for (size_t si = 0; si < batch.size(); ++si) {
+    const SequenceForward& seq = batch[si];
+    if (!wants_outputs(seq)) continue;
+    SequenceResult& result = results[si];
+    const auto seq_logits = std::span<const float>(logits).subspan(
+        static_cast<size_t>(first_row[si] * vocab), seq.output_rows.size() * vocab);
+    if (seq.want_logits) result.logits.assign(seq_logits.begin(), seq_logits.end());
+    if (seq.want_span_stats)
+      result.span_stats = span_stats_on_host(seq, seq_logits, result.stats, c.vocab_size);
+    if (seq.retain_logits || seq.verify) {
+      auto& state = static_cast<CpuMethodState&>(*seq.state);
+      if (seq.verify)
+        result.verify_rows =
+            verify_span_rows(seq_logits, state.kept_logits, c.vocab_size, *seq.verify, seq.sampler);
+      if (seq.retain_logits) state.kept_logits.assign(seq_logits.begin(), seq_logits.end());
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/gemm_f32.h"
 #include "core/error.h"
 #include "io/safetensors.h"
@@ -45,6 +46,11 @@ void WeightMatrix::row_to_f32(int64_t r, float* out) const {
 
 void matmul_nt(const float* a, int64_t lda, const WeightMatrix& w, float* out, int64_t ldo,
                int64_t m, bool accumulate) {
+  if (w.dtype == DType::kBF16 && matmul_precision() == MatmulPrecision::kBf16) {  // opt-in
+    gemm_nt_bf16(a, lda, static_cast<const uint16_t*>(w.data), w.cols, out, ldo, m, w.rows, w.cols,
+                 accumulate);
+    return;
+  }
   gemm_nt(a, lda, w.dtype, w.data, w.cols, out, ldo, m, w.rows, w.cols, accumulate);
 }
 

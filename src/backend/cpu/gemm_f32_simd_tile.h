@@ -169,16 +169,20 @@ struct MicroTable {
 };
 
 // A whole [m, n] block with R × C tiles. The w tile is the outer loop: its C rows stay in L1
-// while every row tile of the block passes over them.
+// while every row tile of the block passes over them. The m rows are cut into ceil(m / R) row
+// tiles of nearly equal height (32 rows with R = 6: 5,5,6,5,5,6 rather than 6,6,6,6,6,2): a
+// thin edge tile loads and widens its weights for too few rows (the 2-row tile took 6 % of a
+// 32-row step of the embedded model). The tiling never changes an element's arithmetic.
 template <int R, int C, class W>
 void tile_block(const float* a, int64_t lda, const void* w_bytes, int64_t ldw, float* out,
                 int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
   static constexpr MicroTable<R, C, W> kTable;
   const auto* w = static_cast<const typename W::T*>(w_bytes);
+  const int64_t row_tiles = (m + R - 1) / R;
   for (int64_t j = 0; j < n; j += C) {
     const int64_t cols = std::min<int64_t>(C, n - j);
-    for (int64_t i = 0; i < m; i += R) {
-      const int64_t rows = std::min<int64_t>(R, m - i);
+    for (int64_t t = 0; t < row_tiles; ++t) {
+      const int64_t i = m * t / row_tiles, rows = m * (t + 1) / row_tiles - i;
       kTable.fn[rows - 1][cols - 1](a + i * lda, lda, w + j * ldw, ldw, out + i * ldo + j, ldo, k,
                                     accumulate);
     }

@@ -1,0 +1,68 @@
+// Driver of the opt-in bf16 GEMM (gemm_bf16.h): rounds the activation rows to bf16 once per call,
+// then runs the AVX512-BF16 tile kernel over gemm_f32's cache blocks and threads.
+#include "backend/cpu/gemm_bf16.h"
+
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "backend/cpu/gemm_f32_tiles.h"
+#include "core/error.h"
+
+namespace dllm::cpu {
+namespace gemm_detail {
+// gemm_bf16_avx512.cpp (compiled for AVX512-BF16).
+void round_rows_to_bf16(const float* a, int64_t lda, int64_t m, int64_t k, uint16_t* out,
+                        int64_t ldo);
+void tile_bf16(const uint16_t* a, int64_t lda, const uint16_t* w, int64_t ldw, float* out,
+               int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate);
+}  // namespace gemm_detail
+
+namespace {
+
+std::atomic<MatmulPrecision> g_precision{MatmulPrecision::kFp32};
+
+constexpr int64_t kChunk = 16;  // bf16 values per dot-product vector
+
+}  // namespace
+
+bool gemm_bf16_available() {
+  static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
+                         __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512bf16");
+  return ok;
+}
+
+void set_matmul_precision(MatmulPrecision precision, const char* what) {
+  if (precision == MatmulPrecision::kBf16 && !gemm_bf16_available())
+    fail(what, " bf16 needs a CPU with AVX512-BF16 (this one has none); use fp32");
+  g_precision.store(precision, std::memory_order_relaxed);
+}
+
+MatmulPrecision matmul_precision() {
+  return g_precision.load(std::memory_order_relaxed);
+}
+
+MatmulPrecision parse_matmul_precision(const char* text, const char* what) {
+  if (std::strcmp(text, "fp32") == 0) return MatmulPrecision::kFp32;
+  if (std::strcmp(text, "bf16") == 0) return MatmulPrecision::kBf16;
+  fail(what, " must be fp32 or bf16 (got '", text, "')");
+}
+
+void gemm_nt_bf16(const float* a, int64_t lda, const uint16_t* w, int64_t ldw, float* out,
+                  int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
+  if (m <= 0 || n <= 0) return;
+  // Step 1 of gemm_bf16.h: each row rounded once, zero-padded to whole 16-value chunks (the
+  // kernel then never masks activations). Per thread: calls run one at a time per thread.
+  const int64_t ld = (k + kChunk - 1) / kChunk * kChunk;
+  thread_local std::vector<uint16_t> rounded;
+  rounded.resize(static_cast<size_t>(m * ld));
+  gemm_detail::round_rows_to_bf16(a, lda, m, k, rounded.data(), ld);
+  const uint16_t* ab = rounded.data();
+  gemm_detail::for_each_block(m, n, k, [&](int64_t i, int64_t j, int64_t rows, int64_t cols) {
+    gemm_detail::tile_bf16(ab + i * ld, ld, w + j * ldw, ldw, out + i * ldo + j, ldo, rows, cols,
+                           k, accumulate);
+  });
+}
+
+}  // namespace dllm::cpu

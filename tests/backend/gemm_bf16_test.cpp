@@ -1,0 +1,149 @@
+// The opt-in bf16 GEMM (backend/cpu/gemm_bf16.h): against a double-precision product of the
+// activations rounded to bf16 (an independent scalar rounding) and the bf16 weights, on fresh
+// random inputs and odd shapes; batch invariance (a row's bits alone, in any batch, at any
+// position, on 1 or 2 threads); matmul_nt's dispatch under --cpu-matmul; the option's errors.
+#include "backend/cpu/gemm_bf16.h"
+
+#include <gtest/gtest.h>
+
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_weight.h"
+#include "core/error.h"
+#include "core/thread_pool.h"
+
+namespace dllm {
+namespace {
+
+// bf16 bits of a finite float, round to nearest even (the scalar definition).
+uint16_t to_bf16(float f) {
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+double widen(uint16_t b) {
+  return static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(b) << 16));
+}
+
+struct Problem {
+  int64_t m, n, k;
+  std::vector<float> a;
+  std::vector<uint16_t> w;
+};
+
+Problem random_problem(int64_t m, int64_t n, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  Problem p{m, n, k, std::vector<float>(static_cast<size_t>(m * k)),
+            std::vector<uint16_t>(static_cast<size_t>(n * k))};
+  for (float& v : p.a) v = d(rng);
+  for (uint16_t& v : p.w) v = to_bf16(d(rng));
+  return p;
+}
+
+std::vector<float> run(const Problem& p) {
+  std::vector<float> out(static_cast<size_t>(p.m * p.n), -1.0f);
+  cpu::gemm_nt_bf16(p.a.data(), p.k, p.w.data(), p.k, out.data(), p.n, p.m, p.n, p.k, false);
+  return out;
+}
+
+class GemmBf16 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu::gemm_bf16_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  }
+};
+
+TEST_F(GemmBf16, MatchesDoubleProductOfRoundedActivations) {
+  std::mt19937 rng(11);
+  for (const auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {4, 7, 15}, {5, 64, 16},
+                               {32, 33, 17}, {13, 130, 256}, {40, 9, 303}, {7, 70, 1024}}) {
+    const Problem p = random_problem(m, n, k, rng);
+    const std::vector<float> out = run(p);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0, mag = 0;
+        for (int64_t t = 0; t < k; ++t) {
+          const double prod = widen(to_bf16(p.a[static_cast<size_t>(i * k + t)])) *
+                              widen(p.w[static_cast<size_t>(j * k + t)]);
+          ref += prod;
+          mag += std::fabs(prod);
+        }
+        // fp32 accumulation: k / 8 additions per lane and the 3-level tree, each <= 2^-24.
+        const double tol = (double(k) / 8 + 8) * std::ldexp(mag, -24) + 1e-30;
+        ASSERT_NEAR(out[static_cast<size_t>(i * n + j)], ref, tol)
+            << "m " << m << " n " << n << " k " << k << " at " << i << "," << j;
+      }
+  }
+}
+
+TEST_F(GemmBf16, RowsAreBatchAndThreadInvariant) {
+  std::mt19937 rng(12);
+  const Problem p = random_problem(37, 300, 257, rng);  // 37 x 300 x 257: parallel blocks
+  const int threads = num_threads();
+  set_num_threads(1);
+  const std::vector<float> one_thread = run(p);
+  set_num_threads(2);
+  const std::vector<float> all = run(p);
+  set_num_threads(threads);
+  EXPECT_EQ(all, one_thread) << "1 vs 2 threads";
+  for (int64_t first : {0, 1, 5, 30})
+    for (int64_t rows : {1, 2, 4, 6, 7}) {
+      if (first + rows > p.m) continue;
+      std::vector<float> part(static_cast<size_t>(rows * p.n));
+      cpu::gemm_nt_bf16(p.a.data() + first * p.k, p.k, p.w.data(), p.k, part.data(), p.n, rows,
+                        p.n, p.k, false);
+      for (size_t e = 0; e < part.size(); ++e)
+        ASSERT_EQ(std::bit_cast<uint32_t>(part[e]),
+                  std::bit_cast<uint32_t>(all[static_cast<size_t>(first * p.n) + e]))
+            << "rows " << first << ".." << first + rows << " element " << e;
+    }
+}
+
+TEST_F(GemmBf16, AccumulateAddsTheSumToOut) {
+  std::mt19937 rng(13);
+  const Problem p = random_problem(6, 10, 40, rng);
+  const std::vector<float> plain = run(p);
+  std::vector<float> out(plain.size());
+  for (size_t e = 0; e < out.size(); ++e) out[e] = static_cast<float>(e) * 0.25f;
+  const std::vector<float> before = out;
+  cpu::gemm_nt_bf16(p.a.data(), p.k, p.w.data(), p.k, out.data(), p.n, p.m, p.n, p.k, true);
+  for (size_t e = 0; e < out.size(); ++e) EXPECT_EQ(out[e], before[e] + plain[e]);
+}
+
+TEST_F(GemmBf16, MatmulUsesItOnlyWhenChosenAndOnlyForBf16Weights) {
+  std::mt19937 rng(14);
+  const Problem p = random_problem(4, 24, 48, rng);
+  cpu::WeightMatrix w;
+  w.dtype = DType::kBF16;
+  w.data = p.w.data();
+  w.rows = p.n;
+  w.cols = p.k;
+  std::vector<float> fp32(static_cast<size_t>(p.m * p.n)), bf16(fp32.size());
+  cpu::matmul_nt(p.a.data(), p.k, w, fp32.data(), p.n, p.m);
+  cpu::set_matmul_precision(cpu::MatmulPrecision::kBf16);
+  cpu::matmul_nt(p.a.data(), p.k, w, bf16.data(), p.n, p.m);
+  cpu::set_matmul_precision(cpu::MatmulPrecision::kFp32);
+  EXPECT_EQ(bf16, run(p));
+  EXPECT_NE(bf16, fp32) << "activations rounded to bf16 change some bits";
+  std::vector<float> again(fp32.size());
+  cpu::matmul_nt(p.a.data(), p.k, w, again.data(), p.n, p.m);
+  EXPECT_EQ(again, fp32) << "fp32 is back";
+}
+
+TEST(GemmBf16Option, BadValuesNameTheOption) {
+  EXPECT_EQ(cpu::parse_matmul_precision("fp32"), cpu::MatmulPrecision::kFp32);
+  EXPECT_EQ(cpu::parse_matmul_precision("bf16"), cpu::MatmulPrecision::kBf16);
+  try {
+    cpu::parse_matmul_precision("fp16");
+    FAIL() << "fp16 accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--cpu-matmul must be fp32 or bf16"), std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dllm
