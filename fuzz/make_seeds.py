@@ -76,6 +76,10 @@ def openai_request_seeds(out):
             {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}},
             {"type": "image_url", "image_url": "file:///tmp/a.png"},
             {"type": "text", "text": "what is it?"}]}]},
+        {"messages": [{"role": "user", "content": [
+            {"type": "video_url", "video_url": {"url": "data:video/mp4;base64,AAAAIGZ0eXA="}},
+            {"type": "text", "text": "what happens?"}]}],
+         "media_io_kwargs": {"video": {"num_frames": 8}}},
     ]
     for i, body in enumerate(bodies):
         write(out, "openai_request", f"body{i}.json", json.dumps(body))

@@ -19,11 +19,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     c.vocab_size = 4096;
     c.context_length = 8192;
     c.max_choices = 16;
-    // image_url parts as a vision-language model takes them (data: URLs through the base64
-    // decoder; file:// is refused without an allowed directory, so nothing is read).
+    // image_url / video_url parts as a vision-language model takes them (data: URLs through
+    // the base64 decoder; file:// is refused without an allowed directory, so nothing is read).
     c.accepts_images = true;
     c.max_images = 4;
-    c.images.max_image_bytes = 1 << 20;
+    c.max_videos = 2;
+    c.media.max_image_bytes = 1 << 20;
+    c.media.max_video_bytes = 1 << 20;
     return c;
   }();
   const std::string_view text(reinterpret_cast<const char*>(data), size);

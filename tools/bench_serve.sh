@@ -4,11 +4,11 @@
 # block), inter-block latency (one SSE chunk per committed block), inter-token latency and
 # request latency, p50 / p99. The load generator:
 #   LOADGEN=aiperf (default)  NVIDIA's aiperf from PyPI (scripts/python-env.sh --bench installs it
-#                             into build/python-env): chat requests, prompts built with TOKENIZER
+#                             into build/python-env, or AIPERF names an installed one, e.g.
+#                             "python3 -m aiperf"): chat requests, prompts built with TOKENIZER
 #   LOADGEN=openai            tools/load_serve.py: the `openai` client from PyPI driven by C
-#                             asyncio clients (for the GPU machine, where aiperf cannot be
-#                             installed): completions with ISL random token ids, PYTHON
-#                             (python3) runs it
+#                             asyncio clients in several processes: completions with ISL random
+#                             token ids, PYTHON (python3) runs it
 #
 #   tools/bench_serve.sh OUT_DIR [dllm serve options...]
 #
@@ -24,9 +24,13 @@ shift
 mkdir -p "$out"
 out="$(cd "$out" && pwd)"
 loadgen="${LOADGEN:-aiperf}"
-if [ "$loadgen" = aiperf ]; then
+if [ "$loadgen" = aiperf ] && [ -n "${AIPERF:-}" ]; then
+  # An aiperf that is already installed (the GPU machine: tools/bench_serve_gpu.sh), as words.
+  python="${PYTHON:-python3}"
+  read -r -a aiperf <<<"$AIPERF"
+elif [ "$loadgen" = aiperf ]; then
   python="$(scripts/python-env.sh --bench)"
-  aiperf="$(dirname "$python")/aiperf"
+  aiperf=("$(dirname "$python")/aiperf")
 else
   python="${PYTHON:-python3}"
 fi
@@ -66,7 +70,7 @@ for c in ${CONCURRENCY:-1 8 32 128}; do
   n=$((c * ${REQUESTS_PER_CLIENT:-4}))
   [ "$n" -lt 16 ] && n=16
   echo "== concurrency $c: $n requests" >&2
-  (cd "$out" && "$aiperf" profile --model "$model" --url "http://127.0.0.1:$port" \
+  (cd "$out" && "${aiperf[@]}" profile --model "$model" --url "http://127.0.0.1:$port" \
      --endpoint-type chat --streaming --tokenizer "$tokenizer" \
      --concurrency "$c" --request-count "$n" --warmup-request-count "$c" \
      --prompt-input-tokens-mean "${ISL:-128}" --prompt-input-tokens-stddev 0 \

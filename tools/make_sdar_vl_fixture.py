@@ -226,8 +226,8 @@ def main():
               num_layers=VISION["layers"], feature_layer=-1, layer_norm_eps=1e-6, pinpoints=PINPOINTS,
               max_num_patches=9, image_mean=[0.5] * 3, image_std=[0.5] * 3, rescale_factor=1 / 255)
 
-    meta = {"reference": f"tools/reference_sdar_vl.py, torch {torch.__version__}, fp32 on bf16 weights, PIL "
-                         f"{Image.__version__} bicubic", "images": {}, "cases": []}
+    meta = {"reference": f"tools/reference_sdar_vl.py, torch {torch.__version__}, fp32 on bf16 weights, "
+                         "torchvision's uint8 antialiased bicubic", "images": {}, "cases": []}
     packed = {}
     for i, (name, (w, h), mode, fmt) in enumerate(IMAGES):
         file = f"images/{name}.{fmt}"

@@ -5,9 +5,10 @@ anyres_max downscale, image_newline; video 2x bilinear pooling + one newline) an
 model under the block-causal prefill mask.
 
 Written from the semantics of transformers' LlavaOnevision{ImageProcessor,Processor,Model} and
-SiglipVisionModel and of SDAR-VL's modeling_llava_onevision.py (read, not copied). Resizing is PIL's
-bicubic (the slow processor's path; the fast processor's torchvision uint8 antialiased bicubic is
-built to reproduce it). Used by tools/make_sdar_vl_fixture.py to write the committed goldens.
+SiglipVisionModel and of SDAR-VL's modeling_llava_onevision.py (read, not copied). Resizing is
+torchvision's uint8 antialiased bicubic (resize below), the fast processor's path that SDAR-VL's
+preprocessor_config.json names; tools/compare_hf_processor.py checks it against transformers' own
+processor. Used by tools/make_sdar_vl_fixture.py to write the committed goldens.
 """
 import math
 
@@ -41,20 +42,74 @@ def patch_output_size(orig_hw, target_hw):
     return th, min(math.ceil(ow * sh), tw)
 
 
+def _cubic(x):
+    """Keys' cubic with a = -0.5 (the antialiased bicubic filter of torch and PIL)."""
+    a = -0.5
+    x = abs(x)
+    if x < 1:
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+    if x < 2:
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    return 0.0
+
+
+def _int16_taps(n_in, n_out):
+    """Per output pixel along one axis: (first input pixel, integer weights), and the weights'
+    fixed-point precision. Weights as PIL's antialiased bicubic (support widened by the shrink
+    factor, normalised per output pixel), rounded to int16 at the largest precision (at most 22
+    bits) that keeps the largest weight below 2^15: torch's uint8 antialiased resize, which
+    torchvision runs for uint8 images on the CPU (the fast processor SDAR-VL's
+    preprocessor_config.json names)."""
+    scale = n_in / n_out
+    fs = max(scale, 1.0)
+    support = 2.0 * fs
+    inv = 1.0 / fs  # multiplied, not divided, as torch does (the last bits matter)
+    window = int(math.ceil(support)) * 2 + 1
+    rows, wmax = [], 0.0
+    for o in range(n_out):
+        c = (o + 0.5) * scale
+        lo = max(int(c - support + 0.5), 0)
+        n = min(min(int(c + support + 0.5), n_in) - lo, window)
+        w = [_cubic((i + lo - c + 0.5) * inv) for i in range(n)]
+        total = sum(w)
+        if total != 0:
+            w = [x / total for x in w]
+        wmax = max([wmax] + w)
+        rows.append((lo, w))
+    bits = 0
+    while bits < 22 and int(0.5 + wmax * (1 << (bits + 1))) < (1 << 15):
+        bits += 1
+    q = [(lo, [int(x * (1 << bits) - 0.5) if x < 0 else int(x * (1 << bits) + 0.5) for x in w])
+         for lo, w in rows]
+    return q, bits
+
+
+def _resample_axis(a, axis, n_out):
+    taps, bits = _int16_taps(a.shape[axis], n_out)
+    a = np.moveaxis(a, axis, 0).astype(np.int64)
+    out = np.empty((n_out,) + a.shape[1:], np.uint8)
+    for o, (lo, w) in enumerate(taps):
+        acc = np.full(a.shape[1:], 1 << (bits - 1), np.int64)
+        for i, k in enumerate(w):
+            acc += a[lo + i] * k
+        out[o] = np.clip(acc >> bits, 0, 255)
+    return np.moveaxis(out, 0, axis)
+
+
 def resize(img, hw):
-    """PIL bicubic (a = -0.5, antialiased support) on 8-bit RGB, the horizontal pass first, then
-    the vertical one, each rounded to 8 bits: the order of torchvision's uint8 antialiased
-    resize (the fast processor SDAR-VL's preprocessor_config.json names) and of Pillow's
-    ImagingResampleInner up to 12.x. Pillow 13 runs the vertical pass first for some shapes
-    (differences of a few levels), so the two passes are asked for one at a time."""
+    """Bicubic resize of an 8-bit RGB PIL image to (height, width) as torchvision's
+    F.resize(uint8 tensor, BICUBIC, antialias=True) computes it on the CPU (what
+    LlavaOnevisionImageProcessorFast runs): the horizontal pass, rounded to 8 bits, then the
+    vertical one, with torch's int16 weights (_int16_taps). It differs from Pillow's
+    Image.resize (22-bit weights; Pillow 13 also runs the vertical pass first for some shapes)
+    by a level or two on a few pixels in a thousand."""
     h, w = hw
-    if img.size == (w, h):
-        return img.copy()
-    if img.size[0] != w:
-        img = img.resize((w, img.size[1]), Image.BICUBIC)
-    if img.size[1] != h:
-        img = img.resize((w, h), Image.BICUBIC)
-    return img
+    a = np.asarray(img.convert("RGB"))
+    if a.shape[1] != w:
+        a = _resample_axis(a, 1, w)
+    if a.shape[0] != h:
+        a = _resample_axis(a, 0, h)
+    return Image.fromarray(np.ascontiguousarray(a), "RGB")
 
 
 def normalize(img, vc):

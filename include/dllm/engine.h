@@ -56,11 +56,15 @@ struct EngineConfig {
   std::string sparse_prefill;
 };
 
-// An encoded image (the bytes of a JPEG or PNG file) held in memory.
-struct ImageBytes {
+// An encoded image or video (the bytes of a JPEG / PNG / WebP file, or of any video container
+// FFmpeg reads: MP4, Matroska, WebM, ...) held in memory.
+struct MediaBytes {
   std::string data;
-  std::string name;  // names it in errors ("messages[0].content[1]"); empty: "image_bytes[i]"
+  // Names it in errors ("messages[0].content[1]"); empty: "image_bytes[i]" / "video_bytes[i]".
+  std::string name;
 };
+using ImageBytes = MediaBytes;
+using VideoBytes = MediaBytes;
 
 struct Request {
   // The prompt, given exactly one way:
@@ -75,11 +79,12 @@ struct Request {
   // writes one for each {"type": "image"} / {"type": "video"} content part). Each placeholder is
   // expanded to the item's feature count and its embeddings replaced by the features; the
   // result's prompt_ids show the expansion. Files are read when the request is submitted.
-  // Images come from files or from memory (image_bytes), not both in one request.
-  std::vector<std::string> image_files;  // JPEG or PNG
+  // Images come from files or from memory (image_bytes), not both in one request; so do videos.
+  std::vector<std::string> image_files;  // JPEG, PNG or WebP
   std::vector<ImageBytes> image_bytes;   // encoded images held in memory (a server's data: URLs)
   std::vector<std::string> video_files;  // any container / codec FFmpeg decodes
-  int32_t video_frames = 32;             // frames sampled uniformly from each video
+  std::vector<VideoBytes> video_bytes;   // encoded videos held in memory
+  int32_t video_frames = 32;             // frames sampled uniformly from each video, 1..1024
 
   std::string strategy;                  // empty: the family's default (block, full, wedlm, ...)
   std::optional<int32_t> max_tokens;     // generated tokens at most (full diffusion: the canvas)
@@ -199,6 +204,11 @@ class Engine {
   std::string detokenize(const std::vector<int32_t>& ids, bool skip_special_tokens = true) const;
   std::string apply_chat_template(const std::string& messages_json, bool add_generation_prompt,
                                   const std::string& kwargs_json = {}) const;
+  // The prompt of `request` as the model sees it (a server's /tokenize): its ids, text or
+  // messages tokenized as submit() would, each image / video placeholder expanded to the item's
+  // feature count. Decodes the images and videos (for their sizes and frame counts) but encodes
+  // nothing. Error as submit() gives for a bad prompt or media.
+  std::vector<int32_t> prompt_token_ids(const Request& request) const;
 
   // Names of the strategy knobs Request::options accepts.
   static std::vector<std::string> option_names();

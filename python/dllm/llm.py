@@ -1,8 +1,11 @@
 """LLM: a loaded model and its serving engine, vLLM-style (generate, chat, stream)."""
 from __future__ import annotations
 
+import base64
+import binascii
 import json
 import os
+import urllib.parse
 from typing import Any, Iterator, Mapping, Sequence, Union
 
 from . import _dllm
@@ -36,6 +39,9 @@ class LLM:
         prefix_sharing: reuse the K/V of identical prompt prefixes across requests.
         random_weights: a model-shape config.json whose weights are drawn at random (benchmarks;
             ``model`` still gives the tokenizer).
+        media_io_kwargs: vision-language models, as vLLM's: ``{"video": {"num_frames": N}}``,
+            the frames sampled uniformly from each video of ``chat`` (default 32); a call's own
+            ``media_io_kwargs`` overrides it.
 
     Raises:
         dllm.Error: the checkpoint or a setting is invalid (the message names it).
@@ -55,7 +61,9 @@ class LLM:
         max_batch_rows: int = 16384,
         prefix_sharing: bool = True,
         random_weights: str | os.PathLike | None = None,
+        media_io_kwargs: Mapping[str, Any] | None = None,
     ) -> None:
+        self._video_frames = _video_frames(media_io_kwargs, _DEFAULT_VIDEO_FRAMES)
         config = _dllm.EngineConfig()
         config.model = os.fspath(model)
         config.device = _text("device", device)
@@ -102,12 +110,25 @@ class LLM:
         sampling_params: SamplingParams | Sequence[SamplingParams] | None = None,
         *,
         chat_template_kwargs: Mapping[str, Any] | None = None,
+        media_io_kwargs: Mapping[str, Any] | None = None,
     ) -> list[RequestOutput]:
         """Answers a conversation, or a list of conversations, through the checkpoint's chat
         template (messages are ``{"role", "content"}`` dicts). One RequestOutput per conversation.
 
+        A vision-language model (``model_info.has_vision``) takes pictures and videos as vLLM's
+        content parts, in the order they appear::
+
+            {"type": "image_url", "image_url": {"url": "data:image/png;base64,..."}}
+            {"type": "video_url", "video_url": {"url": "file:///path/clip.mp4"}}
+
+        URLs are ``data:<type>;base64,`` data or ``file://`` paths (read by this process);
+        nothing is fetched from the network. ``media_io_kwargs={"video": {"num_frames": N}}``
+        sets the frames sampled per video for this call.
+
         Raises:
-            dllm.Error: a message, template or parameter is invalid.
+            dllm.Error: a message, template, image, video or parameter is invalid.
+            ValueError: a content part's URL is not a data: or file:// URL (the message names
+                the part, ``messages[0].content[1]``).
             dllm.RequestError: a request failed while it ran.
         """
         if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
@@ -115,7 +136,8 @@ class LLM:
                             f"such lists (got {type(messages).__name__})")
         one = len(messages) > 0 and isinstance(messages[0], Mapping)
         conversations = [messages] if one else list(messages)  # [] is no conversation
-        requests = [(_chat_request(c, chat_template_kwargs), None) for c in conversations]
+        frames = _video_frames(media_io_kwargs, self._video_frames)
+        requests = [(_chat_request(c, chat_template_kwargs, frames), None) for c in conversations]
         return self._run(requests, sampling_params)
 
     def stream(
@@ -137,7 +159,7 @@ class LLM:
         if (prompt is None) == (messages is None):
             raise TypeError("LLM.stream: give exactly one of prompt or messages")
         if messages is not None:
-            request, text = _chat_request(messages, chat_template_kwargs), None
+            request, text = _chat_request(messages, chat_template_kwargs, self._video_frames), None
         else:
             request, text = _prompt_request(prompt)
         if sampling_params is not None:
@@ -308,13 +330,95 @@ def _prompt_request(prompt: Prompt):
                     f"(got {type(prompt).__name__})")
 
 
-def _chat_request(messages, chat_template_kwargs) -> _dllm.Request:
+def _chat_request(messages, chat_template_kwargs, video_frames: int) -> _dllm.Request:
     request = _dllm.Request()
-    request.messages_json = _json("messages", list(messages))
+    messages = [_message_with_media(m, i, request) for i, m in enumerate(messages)]
+    request.messages_json = _json("messages", messages)
+    request.video_frames = video_frames
     if chat_template_kwargs:
         request.chat_template_kwargs_json = _json("chat_template_kwargs",
                                                   dict(chat_template_kwargs))
     return request
+
+
+_DEFAULT_VIDEO_FRAMES = 32  # vLLM's num_frames default
+_MEDIA_PARTS = {"image_url": "image", "video_url": "video"}
+
+
+def _video_frames(media_io_kwargs, default: int) -> int:
+    """The frames per video of vLLM's media_io_kwargs ({"video": {"num_frames": N}})."""
+    if media_io_kwargs is None:
+        return default
+    if not isinstance(media_io_kwargs, Mapping):
+        raise TypeError("media_io_kwargs must be a dict like {'video': {'num_frames': 32}}")
+    video = media_io_kwargs.get("video")
+    if video is None:
+        return default
+    if not isinstance(video, Mapping):
+        raise TypeError("media_io_kwargs['video'] must be a dict like {'num_frames': 32}")
+    for key in video:
+        if key != "num_frames":
+            raise ValueError(f"media_io_kwargs['video']['{key}'] is not supported (dllm samples "
+                             "num_frames frames uniformly over the whole video)")
+    n = video.get("num_frames", default)
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= 1024:
+        raise ValueError(f"media_io_kwargs['video']['num_frames'] must be a whole number in "
+                         f"[1, 1024] (got {n!r})")
+    return n
+
+
+def _message_with_media(message, i: int, request: _dllm.Request):
+    """The message as the chat template sees it: each image / video content part becomes
+    {"type": "image"} / {"type": "video"} (the template writes its placeholder) and its bytes go
+    to the request, named by the part. Messages without media are left as they are."""
+    content = message.get("content") if isinstance(message, Mapping) else None
+    if not isinstance(content, (list, tuple)) or not any(
+            isinstance(p, Mapping) and str(p.get("type")) in _MEDIA_PARTS for p in content):
+        return message
+    parts = []
+    for j, part in enumerate(content):
+        kind = _MEDIA_PARTS.get(str(part.get("type"))) if isinstance(part, Mapping) else None
+        if kind is None:
+            parts.append(part)
+            continue
+        where = f"messages[{i}].content[{j}]"
+        data = _media_bytes(part, kind, where)
+        (request.add_video_bytes if kind == "video" else request.add_image_bytes)(data, where)
+        parts.append({"type": kind})
+    return {**message, "content": parts}
+
+
+def _media_bytes(part, kind: str, where: str) -> bytes:
+    """The encoded bytes of an image_url / video_url content part."""
+    key = part["type"]
+    url = part.get(key)
+    if isinstance(url, Mapping):
+        url = url.get("url")
+    if not isinstance(url, str):
+        raise ValueError(f"{where}: {key} parts need {{'{key}': {{'url': ...}}}}")
+    lower = url[:16].lower()
+    if lower.startswith("data:"):
+        header, comma, data = url[5:].partition(",")
+        if not comma:
+            raise ValueError(f"{where}: a data: URL without the ',' before its data")
+        if not header.lower().startswith(kind + "/") or not header.endswith(";base64"):
+            raise ValueError(f"{where}: expected a data:{kind}/...;base64 URL "
+                             f"(got data:{header[:40]})")
+        try:
+            return base64.b64decode(data, validate=True)
+        except binascii.Error as e:
+            raise ValueError(f"{where}: invalid base64 data: {e}") from None
+    if lower.startswith("file://"):
+        parsed = urllib.parse.urlparse(url)
+        if parsed.netloc not in ("", "localhost"):
+            raise ValueError(f"{where}: file:// URLs name a local path (file:///abs/path)")
+        try:
+            with open(urllib.parse.unquote(parsed.path), "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise ValueError(f"{where}: {e}") from None
+    raise ValueError(f"{where}: dllm fetches nothing from the network; give the {kind} as a "
+                     f"data:{kind}/...;base64 URL or a file:// path (got {url[:24]!r}...)")
 
 
 def _params_for(sampling_params, n: int) -> list[SamplingParams | None]:

@@ -164,7 +164,25 @@ void bind_request(nb::module_& m) {
       .def_rw("stop_token_ids", &dllm::Request::stop_token_ids)
       .def_rw("ignore_eos", &dllm::Request::ignore_eos)
       .def_rw("options", &dllm::Request::options)
-      .def_rw("trace", &dllm::Request::trace);
+      .def_rw("trace", &dllm::Request::trace)
+      .def_rw("image_files", &dllm::Request::image_files)
+      .def_rw("video_files", &dllm::Request::video_files)
+      .def_rw("video_frames", &dllm::Request::video_frames)
+      // Encoded media travel as Python bytes (a std::string member would be read as UTF-8 text).
+      .def(
+          "add_image_bytes",
+          [](dllm::Request& r, const nb::bytes& data, const std::string& name) {
+            r.image_bytes.push_back({std::string(data.c_str(), data.size()), name});
+          },
+          "data"_a, "name"_a = "",
+          "Appends an encoded image (JPEG / PNG / WebP bytes) for the next <|image_pad|>.")
+      .def(
+          "add_video_bytes",
+          [](dllm::Request& r, const nb::bytes& data, const std::string& name) {
+            r.video_bytes.push_back({std::string(data.c_str(), data.size()), name});
+          },
+          "data"_a, "name"_a = "",
+          "Appends an encoded video (any container FFmpeg reads) for the next <|video_pad|>.");
 }
 
 void bind_results(nb::module_& m) {
@@ -234,7 +252,8 @@ void bind_results(nb::module_& m) {
       .def_ro("parameters", &dllm::ModelInfo::parameters)
       .def_ro("mask_token_id", &dllm::ModelInfo::mask_token_id)
       .def_ro("has_tokenizer", &dllm::ModelInfo::has_tokenizer)
-      .def_ro("has_chat_template", &dllm::ModelInfo::has_chat_template);
+      .def_ro("has_chat_template", &dllm::ModelInfo::has_chat_template)
+      .def_ro("has_vision", &dllm::ModelInfo::has_vision);
 }
 
 void bind_engine(nb::module_& m) {
@@ -267,6 +286,13 @@ void bind_engine(nb::module_& m) {
                                                    kwargs_json);
            },
            "messages_json"_a, "add_generation_prompt"_a = true, "kwargs_json"_a = "")
+      .def("prompt_token_ids",
+           [](const PyEngine& e, const dllm::Request& request) {
+             std::shared_ptr<dllm::Engine> engine = e.engine();
+             nb::gil_scoped_release released;  // decodes images and videos
+             return engine->prompt_token_ids(request);
+           },
+           "request"_a)
       .def_static("option_names", &dllm::Engine::option_names);
 }
 

@@ -1,6 +1,6 @@
 // When a block-diffusion decoder's forwards select sparse index sets and when they attend
-// through them (method-specs §1.4, §6.1, §6.2). The decoders (SDAR, Fast-dLLM v2) call plan() on
-// every denoising and commit forward; prefills stay exact.
+// through them (method-specs §1.4, §6.1, §6.2). The block decoders (SDAR and LLaDA2.x, Fast-dLLM
+// v2) call plan() on every denoising and commit forward; prefills stay exact.
 //   MAGE:    a block's first forward attends exactly and selects from its (all-[MASK]) queries;
 //            every later forward of the block, its commit included, attends through that set.
 //   Quest:   every forward selects pages from its own queries and attends through them.

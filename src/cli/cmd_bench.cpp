@@ -319,6 +319,7 @@ void run_bench(const BenchArgs& a) {
       // Sparse: step 1 selects (Quest: and attends), the steps after it attend through the sets.
       std::unique_ptr<MethodState> state;
       double step1_ms = 0;
+      nlohmann::json step1_ops = nlohmann::json::object();
       if (sparse != SparseMethod::kNone) {
         state = backend->create_method_state();
         step.state = state.get();
@@ -328,6 +329,12 @@ void run_bench(const BenchArgs& a) {
         step.sparse->select = sparse;
         step.sparse->attend_selected = sparse == SparseMethod::kQuest;
         step1_ms = median_forward_ms(*backend, step, a.reps);
+        // Step 1's event-timed ops (the selection shows as "sparse selection" where it runs on
+        // the main stream: DLLM_MAGE_SIDE_STREAM=0).
+        backend->set_profiling(true);
+        backend->forward(std::span(&step, 1));
+        for (const auto& [op, t] : backend->profile()) step1_ops[op] = t;
+        backend->set_profiling(false);
         step.sparse->select = sparse == SparseMethod::kQuest ? sparse : SparseMethod::kNone;
         step.sparse->attend_selected = true;
       }
@@ -371,8 +378,13 @@ void run_bench(const BenchArgs& a) {
         row["sparse"] = a.sparse;
         row["sparse_k"] = a.sparse_k;
         row["step1_ms"] = step1_ms;  // ms_per_step: the steps after it
+        row["step1_ops_ms"] = step1_ops;
         std::printf("  sparse %s k=%d: step 1 (selection) %.2f ms, steps 2..T %.2f ms\n",
                     a.sparse.c_str(), a.sparse_k, step1_ms, ms);
+        std::printf("  step 1 ops (ms):");
+        for (const auto& [op, t] : step1_ops.items())
+          std::printf(" %s %.3f;", op.c_str(), t.get<double>());
+        std::printf("\n");
       }
       nlohmann::json ops = nlohmann::json::object();
       for (const auto& [op, t] : prof) ops[op] = t;

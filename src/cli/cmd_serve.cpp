@@ -13,6 +13,7 @@
 #include "core/error.h"
 #include "dllm/engine.h"
 #include "server/http_server.h"
+#include "server/openai_request.h"
 #include "server/server_options.h"
 
 namespace dllm::cli {
@@ -23,6 +24,7 @@ struct ServeArgs {
   EngineConfig engine;
   server::ServerOptions server;
   double max_body_mib = 8;
+  std::string media_io_kwargs;  // JSON, as vLLM's flag
 };
 
 // Blocks SIGTERM and SIGINT in this thread and every thread started after it, so that one
@@ -50,6 +52,20 @@ void run_serve(ServeArgs& a) {
          ")");
   if (!(a.server.max_image_mib > 0) || a.server.max_image_mib > 1024)
     fail("--max-image-mib must be in (0, 1024] (got ", a.server.max_image_mib, ")");
+  if (a.server.max_videos_per_request < 1 || a.server.max_videos_per_request > 64)
+    fail("--max-videos-per-request must be in 1..64 (got ", a.server.max_videos_per_request, ")");
+  if (!(a.server.max_video_mib > 0) || a.server.max_video_mib > 4096)
+    fail("--max-video-mib must be in (0, 4096] (got ", a.server.max_video_mib, ")");
+  if (!a.media_io_kwargs.empty()) {
+    try {
+      const auto kwargs = nlohmann::json::parse(a.media_io_kwargs);
+      if (auto frames = server::media_io_video_frames(kwargs, "--media-io-kwargs"))
+        a.server.video_frames = *frames;
+    } catch (const std::exception& e) {  // bad JSON, or an ApiError naming the key
+      fail("--media-io-kwargs '", a.media_io_kwargs, "': ", e.what(),
+           " (expected e.g. '{\"video\": {\"num_frames\": 32}}')");
+    }
+  }
   Engine engine(a.engine);
   server::HttpServer http(engine, a.server);
   const int port = http.bind();
@@ -102,9 +118,17 @@ void add_serve_command(CLI::App& app) {
                   "Vision-language models: image_url parts one request may carry (default 8)");
   cmd->add_option("--max-image-mib", s.max_image_mib,
                   "Vision-language models: largest encoded image in MiB (default 10)");
+  cmd->add_option("--max-videos-per-request", s.max_videos_per_request,
+                  "Vision-language models: video_url parts one request may carry (default 2)");
+  cmd->add_option("--max-video-mib", s.max_video_mib,
+                  "Vision-language models: largest encoded video in MiB (default 64; a data: "
+                  "URL is also bound by --max-body-mib)");
+  cmd->add_option("--media-io-kwargs", a->media_io_kwargs,
+                  "Vision-language models, as vLLM: '{\"video\": {\"num_frames\": N}}' frames "
+                  "sampled per video (default 32; a request's media_io_kwargs overrides it)");
   cmd->add_option("--allowed-local-media-path", s.allowed_local_media_path,
-                  "Vision-language models: read file:// image URLs under this directory "
-                  "(default: none; the server never fetches http(s) URLs)");
+                  "Vision-language models: read file:// image and video URLs under this "
+                  "directory (default: none; the server never fetches http(s) URLs)");
   cmd->callback([a] { run_serve(*a); });
 }
 

@@ -1,9 +1,9 @@
 #include "decode/decode_options.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
-#include <algorithm>
 #include <limits>
 
 #include "core/error.h"
@@ -104,7 +104,9 @@ DecodeOption s2d2_flag(std::string name, std::string help, bool S2d2Params::*fie
 }
 
 // Sparse-attention knobs (SparseParams; checked against the model by resolve_decode_params).
-const char* kSparse = "Sparse attention (--strategy block, SDAR / Fast-dLLM v2)";
+const char* kSparse =
+    "Sparse attention (--strategy block: SDAR / Fast-dLLM v2 / LLaDA2.x; --strategy edit: mage, "
+    "quest)";
 DecodeOption sparse_integer(std::string name, std::string help, int32_t SparseParams::*field,
                             int64_t lo, int64_t hi) {
   Apply f = [name, field, lo, hi](DecodeParams& p, const std::string& v) {
@@ -119,7 +121,8 @@ std::vector<DecodeOption> make_table() {
   std::vector<DecodeOption> t = {
       word("strategy",
            "block | ar | s2d2 (SDAR, Fast-dLLM v2) | full | d2cache | fastdllm | dllmcache "
-           "(LLaDA, Dream) | wedlm | ar (WeDLM) | block | edit (LLaDA2.x) (default: the family's)",
+           "(LLaDA, Dream) | wedlm | ar (WeDLM) | block | edit | s2d2 (LLaDA2.x) (default: the "
+           "family's)",
            &P::strategy),
       integer("max-tokens",
               "Maximum generated tokens; full diffusion: the canvas length (default 128 for "
@@ -237,7 +240,9 @@ std::vector<DecodeOption> make_table() {
       {"pad-window",
        "WeDLM: pad each step's forward to 2*window queries, one fixed shape: true (default on "
        "CUDA, for graph capture) | false (default on the CPU)",
-       {}, false, [](P& p, const std::string& v) { p.pad_window = parse_bool("pad-window", v); }},
+       {},
+       false,
+       [](P& p, const std::string& v) { p.pad_window = parse_bool("pad-window", v); }},
       {"sparse",
        "none (default) | mage | quest | sparsed: sparse attention over the cached prefix "
        "(method-specs §1, §6.1, §6.2)",
@@ -245,8 +250,7 @@ std::vector<DecodeOption> make_table() {
        [](P& p, const std::string& v) { p.sparse.method = parse_sparse_method(v); }},
       sparse_integer("sparse-k", "prefix keys kept per layer and KV head (default 1024)",
                      &SparseParams::k, 1, kMaxCount),
-      sparse_integer("sparse-exact-layers",
-                     "the first N layers always attend exactly (default 2)",
+      sparse_integer("sparse-exact-layers", "the first N layers always attend exactly (default 2)",
                      &SparseParams::exact_layers, 0, kMaxCount),
       sparse_integer("sparse-select-queries",
                      "mage: select from N of the block's queries, spread evenly (default 0: all)",

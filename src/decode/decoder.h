@@ -83,7 +83,8 @@ struct DecodeParams {
   int32_t dlc_kr = 0;
   float dlc_rho = 0.25f;
   S2d2Params s2d2;  // --strategy s2d2 (method-specs §5)
-  // Sparse attention over the cached prefix (--sparse; --strategy block on SDAR / Fast-dLLM v2).
+  // Sparse attention over the cached prefix (--sparse; --strategy block on SDAR, Fast-dLLM v2,
+  // LLaDA2.x).
   SparseParams sparse;
   // LLaDA2.x (model-specs §6.5/6.6). LLaDA2.0's HF generate() has no greedy branch: at
   // temperature 0 it samples at T = 1 and its confidence is the sampled token's probability; this

@@ -28,7 +28,7 @@ std::string default_strategy(const ModelConfig& c) {
 std::vector<std::string> strategies_for(const ModelConfig& c) {
   if (c.family == "sdar" || c.family == "fast_dllm_v2") return {"block", "ar", "s2d2"};
   if (c.family == "wedlm") return {"wedlm", "ar"};
-  if (c.family == "llada2_moe") return {"block", "edit"};
+  if (c.family == "llada2_moe") return {"block", "edit", "s2d2"};
   if (c.family == "llada" || c.family == "dream")
     return {"full", "d2cache", "fastdllm", "dllmcache"};
   return {};
@@ -165,13 +165,25 @@ void resolve_fastdllm_v1(DecodeParams& p) {
 
 // dLLM-Cache (method-specs §6.3) over vanilla decoding: blocks of 32, one token per step.
 // Sparse attention (method-specs §1, §6.1, §6.2): block diffusion's cached prefix only.
+// LLaDA2.x (block diffusion, like SDAR: position-aligned, prefix KV, one commit per block) takes
+// them through the same decoders and the same forward; its partial RoPE and fused QKV happen
+// before the attention sees q and k. LLaDA2.1's token editing reuses a block's MAGE set through
+// its post-mask editing steps (method-specs §1.5).
 void resolve_sparse(const ModelConfig& c, const DecodeParams& p) {
   const std::string name = to_string(p.sparse.method);
-  if (p.strategy != "block" || (c.family != "sdar" && c.family != "fast_dllm_v2"))
+  const bool block_family =
+      c.family == "sdar" || c.family == "fast_dllm_v2" || c.family == "llada2_moe";
+  const bool llada2_edit = p.strategy == "edit" && c.family == "llada2_moe";
+  if (!(p.strategy == "block" && block_family) && !llada2_edit)
     fail("--sparse ", name,
-         " applies to --strategy block on SDAR and Fast-dLLM v2 checkpoints "
-         "(not --strategy ",
+         " applies to --strategy block on SDAR, Fast-dLLM v2 and LLaDA2.x checkpoints and to "
+         "--strategy edit on LLaDA2.x (not --strategy ",
          p.strategy, " on ", c.family, ")");
+  // SparseD captures after a share of the request's nominal steps; token editing has none.
+  if (llada2_edit && p.sparse.method == SparseMethod::kSparseD)
+    fail(
+        "--sparse sparsed needs a fixed number of steps (--strategy block); --strategy edit "
+        "runs each block until its edits stop (use mage or quest)");
   if (p.fuse_commit) fail("--sparse ", name, " does not combine with --fuse-commit");
   if (p.sparse.exact_layers > c.num_layers)
     fail("--sparse-exact-layers must be in [0, ", c.num_layers, "] (got ", p.sparse.exact_layers,
@@ -344,6 +356,12 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     if (p.strategy == "edit") {
       resolve_llada2_edit(c, p);
     } else {
+      // block, and s2d2 over it. The S2D2 paper runs LLaDA2.x only with LLaDA2.1's editing and
+      // says nothing of LLaDA2.0; decided here: the draft is LLaDA2.0's block-diffusion forward
+      // with its defaults (blocks of 32, steps = min(32, max_tokens), threshold 0.95 on the
+      // filtered probability as the fallback rule, the HF-2.0 quirk), the routing keeps S2D2's
+      // defaults (verify always), and EOS ends the answer as in --strategy block (cut at the
+      // first EOS once every token before it is decided; the blocks after it never run).
       resolve_llada2_block(c, p);
     }
   } else if (p.strategy == "block" || p.strategy == "s2d2") {

@@ -1,15 +1,17 @@
 // S2D2 (method-specs §5): training-free self-speculative decoding for block diffusion. The
-// family's block decoder drafts (SDAR: block-causal denoising forward; Fast-dLLM v2: the current
-// sub-block's right-shifted rows); a routing policy (s2d2_policy.h) decides whether the first
-// contiguous masked span C is verified by the same model in block-size-1 (autoregressive) mode in
-// one extra forward:
-//   SDAR (position-aligned): [block prefix up to end(C), masks draft-filled | one [MASK] per
-//     position of C] under the 2L mask (s2d2_verify.h);
+// family's block decoder drafts (SDAR and LLaDA2.x: block-causal denoising forward; Fast-dLLM v2:
+// the current sub-block's right-shifted rows); a routing policy (s2d2_policy.h) decides whether the
+// first contiguous masked span C is verified by the same model in block-size-1 (autoregressive)
+// mode in one extra forward:
+//   SDAR, LLaDA2.x (position-aligned): [block prefix up to end(C), masks draft-filled | one
+//     [MASK] per position of C] under the 2L mask (s2d2_verify.h);
 //   Fast-dLLM v2 (right-shifted): the block prefix up to end(C), draft-filled, causal; token i is
 //     verified by the logit at i - 1.
 // Tokens of C are accepted left to right with probability min(1, (q/p)^γ); the first rejected
 // position is resampled from (q - p)+ (q when that mass is 0) and unmasked; the span stops there.
-// SDAR falls back to its remasking rule when a step decoded fewer than the schedule's k tokens;
+// SDAR falls back to its remasking rule when a step decoded fewer than the schedule's k tokens
+// (LLaDA2.x: LLaDA2.0's — low_confidence_dynamic, threshold 0.95 on the filtered probability, the
+// resolved DecodeParams say so; tools/reference_llada2_methods.py is its reference);
 // Fast-dLLM v2 uses its native threshold rule when the step does not verify.
 //
 // Randomness (tools/reference_s2d2.py reproduces it): draft tokens as in the block decoders
@@ -72,7 +74,7 @@ class S2d2Decoder final : public Decoder {
     float confidence;  // what the family's unmasking rule compares
   };
   std::vector<Draft> draft_;
-  std::vector<int32_t> span_;                    // block offsets of C
+  std::vector<int32_t> span_;  // block offsets of C
   RngKey verify_key_;
 };
 

@@ -8,7 +8,8 @@ TokenEditingDecoder::TokenEditingDecoder(const ModelConfig& config, const Decode
                                          const std::vector<int32_t>& prompt)
     : params_(params),
       mask_id_(static_cast<int32_t>(config.mask_token_id)),
-      prompt_len_(static_cast<int32_t>(prompt.size())) {
+      prompt_len_(static_cast<int32_t>(prompt.size())),
+      sparse_(params.sparse, 0) {  // no step count: SparseD is refused for this strategy
   const int32_t b = params_.block_length;
   num_blocks_ = (prompt_len_ + params_.max_tokens + b - 1) / b;
   x_.assign(static_cast<size_t>(num_blocks_ * b), mask_id_);
@@ -35,6 +36,7 @@ bool TokenEditingDecoder::plan(SequenceForward& fwd) {
     for (int32_t i = begin; i < end; ++i) fwd.positions.push_back(i);
     fwd.write = CacheWrite::kAppend;
     ++rng_steps_;
+    if (phase_ == Phase::kCommit) sparse_.plan(fwd, block_, /*denoise=*/false);
     return true;
   }
   had_mask_ = block_has_mask();
@@ -53,6 +55,7 @@ bool TokenEditingDecoder::plan(SequenceForward& fwd) {
   fwd.want_stats = true;
   fwd.sampler = params_.sampler;
   fwd.rng = RngKey{params_.seed, params_.sequence_id, rng_steps_++};
+  sparse_.plan(fwd, block_, /*denoise=*/true);
   return true;
 }
 

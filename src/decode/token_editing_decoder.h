@@ -8,8 +8,12 @@
 // Once the block has no masks, forwards continue while they still edit, at most max_post_steps
 // of them. The finished block becomes final (T2T may rewrite any of its tokens until then) and is
 // committed to the cache by one more forward.
+// Sparse attention (MAGE, Quest) as in the block decoder: MAGE selects at a block's first forward
+// and attends through that set in every later one — post-mask editing steps and the commit
+// included (method-specs §1.5).
 #pragma once
 
+#include "attention/sparse_schedule.h"
 #include "decode/decoder.h"
 
 namespace dllm {
@@ -44,6 +48,7 @@ class TokenEditingDecoder final : public Decoder {
   std::vector<int32_t> rows_;  // block offsets of the rows asked about in the last plan
   int64_t edits_ = 0;          // T2T overwrites, for the stats
   int64_t post_forwards_ = 0;  // forwards spent after a block's masks were gone
+  SparseSchedule sparse_;
 };
 
 }  // namespace dllm

@@ -385,6 +385,12 @@ std::vector<int32_t> Engine::tokenize(const std::string& text) const {
   return impl_->text->require_tokenizer().encode(text);
 }
 
+std::vector<int32_t> Engine::prompt_token_ids(const Request& request) const {
+  if (has_vision_inputs(request))
+    return expand_vision_prompt(request, *impl_->text, impl_->vision).ids;
+  return impl_->text->prompt_ids(request);
+}
+
 std::string Engine::detokenize(const std::vector<int32_t>& ids, bool skip_special_tokens) const {
   return impl_->text->require_tokenizer().decode(ids, skip_special_tokens);
 }

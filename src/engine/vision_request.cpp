@@ -15,10 +15,15 @@ VisionSide load_vision_side(const Model& model, bool on_gpu) {
 }
 
 bool has_vision_inputs(const Request& r) {
-  return !r.image_files.empty() || !r.image_bytes.empty() || !r.video_files.empty();
+  return !r.image_files.empty() || !r.image_bytes.empty() || !r.video_files.empty() ||
+         !r.video_bytes.empty();
 }
 
 namespace {
+
+std::span<const uint8_t> byte_span(const MediaBytes& b) {
+  return {reinterpret_cast<const uint8_t*>(b.data.data()), b.data.size()};
+}
 
 std::vector<RgbImage> decode_images(const Request& r) {
   if (!r.image_files.empty() && !r.image_bytes.empty())
@@ -29,16 +34,32 @@ std::vector<RgbImage> decode_images(const Request& r) {
   for (size_t i = 0; i < r.image_bytes.size(); ++i) {
     const ImageBytes& b = r.image_bytes[i];
     const std::string name = b.name.empty() ? cat("image_bytes[", i, "]") : b.name;
-    images.push_back(decode_image(
-        std::span(reinterpret_cast<const uint8_t*>(b.data.data()), b.data.size()), name));
+    images.push_back(decode_image(byte_span(b), name));
   }
   return images;
 }
 
+std::vector<std::vector<RgbImage>> decode_videos(const Request& r) {
+  if (!r.video_files.empty() && !r.video_bytes.empty())
+    fail("a request gives its videos as video_files or as video_bytes, not both (got ",
+         r.video_files.size(), " files and ", r.video_bytes.size(), " in memory)");
+  std::vector<std::vector<RgbImage>> videos;
+  for (const std::string& f : r.video_files)
+    videos.push_back(read_video_file(f, r.video_frames).frames);
+  for (size_t i = 0; i < r.video_bytes.size(); ++i) {
+    const VideoBytes& b = r.video_bytes[i];
+    const std::string name = b.name.empty() ? cat("video_bytes[", i, "]") : b.name;
+    videos.push_back(decode_video(byte_span(b), name, r.video_frames).frames);
+  }
+  return videos;
+}
+
 }  // namespace
 
-VisionPrompt prepare_vision_prompt(const Request& r, const TextCodec& text,
-                                   const VisionSide& vision) {
+namespace {
+
+// The request's images and videos, decoded; Error naming the item, or the request's fault.
+VisionItems decode_items(const Request& r, const VisionSide& vision) {
   if (!vision.model)
     fail(
         "images and videos need a vision-language model (sdar_v); this model has no vision "
@@ -47,9 +68,22 @@ VisionPrompt prepare_vision_prompt(const Request& r, const TextCodec& text,
     fail("--frames must be in 1..1024 (got ", r.video_frames, ")");
   VisionItems items;
   items.images = decode_images(r);
-  for (const std::string& f : r.video_files)
-    items.videos.push_back(read_video_file(f, r.video_frames).frames);
+  items.videos = decode_videos(r);
+  return items;
+}
+
+}  // namespace
+
+VisionPrompt prepare_vision_prompt(const Request& r, const TextCodec& text,
+                                   const VisionSide& vision) {
+  const VisionItems items = decode_items(r, vision);
   return build_vision_prompt(text.prompt_ids(r), items, *vision.model, *vision.encoder);
+}
+
+ExpandedPrompt expand_vision_prompt(const Request& r, const TextCodec& text,
+                                    const VisionSide& vision) {
+  const VisionItems items = decode_items(r, vision);
+  return expand_placeholders(text.prompt_ids(r), items, vision.model->config);
 }
 
 }  // namespace dllm

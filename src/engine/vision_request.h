@@ -29,4 +29,9 @@ bool has_vision_inputs(const Request& request);
 VisionPrompt prepare_vision_prompt(const Request& request, const TextCodec& text,
                                    const VisionSide& vision);
 
+// The same prompt's ids and modalities without encoding anything: the media are decoded for
+// their sizes and frame counts only (Engine::prompt_token_ids).
+ExpandedPrompt expand_vision_prompt(const Request& request, const TextCodec& text,
+                                    const VisionSide& vision);
+
 }  // namespace dllm

@@ -135,9 +135,11 @@ std::string apply_event(ResponseState& st, const GenerationGroup::Event& ev) {
         stream_chunk(st.head, {ev.choice, o.text, o.token_ids, {}, false}, ids, usage_null));
   if (o.finished) {
     const RequestResult result = st.group.result(ev.choice);  // the engine keeps it until then
-    // Images expand their placeholders in the engine: usage counts the prompt it ran.
+    // Images and videos expand their placeholders in the engine: usage counts the prompt it ran.
     const size_t prompt = static_cast<size_t>(ev.choice / st.api.n);
-    if (!st.api.prompts[prompt].image_bytes.empty() && result.stats.prompt_tokens > 0)
+    const Request& asked = st.api.prompts[prompt];
+    if ((!asked.image_bytes.empty() || !asked.video_bytes.empty()) &&
+        result.stats.prompt_tokens > 0)
       st.prompt_tokens[prompt] = result.stats.prompt_tokens;
     ++st.finished;
     c.finish_reason = o.finish_reason;

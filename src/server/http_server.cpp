@@ -81,6 +81,13 @@ void HttpServer::Impl::configure() {
     if (res.status == 413)
       message = cat("the request body is larger than ", ctx.options.max_body_bytes,
                     " bytes (--max-body-mib)");
+    // cpp-httplib parses form-encoded bodies itself and refuses those over 8 KiB with a 413:
+    // curl -d sends JSON as a form unless told otherwise.
+    if (res.status == 413 &&
+        req.get_header_value("Content-Type").starts_with("application/x-www-form-urlencoded"))
+      message =
+          "the request body was sent as application/x-www-form-urlencoded, which is "
+          "limited to 8 KiB; send JSON with \"Content-Type: application/json\"";
     send_json(res, res.status,
               error_body(ApiError(res.status, status_type(res.status), "", message)));
   });

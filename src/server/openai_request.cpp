@@ -83,22 +83,47 @@ const std::string& text_part(const Json& part, const std::string& where) {
   return t->get_ref<const std::string&>();
 }
 
-// The URL of a {"type": "image_url", "image_url": {"url": ...}} part (a bare string accepted,
-// as vLLM does; "detail" is ignored: the processor's tiling decides the resolution).
-std::string image_part_url(const Json& part, const std::string& where) {
-  const Json* u = field(part, "image_url");
+// The URL of a {"type": "image_url", "image_url": {"url": ...}} part, or of a video_url part (a
+// bare string accepted, as vLLM does; "detail" is ignored: the processor's tiling decides the
+// resolution).
+std::string media_part_url(const Json& part, const std::string& key, const std::string& where) {
+  const Json* u = field(part, key);
   if (u && u->is_object()) u = field(*u, "url");
   if (!u || !u->is_string())
-    bad_request(where, cat("'", where, "' image_url parts need {\"image_url\": {\"url\": ...}}"));
+    bad_request(where, cat("'", where, "' ", key, " parts need {\"", key, "\": {\"url\": ...}}"));
   return u->get<std::string>();
 }
 
-// A message's content as the template sees it: a string, or, when no image is in it, text parts
-// joined by newlines (as vLLM does). With images, the parts in order as {"type": "image"} and
-// {"type": "text"} (the form SDAR-VL's template writes <|image_pad|> for); their bytes go to
-// `images`.
-Json message_content(const Json& c, size_t i, const ParseContext& ctx,
-                     std::vector<ImageBytes>& images) {
+// The images and videos of a chat request, in order.
+struct ChatMedia {
+  std::vector<ImageBytes> images;
+  std::vector<VideoBytes> videos;
+};
+
+// An image_url or video_url part: its bytes appended to `media`, checked against the limits.
+void add_media_part(const Json& part, MediaKind kind, const std::string& where,
+                    const ParseContext& ctx, ChatMedia& media) {
+  const bool video = kind == MediaKind::video;
+  const char* noun = video ? "video" : "image";
+  if (!ctx.accepts_images)
+    bad_request(where,
+                cat("'", where, "' is ", video ? "a " : "an ", noun, ", but this model ('",
+                    ctx.served_model, "') is not a vision-language model and takes text only"));
+  std::vector<MediaBytes>& list = video ? media.videos : media.images;
+  const int limit = video ? ctx.max_videos : ctx.max_images;
+  if (list.size() >= size_t(limit))
+    bad_request(where, cat("'", where, "' is ", noun, " ", list.size() + 1,
+                           " of the request; accepted are 1 to ", limit, " ", noun,
+                           "s per request (--max-", noun, "s-per-request)"));
+  list.push_back(media_from_url(
+      kind, media_part_url(part, video ? "video_url" : "image_url", where), where, ctx.media));
+}
+
+// A message's content as the template sees it: a string, or, when no image or video is in it,
+// text parts joined by newlines (as vLLM does). With media, the parts in order as
+// {"type": "image"}, {"type": "video"} and {"type": "text"} (the form SDAR-VL's template writes
+// <|image_pad|> / <|video_pad|> for); their bytes go to `media`.
+Json message_content(const Json& c, size_t i, const ParseContext& ctx, ChatMedia& media) {
   const std::string where = cat("messages[", i, "].content");
   if (c.is_string()) return c.get<std::string>();
   if (c.is_null()) return "";
@@ -107,7 +132,7 @@ Json message_content(const Json& c, size_t i, const ParseContext& ctx,
                            json_type(c), ")"));
   Json parts = Json::array();
   std::string text;
-  bool has_image = false;
+  bool has_media = false;
   for (size_t j = 0; j < c.size(); ++j) {
     const Json& part = c[j];
     const std::string part_where = cat(where, "[", j, "]");
@@ -116,27 +141,21 @@ Json message_content(const Json& c, size_t i, const ParseContext& ctx,
       const std::string& t = text_part(part, part_where);
       parts.push_back({{"type", "text"}, {"text", t}});
       text += (text.empty() ? "" : "\n") + t;
-    } else if (type && *type == "image_url") {
-      if (!ctx.accepts_images)
-        bad_request(part_where, cat("'", part_where, "' is an image, but this model ('",
-                                    ctx.served_model,
-                                    "') is not a vision-language model and takes text only"));
-      if (images.size() >= size_t(ctx.max_images))
-        bad_request(part_where, cat("'", part_where, "' is image ", images.size() + 1,
-                                    " of the request; accepted are 1 to ", ctx.max_images,
-                                    " images per request (--max-images-per-request)"));
-      images.push_back(image_from_url(image_part_url(part, part_where), part_where, ctx.images));
-      parts.push_back({{"type", "image"}});
-      has_image = true;
+    } else if (type && (*type == "image_url" || *type == "video_url")) {
+      const bool video = *type == "video_url";
+      add_media_part(part, video ? MediaKind::video : MediaKind::image, part_where, ctx, media);
+      parts.push_back({{"type", video ? "video" : "image"}});
+      has_media = true;
     } else {
-      bad_request(where, cat("'", where,
-                             "' parts must be {\"type\": \"text\", \"text\": ...}",
-                             ctx.accepts_images ? " or {\"type\": \"image_url\", ...}" : "",
-                             " (other content types are not supported; got ", json_excerpt(part),
-                             ")"));
+      bad_request(where,
+                  cat("'", where, "' parts must be {\"type\": \"text\", \"text\": ...}",
+                      ctx.accepts_images
+                          ? ", {\"type\": \"image_url\", ...} or {\"type\": \"video_url\", ...}"
+                          : "",
+                      " (other content types are not supported; got ", json_excerpt(part), ")"));
     }
   }
-  return has_image ? parts : Json(text);
+  return has_media ? parts : Json(text);
 }
 
 // Chat: the messages as the template's JSON (role and content), images in their order.
@@ -146,6 +165,7 @@ Request chat_prompt(const Json& body, const ParseContext& ctx) {
   if (!m->is_array() || m->empty())
     bad_request("messages", "'messages' must be a non-empty list of {role, content} objects");
   Request r;
+  ChatMedia media;
   Json messages = Json::array();
   for (size_t i = 0; i < m->size(); ++i) {
     const Json& msg = (*m)[i];
@@ -158,10 +178,14 @@ Request chat_prompt(const Json& body, const ParseContext& ctx) {
     const auto content = msg.find("content");
     messages.push_back(
         {{"role", *role},
-         {"content",
-          message_content(content == msg.end() ? Json() : *content, i, ctx, r.image_bytes)}});
+         {"content", message_content(content == msg.end() ? Json() : *content, i, ctx, media)}});
   }
   r.messages_json = messages.dump();
+  r.image_bytes = std::move(media.images);
+  r.video_bytes = std::move(media.videos);
+  r.video_frames = ctx.video_frames;
+  if (const Json* kw = field(body, "media_io_kwargs"))
+    if (auto frames = media_io_video_frames(*kw, "media_io_kwargs")) r.video_frames = *frames;
   if (const Json* kw = field(body, "chat_template_kwargs")) {
     if (!kw->is_object())
       bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object");
@@ -238,6 +262,28 @@ Request common_fields(Endpoint endpoint, const Json& body, const ParseContext& c
 
 }  // namespace
 
+std::optional<int32_t> media_io_video_frames(const Json& kwargs, const std::string& where) {
+  if (!kwargs.is_object()) bad_request(where, cat("'", where, "' must be an object"));
+  const Json* video = field(kwargs, "video");
+  if (!video) return std::nullopt;
+  const std::string video_where = where + ".video";
+  if (!video->is_object()) bad_request(video_where, cat("'", video_where, "' must be an object"));
+  for (const auto& [key, v] : video->items())
+    if (key != "num_frames")
+      bad_request(video_where + "." + key,
+                  cat("'", video_where, ".", key,
+                      "' is not supported (dllm samples num_frames frames uniformly over the "
+                      "whole video; only num_frames is accepted)"));
+  const Json* n = field(*video, "num_frames");
+  if (!n) return std::nullopt;
+  const std::string n_where = video_where + ".num_frames";
+  if (!n->is_number_integer() || n->get<int64_t>() < 1 || n->get<int64_t>() > 1024 ||
+      (n->is_number_unsigned() && n->get<uint64_t>() > 1024))
+    bad_request(n_where, cat("'", n_where, "' must be an integer in [1, 1024] (got ",
+                             json_excerpt(*n), ")"));
+  return static_cast<int32_t>(n->get<int64_t>());
+}
+
 ApiRequest parse_api_request(Endpoint endpoint, const Json& body, const ParseContext& ctx) {
   if (!body.is_object())
     bad_request("", cat("the request body must be a JSON object (got ", json_type(body), ")"));
@@ -276,6 +322,8 @@ ApiRequest parse_api_request(Endpoint endpoint, const Json& body, const ParseCon
     r.messages_json = std::move(p.messages_json);
     r.chat_template_kwargs_json = std::move(p.chat_template_kwargs_json);
     r.image_bytes = std::move(p.image_bytes);
+    r.video_bytes = std::move(p.video_bytes);
+    r.video_frames = p.video_frames;
     r.trace = out.stream_provisional;
     out.prompts.push_back(std::move(r));
   }

@@ -32,9 +32,12 @@ ServerContext::ServerContext(Engine& e, const ServerOptions& o)
   parse.max_choices = o.max_choices;
   parse.accepts_images = info.has_vision;
   parse.max_images = o.max_images_per_request;
-  parse.images.max_image_bytes = static_cast<size_t>(o.max_image_mib * double(1 << 20));
+  parse.max_videos = o.max_videos_per_request;
+  parse.video_frames = o.video_frames;
+  parse.media.max_image_bytes = static_cast<size_t>(o.max_image_mib * double(1 << 20));
+  parse.media.max_video_bytes = static_cast<size_t>(o.max_video_mib * double(1 << 20));
   if (!o.allowed_local_media_path.empty())
-    parse.images.allowed_local_media_path = canonical_media_root(o.allowed_local_media_path);
+    parse.media.allowed_local_media_path = canonical_media_root(o.allowed_local_media_path);
 }
 
 }  // namespace dllm::server

@@ -21,9 +21,12 @@ struct ServerOptions {
   double shutdown_grace_seconds = 30;       // SIGTERM: time running requests get to finish
   int threads = 0;                          // HTTP workers; 0: enough for every admitted request
   std::string served_model_name;            // empty: the model directory's name
-  // Vision-language models: image_url content parts (server/image_url.h).
+  // Vision-language models: image_url / video_url content parts (server/media_url.h).
   int max_images_per_request = 8;
+  int max_videos_per_request = 2;
   double max_image_mib = 10;               // encoded bytes of one image
+  double max_video_mib = 64;               // encoded bytes of one video
+  int32_t video_frames = 32;               // frames per video (--media-io-kwargs; vLLM's 32)
   std::string allowed_local_media_path;    // file:// URLs under it; empty: refused
 };
 

@@ -21,6 +21,9 @@ namespace dllm {
 struct ImageLimits {
   int64_t max_side = 16384;               // pixels along either side
   int64_t max_pixels = int64_t{1} << 26;  // 64 Mpixel (PIL's bomb guard warns at 89 M)
+  // Videos: the RGB bytes of all sampled frames together (1024 frames of 64 Mpixel would be
+  // 200 GB; a server takes num_frames from its clients).
+  int64_t max_video_bytes = int64_t{4} << 30;
 };
 
 // `source` names the image in errors (a path, "request image 2").

@@ -7,7 +7,10 @@ extern "C" {
 #include <libswscale/swscale.h>
 }
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
+#include <span>
 
 #include "core/error.h"
 #include "io/regular_file.h"
@@ -38,27 +41,115 @@ struct SwsCloser {
 };
 using FormatPtr = std::unique_ptr<AVFormatContext, FormatCloser>;
 
-// Opens the file and finds its best video stream.
-FormatPtr open_input(const std::string& path, int& stream) {
-  AVFormatContext* raw = nullptr;
-  if (int e = avformat_open_input(&raw, path.c_str(), nullptr, nullptr); e < 0)
-    fail(path, ": cannot open video: ", av_message(e));
-  FormatPtr fmt(raw);
-  if (int e = avformat_find_stream_info(fmt.get(), nullptr); e < 0)
-    fail(path, ": cannot read video stream info: ", av_message(e));
-  stream = av_find_best_stream(fmt.get(), AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
-  if (stream < 0) fail(path, ": no video stream");
-  return fmt;
+// Where the encoded video comes from: a file path, or bytes in memory read through a custom
+// AVIOContext. Either way no other file or URL may be opened on the input's behalf (a playlist
+// or concat demuxer naming one is refused by the empty protocol whitelist of memory input and
+// the "file" one of files).
+struct VideoSource {
+  std::string name;                // in errors
+  std::string path;                // a file, or empty:
+  std::span<const uint8_t> bytes;  // the video in memory
+};
+
+// Reads the bytes of a memory source for FFmpeg (read and seek callbacks).
+struct MemoryReader {
+  std::span<const uint8_t> bytes;
+  int64_t pos = 0;
+
+  static int read(void* opaque, uint8_t* buf, int size) {
+    auto* r = static_cast<MemoryReader*>(opaque);
+    const int64_t left = static_cast<int64_t>(r->bytes.size()) - r->pos;
+    if (left <= 0) return AVERROR_EOF;
+    const int n = static_cast<int>(std::min<int64_t>(left, size));
+    std::memcpy(buf, r->bytes.data() + r->pos, static_cast<size_t>(n));
+    r->pos += n;
+    return n;
+  }
+  static int64_t seek(void* opaque, int64_t offset, int whence) {
+    auto* r = static_cast<MemoryReader*>(opaque);
+    const auto size = static_cast<int64_t>(r->bytes.size());
+    if (whence & AVSEEK_SIZE) return size;
+    int64_t to = offset;
+    switch (whence & ~AVSEEK_FORCE) {
+      case SEEK_SET:
+        break;
+      case SEEK_CUR:
+        to += r->pos;
+        break;
+      case SEEK_END:
+        to += size;
+        break;
+      default:
+        return AVERROR(EINVAL);
+    }
+    if (to < 0 || to > size) return AVERROR(EINVAL);
+    r->pos = to;
+    return to;
+  }
+};
+
+// An opened input: the demuxer, and for memory sources the I/O context it reads through.
+struct OpenedInput {
+  MemoryReader reader;
+  AVIOContext* io = nullptr;
+  FormatPtr fmt;
+  int stream = -1;
+
+  OpenedInput() = default;
+  OpenedInput(const OpenedInput&) = delete;
+  OpenedInput& operator=(const OpenedInput&) = delete;
+  ~OpenedInput() {
+    fmt.reset();  // before the I/O context it reads through (custom I/O is not closed by it)
+    if (io) {
+      av_freep(&io->buffer);
+      avio_context_free(&io);
+    }
+  }
+};
+
+// Opens the source and finds its best video stream.
+std::unique_ptr<OpenedInput> open_input(const VideoSource& src) {
+  auto in = std::make_unique<OpenedInput>();
+  AVFormatContext* raw = avformat_alloc_context();
+  if (!raw) fail(src.name, ": out of memory opening the video");
+  AVDictionary* opts = nullptr;
+  if (src.path.empty()) {
+    constexpr int kBuffer = 1 << 16;
+    in->reader.bytes = src.bytes;
+    auto* buffer = static_cast<uint8_t*>(av_malloc(kBuffer));
+    in->io = buffer ? avio_alloc_context(buffer, kBuffer, 0, &in->reader, &MemoryReader::read,
+                                         nullptr, &MemoryReader::seek)
+                    : nullptr;
+    if (!in->io) {
+      av_free(buffer);
+      avformat_free_context(raw);
+      fail(src.name, ": out of memory opening the video");
+    }
+    raw->pb = in->io;
+    raw->flags |= AVFMT_FLAG_CUSTOM_IO;
+    av_dict_set(&opts, "protocol_whitelist", "none", 0);
+  } else {
+    av_dict_set(&opts, "protocol_whitelist", "file", 0);
+  }
+  // avformat_open_input frees the context itself on failure.
+  const int e = avformat_open_input(&raw, src.path.empty() ? "" : src.path.c_str(), nullptr, &opts);
+  av_dict_free(&opts);
+  if (e < 0) fail(src.name, ": cannot open video: ", av_message(e));
+  in->fmt.reset(raw);
+  if (int e2 = avformat_find_stream_info(in->fmt.get(), nullptr); e2 < 0)
+    fail(src.name, ": cannot read video stream info: ", av_message(e2));
+  in->stream = av_find_best_stream(in->fmt.get(), AVMEDIA_TYPE_VIDEO, -1, -1, nullptr, 0);
+  if (in->stream < 0) fail(src.name, ": no video stream");
+  return in;
 }
 
 // Frames of the stream, counted by demuxing (no decode): one packet per frame.
-int64_t count_frames(const std::string& path) {
-  int stream = -1;
-  FormatPtr fmt = open_input(path, stream);
+int64_t count_frames(const VideoSource& src) {
+  const auto in = open_input(src);
   std::unique_ptr<AVPacket, PacketCloser> pkt(av_packet_alloc());
   int64_t n = 0;
-  while (av_read_frame(fmt.get(), pkt.get()) >= 0) {
-    if (pkt->stream_index == stream) ++n;
+  while (av_read_frame(in->fmt.get(), pkt.get()) >= 0) {
+    if (pkt->stream_index == in->stream) ++n;
     av_packet_unref(pkt.get());
   }
   return n;
@@ -85,19 +176,18 @@ RgbImage to_rgb(const AVFrame& f, const std::string& path, const ImageLimits& li
 
 bool video_decoding_available() { return true; }
 
-DecodedVideo read_video_file(const std::filesystem::path& path, int64_t frames,
-                             const ImageLimits& limits) {
-  const std::string p = path.string();
+namespace {
+
+DecodedVideo decode_video(const VideoSource& src, int64_t frames, const ImageLimits& limits) {
+  const std::string& p = src.name;
   if (frames < 1) fail("--frames must be at least 1 (got ", frames, ")");
-  { RegularFile check(path); }  // refuses FIFOs, directories, devices with a clear message
   DecodedVideo video;
-  video.total_frames = count_frames(p);
+  video.total_frames = count_frames(src);
   if (video.total_frames == 0) fail(p, ": the video has no frames");
   video.indices = uniform_frame_indices(video.total_frames, frames);
 
-  int stream = -1;
-  FormatPtr fmt = open_input(p, stream);
-  const AVCodecParameters* par = fmt->streams[stream]->codecpar;
+  const auto in = open_input(src);
+  const AVCodecParameters* par = in->fmt->streams[in->stream]->codecpar;
   const AVCodec* codec = avcodec_find_decoder(par->codec_id);
   if (!codec) fail(p, ": no decoder for the video codec (id ", par->codec_id, ")");
   std::unique_ptr<AVCodecContext, CodecCloser> ctx(avcodec_alloc_context3(codec));
@@ -115,6 +205,12 @@ DecodedVideo read_video_file(const std::filesystem::path& path, int64_t frames,
       if (e == AVERROR(EAGAIN) || e == AVERROR_EOF) return;
       if (e < 0) fail(p, ": video decode error: ", av_message(e));
       if (decoded == video.indices[next]) {
+        // Checked before the frame's RGB copy is made: the first frame's size tells.
+        const int64_t frame_bytes = int64_t{frame->width} * frame->height * 3;
+        if (frame_bytes * static_cast<int64_t>(video.indices.size()) > limits.max_video_bytes)
+          fail(p, ": ", video.indices.size(), " frames of ", frame->width, "x", frame->height,
+               " would take more than ", limits.max_video_bytes >> 20,
+               " MiB as RGB; ask for fewer frames");
         video.frames.push_back(to_rgb(*frame, p, limits, sws));
         ++next;
       }
@@ -122,8 +218,8 @@ DecodedVideo read_video_file(const std::filesystem::path& path, int64_t frames,
       av_frame_unref(frame.get());
     }
   };
-  while (next < video.indices.size() && av_read_frame(fmt.get(), pkt.get()) >= 0) {
-    if (pkt->stream_index == stream) {
+  while (next < video.indices.size() && av_read_frame(in->fmt.get(), pkt.get()) >= 0) {
+    if (pkt->stream_index == in->stream) {
       const int e = avcodec_send_packet(ctx.get(), pkt.get());
       if (e < 0 && e != AVERROR(EAGAIN)) fail(p, ": video decode error: ", av_message(e));
     }
@@ -138,6 +234,20 @@ DecodedVideo read_video_file(const std::filesystem::path& path, int64_t frames,
     video.indices.resize(video.frames.size());
   }
   return video;
+}
+
+}  // namespace
+
+DecodedVideo read_video_file(const std::filesystem::path& path, int64_t frames,
+                             const ImageLimits& limits) {
+  { RegularFile check(path); }  // refuses FIFOs, directories, devices with a clear message
+  return decode_video({.name = path.string(), .path = path.string(), .bytes = {}}, frames, limits);
+}
+
+DecodedVideo decode_video(std::span<const uint8_t> bytes, const std::string& source, int64_t frames,
+                          const ImageLimits& limits) {
+  if (bytes.empty()) fail(source, ": the video is empty");
+  return decode_video({.name = source, .path = {}, .bytes = bytes}, frames, limits);
 }
 
 }  // namespace dllm

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <filesystem>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "vision/image_decode.h"
@@ -27,5 +29,9 @@ std::vector<int64_t> uniform_frame_indices(int64_t total, int64_t wanted);
 
 DecodedVideo read_video_file(const std::filesystem::path& path, int64_t frames,
                              const ImageLimits& limits = {});
+// The same from an encoded video held in memory (a server's data: URL); `source` names it in
+// errors. The container is probed from the bytes.
+DecodedVideo decode_video(std::span<const uint8_t> bytes, const std::string& source, int64_t frames,
+                          const ImageLimits& limits = {});
 
 }  // namespace dllm

@@ -13,4 +13,11 @@ DecodedVideo read_video_file(const std::filesystem::path& path, int64_t, const I
        "libavformat / libavcodec are needed)");
 }
 
+DecodedVideo decode_video(std::span<const uint8_t>, const std::string& source, int64_t,
+                          const ImageLimits&) {
+  fail(source,
+       ": this dllm was built without video support (-DDLLM_VIDEO=OFF; FFmpeg's "
+       "libavformat / libavcodec are needed)");
+}
+
 }  // namespace dllm

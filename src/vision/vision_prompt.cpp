@@ -39,6 +39,16 @@ ExpandedPrompt expand_placeholders(std::span<const int32_t> ids,
   return out;
 }
 
+ExpandedPrompt expand_placeholders(std::span<const int32_t> ids, const VisionItems& items,
+                                   const VisionConfig& vc) {
+  std::vector<int64_t> image_tokens, video_tokens;
+  for (const RgbImage& img : items.images)
+    image_tokens.push_back(image_token_count({img.height, img.width}, vc));
+  for (const auto& frames : items.videos)
+    video_tokens.push_back(video_token_count(static_cast<int64_t>(frames.size()), vc));
+  return expand_placeholders(ids, image_tokens, video_tokens, vc);
+}
+
 namespace {
 
 std::vector<float> to_f32(const TensorEntry& t) {

@@ -31,6 +31,11 @@ ExpandedPrompt expand_placeholders(std::span<const int32_t> ids,
                                    std::span<const int64_t> image_tokens,
                                    std::span<const int64_t> video_tokens, const VisionConfig& vc);
 
+// The same with the counts of `items` (anyres.h): the prompt as the model sees it, with no
+// encoding (a server's /tokenize).
+ExpandedPrompt expand_placeholders(std::span<const int32_t> ids, const VisionItems& items,
+                                   const VisionConfig& vc);
+
 struct VisionPrompt {
   ExpandedPrompt prompt;
   std::shared_ptr<const InputEmbeddings> embeddings;

@@ -9,15 +9,20 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
+#include <functional>
+#include <iterator>
 #include <numeric>
 
 #include "attention/attention_rule.h"
+#include "attention/sparse_attention.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/attention_sm90.h"
 #include "backend/cuda/device_query.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/sparse_select.h"
 #include "cuda_test_util.h"
 
 namespace dllm {
@@ -81,6 +86,11 @@ struct Seq {
   std::vector<uint16_t> qb;
   std::vector<int32_t> q_pos;
   std::vector<float> ref;
+  // MAGE's hand-over: whether the call writes its prefix-only (m, l), and the reference
+  // log-sum-exp [n_q, heads] of each row's scaled scores over the visible cache keys (double).
+  bool prefix_lse = false;
+  std::vector<double> ref_prefix_lse;
+  std::vector<int32_t> phys;  // physical pool slot of each key
 
   cuda::AttentionBatchSeq desc() const {
     cuda::AttentionBatchSeq d;
@@ -92,6 +102,7 @@ struct Seq {
     d.block_size = c.block;
     d.custom_mask = device_mask;
     d.custom_mask_queries_only = c.queries_only;
+    d.prefix_lse = prefix_lse;
     return d;
   }
 };
@@ -122,6 +133,7 @@ Seq make_seq(const SeqCase& c, Pool& pool, std::mt19937& rng) {
     phys[j] = int64_t{q.page_table[logical_slot[j] / s.page_size]} * s.page_size +
               logical_slot[j] % s.page_size;
     pool.slot_pos[phys[j]] = pos[j];
+    q.phys.push_back(static_cast<int32_t>(phys[j]));
   }
   for (int i = 0; i < c.n_q; ++i) q.q_pos.push_back(pos[c.n_cache + i]);
   q.q = test::random_floats(size_t(c.n_q) * s.heads * s.head_dim, rng);
@@ -152,6 +164,23 @@ Seq make_seq(const SeqCase& c, Pool& pool, std::mt19937& rng) {
     krows.push_back(&pool.k[phys[j] * kvd]);
     vrows.push_back(&pool.v[phys[j] * kvd]);
   }
+  const int group = s.heads / s.kv_heads;
+  for (int i = 0; i < c.n_q; ++i)
+    for (int hq = 0; hq < s.heads; ++hq) {
+      const float* qr = &q.q[(size_t(i) * s.heads + hq) * s.head_dim];
+      std::vector<double> sc;
+      for (int j = 0; j < c.n_cache; ++j) {
+        if (!visible[size_t(i) * q.n_keys + j]) continue;
+        const float* kr = krows[j] + (hq / group) * s.head_dim;
+        double dot = 0;
+        for (int t = 0; t < s.head_dim; ++t) dot += double(qr[t]) * kr[t];
+        sc.push_back(dot * s.scale);
+      }
+      double mx = -INFINITY, z = 0;
+      for (double v : sc) mx = std::max(mx, v);
+      for (double v : sc) z += std::exp(v - mx);
+      q.ref_prefix_lse.push_back(sc.empty() ? -INFINITY : mx + std::log(z));
+    }
   q.ref.assign(size_t(c.n_q) * s.heads * s.head_dim, 0.0f);
   if (c.n_q > 0)
     cpu::attention(q.q.data(), s.heads * s.head_dim, krows, vrows, visible, q.ref.data(),
@@ -173,7 +202,7 @@ struct BatchRun {
   cuda::AttentionBatchParams p;
   cuda::DeviceBuffer<uint16_t> q, out;
   cuda::DeviceBuffer<int32_t> q_pos, plan;
-  cuda::DeviceBuffer<float> ws;
+  cuda::DeviceBuffer<float> ws, prefix_ml;
 
   BatchRun(const Pool& pool, const cuda::AttentionBatchCapacity& cap, size_t plan_ints) {
     const auto& s = pool.shape;
@@ -194,6 +223,10 @@ struct BatchRun {
     p.out = reinterpret_cast<bf16*>(out.get());
     p.shape = s;
     p.capacity = cap;
+    if (cap.prefix_rows > 0) {
+      prefix_ml.resize(size_t(cap.prefix_rows) * 2, "prefix (m, l)");
+      p.prefix_ml = prefix_ml.get();
+    }
   }
 
   // Stages the plan of `seqs` and their queries (the plan at the start of staging, so its device
@@ -487,6 +520,231 @@ TEST(CudaAttentionBatch, SingleSequenceCallGivesTheBatchedBits) {
       EXPECT_TRUE(cuda::sm90_attention_merges(p)) << "splits " << p.splits;
 #endif
   }
+}
+
+// MAGE's hand-over (method-specs §1.6 step 1): a batched call run with prefix_lse sequences,
+// each one's prefix-only log-sum-exp merged on the device from the call's split partials
+// (mage_prefix_lse_from_attention, every row used), and the outputs.
+struct HandOver {
+  cuda::AttentionBatchPlan plan;
+  std::vector<std::vector<uint16_t>> out;
+  std::vector<std::vector<float>> lse;  // [n_q, heads] per prefix_lse sequence (else empty)
+};
+HandOver run_hand_over(const Pool& pool, const std::vector<const Seq*>& seqs) {
+  std::vector<cuda::AttentionBatchSeq> descs;
+  for (const Seq* s : seqs) descs.push_back(s->desc());
+  std::vector<int32_t> staging;
+  HandOver h;
+  h.plan = cuda::attention_batch_plan(descs, pool.shape, staging);
+  BatchRun run(pool, h.plan.need, staging.size());
+  run.stage(seqs);
+  cuda::attention_batch(run.p, nullptr);
+  h.out = run.outputs(seqs);
+  const auto& sh = pool.shape;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const Seq& s = *seqs[i];
+    h.lse.emplace_back();
+    EXPECT_EQ(h.plan.prefix_row[i] >= 0, s.prefix_lse);
+    if (!s.prefix_lse) continue;
+    std::vector<int32_t> rows(size_t(s.c.n_q));
+    std::iota(rows.begin(), rows.end(), 0);
+    auto drows = test::to_device(rows);
+    cuda::DeviceBuffer<float> lse(size_t(s.c.n_q) * sh.heads, "lse");
+    cuda::ScoreSumParams sp;
+    sp.rows_used = drows.get();
+    sp.n_rows_used = s.c.n_q;
+    sp.heads = sh.heads;
+    sp.kv_heads = sh.kv_heads;
+    sp.head_dim = sh.head_dim;
+    cuda::mage_prefix_lse_from_attention(sp, run.prefix_ml.get() + h.plan.prefix_row[i] * 2,
+                                         h.plan.splits[i], s.c.n_q, lse.get(), nullptr);
+    h.lse.back() = test::to_host(lse);
+  }
+  return h;
+}
+
+// The prefix-only LSE the exact pass hands over, against the host's double over the visible
+// cache keys, on both kernels (32 queries at GQA 4, head_dim 128: the Hopper kernel; fewer rows
+// or smaller heads: mma.sync), one and many splits, prefixes ending inside a tile and on its edge
+// (64 / 32 keys), key lists, every mask, an empty prefix. Asking for it changes no output bit,
+// and a sequence's LSE has the same bits in a batch and alone.
+TEST(CudaAttentionBatch, PrefixLseHandOverMatchesReferenceAndLeavesOutputsAlone) {
+  std::mt19937 rng(105);
+  struct Round {
+    int heads, kv, d;
+    std::vector<SeqCase> cases;
+  };
+  const std::vector<Round> rounds = {
+      {32,
+       8,
+       128,
+       {{32, 1000, AttentionKind::kBlockCausal, 32},
+        {4, 777, AttentionKind::kBlockCausal, 4},
+        {32, 64 * 20, AttentionKind::kBlockCausal, 32},
+        {8, 32 * 37, AttentionKind::kCausal},
+        {32, 9000, AttentionKind::kBlockCausal, 32},
+        {16, 3000, AttentionKind::kCausal, 0, true},
+        {5, 0, AttentionKind::kCausal},
+        {12, 2500, AttentionKind::kBidirectional},
+        {8, 900, AttentionKind::kCustom, 0, false, true}}},
+      {8,
+       2,
+       64,
+       {{32, 2000, AttentionKind::kBlockCausal, 32},
+        {3, 100, AttentionKind::kCausal},
+        {7, 4097, AttentionKind::kBlockCausal, 4, true}}},
+      {32,
+       8,
+       16,  // the embedded models' heads
+       {{32, 1500, AttentionKind::kBlockCausal, 32},
+        {4, 64, AttentionKind::kBlockCausal, 4},
+        {8, 5000, AttentionKind::kBidirectional}}},
+  };
+  for (const Round& r : rounds) {
+    SCOPED_TRACE(testing::Message() << "heads " << r.heads << "/" << r.kv << " d " << r.d);
+    int keys = 0;
+    for (const SeqCase& c : r.cases) keys += c.n_cache + c.n_q + 64;
+    Pool pool(r.heads, r.kv, r.d, 16, keys / 16 + 16, rng);
+    std::vector<Seq> seqs;
+    for (const SeqCase& c : r.cases) seqs.push_back(make_seq(c, pool, rng));
+    pool.upload_positions();
+    std::vector<const Seq*> all;
+    for (const Seq& s : seqs) all.push_back(&s);
+    const HandOver plain = run_hand_over(pool, all);
+    for (size_t i = 0; i < seqs.size(); ++i) seqs[i].prefix_lse = i % 3 != 1;
+    const HandOver with = run_hand_over(pool, all);
+    EXPECT_GT(with.plan.need.prefix_rows, 0);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const Seq& s = seqs[i];
+      SCOPED_TRACE(testing::Message() << "sequence " << i << ": " << s.c.n_q << " queries, "
+                                      << s.c.n_cache << " cached, splits " << with.plan.splits[i]);
+      expect_matches_reference(s, with.out[i], "with the hand-over");
+      EXPECT_TRUE(with.out[i] == plain.out[i]) << "the hand-over changed the output bits";
+      if (!s.prefix_lse) continue;
+      const auto& got = with.lse[i];
+      ASSERT_EQ(got.size(), s.ref_prefix_lse.size());
+      for (size_t e = 0; e < got.size(); ++e) {
+        const double want = s.ref_prefix_lse[e];
+        if (std::isinf(want))
+          EXPECT_EQ(got[e], -INFINITY) << "row " << e / r.heads << " sees no cache key";
+        else
+          EXPECT_NEAR(got[e], want, 2e-4 * std::max(1.0, std::abs(want)))
+              << "row " << e / r.heads << " head " << e % r.heads;
+      }
+      const HandOver alone = run_hand_over(pool, {&s});
+      EXPECT_TRUE(alone.lse[0] == got) << "batched LSE != alone";
+    }
+  }
+}
+
+// The selection from the handed-over LSE (score sums, top-k) picks the very sets the selection's
+// own LSE pass picks, on fresh random inputs: all of a block's queries and a few of them, both
+// kernels, head_dim 128 / 64 / 16. The two LSEs agree to fp32 rounding (and with the host's
+// double), so a set may differ only by a key tied with the k-th within that rounding.
+TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
+  std::mt19937 rng(106);
+  struct Case {
+    int heads, kv, d, n_q, n_cache, k, select;
+  };
+  int sets = 0, equal_sets = 0;
+  for (const Case c : {Case{32, 8, 128, 32, 6000, 1024, 0}, Case{32, 8, 128, 32, 3000, 256, 4},
+                       Case{32, 8, 128, 8, 2000, 100, 0}, Case{8, 2, 64, 32, 2500, 300, 0},
+                       Case{32, 8, 16, 32, 4000, 512, 0}, Case{4, 1, 16, 16, 1200, 64, 5}}) {
+    SCOPED_TRACE(testing::Message()
+                 << "heads " << c.heads << "/" << c.kv << " d " << c.d << ", " << c.n_q
+                 << " queries, " << c.n_cache << " cached, k " << c.k << ", select " << c.select);
+    Pool pool(c.heads, c.kv, c.d, 16, (c.n_cache + c.n_q) / 16 + 16, rng);
+    Seq s = make_seq({c.n_q, c.n_cache, AttentionKind::kBlockCausal, c.n_q}, pool, rng);
+    pool.upload_positions();
+    s.prefix_lse = true;
+    std::vector<int32_t> staging;
+    const cuda::AttentionBatchSeq desc = s.desc();
+    const auto plan = cuda::attention_batch_plan({&desc, 1}, pool.shape, staging);
+    BatchRun run(pool, plan.need, staging.size());
+    run.stage({&s});
+    cuda::attention_batch(run.p, nullptr);
+
+    const std::vector<int32_t> rows = selection_query_rows(c.n_q, c.select);
+    const std::vector<int32_t> prefix(s.phys.begin(), s.phys.begin() + c.n_cache);
+    auto drows = test::to_device(rows);
+    auto dprefix = test::to_device(prefix);
+    cuda::DeviceBuffer<float> scores(size_t(c.kv) * c.n_cache, "scores");
+    cuda::ScoreSumParams sp;
+    sp.q = reinterpret_cast<const bf16*>(run.q.get());
+    sp.k_cache = reinterpret_cast<const bf16*>(pool.dk.get());
+    sp.prefix_slots = dprefix.get();
+    sp.rows_used = drows.get();
+    sp.scores = scores.get();
+    sp.n_rows_used = int(rows.size());
+    sp.n_prefix = c.n_cache;
+    sp.heads = c.heads;
+    sp.kv_heads = c.kv;
+    sp.head_dim = c.d;
+    sp.scale = pool.shape.scale;
+    // Both ways to the LSE (rows not used stay NaN), then the same score sums and top-k.
+    std::vector<std::vector<float>> lses, sums;
+    std::vector<std::vector<int32_t>> picks;
+    for (const bool hand_over : {true, false}) {
+      cuda::DeviceBuffer<float> lse(size_t(c.n_q) * c.heads, "lse");
+      DLLM_CUDA_CHECK(cudaMemset(lse.get(), 0xff, lse.size() * sizeof(float)));
+      if (hand_over) {
+        cuda::mage_prefix_lse_from_attention(sp, run.prefix_ml.get() + plan.prefix_row[0] * 2,
+                                             plan.splits[0], c.n_q, lse.get(), nullptr);
+      } else {
+        cuda::DeviceBuffer<float> ws(
+            cuda::prefix_lse_workspace_floats(c.n_cache, int(rows.size()), c.heads, c.kv),
+            "lse workspace");
+        cuda::mage_prefix_lse(sp, lse.get(), ws.get(), nullptr);
+        DLLM_CUDA_CHECK(cudaDeviceSynchronize());
+      }
+      sp.lse = lse.get();
+      cuda::mage_score_sum(sp, nullptr);
+      cuda::DeviceBuffer<int32_t> sel(size_t(c.kv) * c.k, "sets");
+      cuda::sparse_top_k(scores.get(), c.n_cache, c.k, c.kv, sel.get(), nullptr);
+      lses.push_back(test::to_host(lse));
+      sums.push_back(test::to_host(scores));
+      picks.push_back(test::to_host(sel));
+    }
+    for (int32_t r : rows)
+      for (int hq = 0; hq < c.heads; ++hq) {
+        const size_t e = size_t(r) * c.heads + hq;
+        EXPECT_NEAR(lses[0][e], lses[1][e], 1e-4 * std::max(1.0f, std::abs(lses[1][e])))
+            << "row " << r << " head " << hq;
+        EXPECT_NEAR(lses[0][e], s.ref_prefix_lse[e],
+                    2e-4 * std::max(1.0, std::abs(s.ref_prefix_lse[e])))
+            << "row " << r << " head " << hq;
+      }
+    // The same sets — but for a key whose score ties the k-th within the two LSEs' fp32 rounding
+    // (~1e-6 relative), which either side may take; printed, and at most one per set.
+    for (int h = 0; h < c.kv; ++h) {
+      const auto a = std::vector<int32_t>(picks[0].begin() + size_t(h) * c.k,
+                                          picks[0].begin() + size_t(h + 1) * c.k);
+      const auto b = std::vector<int32_t>(picks[1].begin() + size_t(h) * c.k,
+                                          picks[1].begin() + size_t(h + 1) * c.k);
+      ++sets;
+      if (a == b) {
+        ++equal_sets;
+        continue;
+      }
+      std::vector<float> own(sums[1].begin() + size_t(h) * c.n_cache,
+                             sums[1].begin() + size_t(h + 1) * c.n_cache);
+      std::vector<float> sorted = own;
+      std::nth_element(sorted.begin(), sorted.begin() + (c.k - 1), sorted.end(),
+                       std::greater<float>());
+      const float kth = sorted[size_t(c.k - 1)];
+      std::vector<int32_t> differ;
+      std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(),
+                                    std::back_inserter(differ));
+      EXPECT_LE(differ.size(), 2u) << "kv head " << h;
+      for (int32_t j : differ)
+        EXPECT_NEAR(own[size_t(j)], kth, 1e-5 * kth)
+            << "kv head " << h << ": key " << j << " differs without a near-tie at the k-th";
+    }
+  }
+  std::printf("  hand-over vs own LSE pass: %d of %d sets identical (others: a near-tie swap)\n",
+              equal_sets, sets);
+  EXPECT_EQ(sets, 8 + 8 + 8 + 2 + 8 + 1);
+  EXPECT_GE(equal_sets, sets - 3);
 }
 
 // Bad plans are refused with the field at fault.

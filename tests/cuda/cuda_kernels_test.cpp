@@ -21,22 +21,26 @@ using test::rel_error;
 
 TEST(CudaKernels, RmsNormWithRowList) {
   std::mt19937 rng(11);
-  const int rows = 5, dim = 1000;
-  auto x = test::random_floats(rows * dim, rng, 2.0f);
-  auto w = test::random_floats(dim, rng);
-  const auto wb = test::round_bf16(w);
-  const std::vector<int32_t> pick = {4, 0, 2};
-  auto dx = test::to_device(x);
-  auto dw = test::to_device(wb);
-  auto drows = test::to_device(pick);
-  cuda::DeviceBuffer<bf16> out(pick.size() * dim, "out");
-  cuda::rms_norm(dx.get(), drows.get(), reinterpret_cast<const bf16*>(dw.get()), out.get(), 3, dim,
-                 1e-5f, nullptr);
-  const auto got = test::bf16_to_floats(test::to_host(out));
-  std::vector<float> ref(pick.size() * dim);
-  for (size_t r = 0; r < pick.size(); ++r)
-    cpu::rms_norm(&x[pick[r] * dim], dim, w.data(), &ref[r * dim], dim, 1, dim, 1e-5f);
-  EXPECT_LT(rel_error(got, ref), 5e-3);
+  // 1000 / 4096: rows held in registers (dim % 4 == 0, up to 8192); 2562 and 9000: the strided path.
+  for (const int dim : {1000, 4096, 2562, 9000}) {
+    SCOPED_TRACE(dim);
+    const int rows = 5;
+    auto x = test::random_floats(rows * dim, rng, 2.0f);
+    auto w = test::random_floats(dim, rng);
+    const auto wb = test::round_bf16(w);
+    const std::vector<int32_t> pick = {4, 0, 2};
+    auto dx = test::to_device(x);
+    auto dw = test::to_device(wb);
+    auto drows = test::to_device(pick);
+    cuda::DeviceBuffer<bf16> out(pick.size() * dim, "out");
+    cuda::rms_norm(dx.get(), drows.get(), reinterpret_cast<const bf16*>(dw.get()), out.get(), 3,
+                   dim, 1e-5f, nullptr);
+    const auto got = test::bf16_to_floats(test::to_host(out));
+    std::vector<float> ref(pick.size() * dim);
+    for (size_t r = 0; r < pick.size(); ++r)
+      cpu::rms_norm(&x[pick[r] * dim], dim, w.data(), &ref[r * dim], dim, 1, dim, 1e-5f);
+    EXPECT_LT(rel_error(got, ref), 5e-3);
+  }
 }
 
 TEST(CudaKernels, QkvPostNormRopeAndCacheWrite) {
@@ -46,7 +50,10 @@ TEST(CudaKernels, QkvPostNormRopeAndCacheWrite) {
     bool norm, bias;
   };
   for (const Shape s : {Shape{8, 2, 128, 128, true, false}, Shape{7, 1, 64, 32, false, true},
-                        Shape{4, 4, 16, 16, true, true}}) {
+                        Shape{4, 4, 16, 16, true, true}, Shape{4, 2, 256, 128, true, false},
+                        Shape{2, 1, 32, 32, true, true},
+                        // LLaDA-8B's 32 full heads: a staged row over the 48 KB default limit.
+                        Shape{32, 32, 128, 128, false, false}}) {
     SCOPED_TRACE(s.d);
     const int n = 5, cap = 16, width = (s.heads + 2 * s.kv) * s.d;
     auto qkv = test::random_floats(n * width, rng);
@@ -121,16 +128,20 @@ TEST(CudaKernels, QkvPostNormRopeAndCacheWrite) {
 
 TEST(CudaKernels, SwiGlu) {
   std::mt19937 rng(13);
-  const int n = 3, inter = 777;
-  auto gu = test::random_floats(n * 2 * inter, rng, 3.0f);
-  const auto bits = test::round_bf16(gu);
-  auto d = test::to_device(bits);
-  cuda::DeviceBuffer<bf16> out(n * inter, "out");
-  cuda::swiglu(reinterpret_cast<const bf16*>(d.get()), out.get(), n, inter, nullptr);
-  std::vector<float> ref(n * inter);
-  for (int i = 0; i < n; ++i)
-    cpu::silu_mul(&gu[i * 2 * inter], &gu[i * 2 * inter + inter], &ref[i * inter], inter);
-  EXPECT_LT(rel_error(test::bf16_to_floats(test::to_host(out)), ref), 5e-3);
+  // 777: one element per thread; 96 and 12288: eight per thread in 16-byte loads.
+  for (const int inter : {777, 96, 12288}) {
+    SCOPED_TRACE(inter);
+    const int n = 5;
+    auto gu = test::random_floats(n * 2 * inter, rng, 3.0f);
+    const auto bits = test::round_bf16(gu);
+    auto d = test::to_device(bits);
+    cuda::DeviceBuffer<bf16> out(n * inter, "out");
+    cuda::swiglu(reinterpret_cast<const bf16*>(d.get()), out.get(), n, inter, nullptr);
+    std::vector<float> ref(n * inter);
+    for (int i = 0; i < n; ++i)
+      cpu::silu_mul(&gu[i * 2 * inter], &gu[i * 2 * inter + inter], &ref[i * inter], inter);
+    EXPECT_LT(rel_error(test::bf16_to_floats(test::to_host(out)), ref), 5e-3);
+  }
 }
 
 struct AttnCase {
@@ -324,7 +335,9 @@ TEST(CudaKernels, HopperAttentionMatchesCpuOnEveryRule) {
 
 TEST(CudaKernels, GreedyTokenStatsMatchTheReference) {
   std::mt19937 rng(15);
-  for (int vocab : {300, 151936}) {
+  // 300 and 151936: 16-byte loads; 301: one logit at a time.
+  for (int vocab : {300, 301, 151936}) {
+    SCOPED_TRACE(vocab);
     const int rows = 6;
     auto logits = test::random_floats(rows * vocab, rng, 3.0f);
     logits[2 * vocab + 17] = logits[2 * vocab + 5] = 100.0f;  // a tie: the lower id wins

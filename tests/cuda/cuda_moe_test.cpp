@@ -108,7 +108,7 @@ TEST(CudaMoe, DispatchGroupedGemmAndCombine) {
   auto d_weights = test::to_device(weights);
   cuda::DeviceBuffer<int32_t> offsets(size_t(experts + 1), "offsets"),
       order(size_t(n * k), "order"), position(size_t(n * k), "position");
-  cuda::moe_sort(d_routed.get(), n, k, experts, offsets.get(), order.get(), position.get(),
+  cuda::moe_sort(d_routed.get(), n, k, experts, offsets.get(), order.get(), position.get(), nullptr,
                  nullptr);
   cuda::DeviceBuffer<float> y(size_t(n * k * n_out), "y"), out(size_t(n * n_out), "out");
   cuda::MoeGemmParams p;

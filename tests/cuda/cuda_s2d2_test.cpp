@@ -1,5 +1,6 @@
 // S2D2 on the CUDA backend: the span-verify kernel against the host functions on random rows,
-// and whole S2D2 generations on the GPU against the CPU on the tiny SDAR / Fast-dLLM v2 fixtures.
+// and whole S2D2 generations on the GPU against the CPU on the tiny SDAR / Fast-dLLM v2 / LLaDA2
+// fixtures.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -110,7 +111,7 @@ TEST(CudaS2d2, SpanVerifyKernelMatchesTheHost) {
 // verification included) and, bf16 near-ties aside, produce the CPU's ids.
 TEST(CudaS2d2, GenerationsTrackTheCpu) {
   int cases = 0, identical = 0, verified = 0;
-  for (const char* name : {"sdar-tiny", "fast-dllm-v2-tiny"}) {
+  for (const char* name : {"sdar-tiny", "fast-dllm-v2-tiny", "llada2-tiny"}) {
     const auto fx =
         read_json_file(test::fixtures_dir() / "trajectories" / (std::string(name) + "-s2d2.json"));
     auto model = Model::load(test::model_fixture(fx["model"]));

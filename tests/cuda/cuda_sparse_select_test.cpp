@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <string>
 
 #include "attention/sparse_attention.h"
 #include "backend/cpu/sparse_select.h"
@@ -21,9 +22,13 @@ TEST(CudaSparseSelect, ScoreSumMatchesCpuReference) {
   struct Shape {
     int rows, heads, kv_heads, head_dim, n_prefix, select;
   };
+  // Every head_dim the kernels take; 16 (the embedded models) at the most rows a block holds
+  // (R = 256: 16 warps) over three 1024-key blocks with a ragged end, and at GQA 1.
   for (const Shape s :
-       {Shape{32, 8, 2, 128, 1000, 0}, Shape{16, 7, 1, 64, 333, 3}, Shape{4, 4, 4, 32, 70, 0}}) {
-    SCOPED_TRACE(s.n_prefix);
+       {Shape{32, 8, 2, 128, 1000, 0}, Shape{16, 7, 1, 64, 333, 3}, Shape{4, 4, 4, 32, 70, 0},
+        Shape{32, 8, 1, 16, 2100, 0}, Shape{8, 4, 4, 16, 77, 2}, Shape{8, 4, 2, 256, 300, 0}}) {
+    SCOPED_TRACE("head_dim " + std::to_string(s.head_dim) + " n_prefix " +
+                 std::to_string(s.n_prefix));
     const int group = s.heads / s.kv_heads, qd = s.heads * s.head_dim,
               kvd = s.kv_heads * s.head_dim, pool = s.n_prefix + 50;
     auto q = test::random_floats(size_t(s.rows) * qd, rng);
@@ -110,6 +115,29 @@ TEST(CudaSparseSelect, ScoreSumMatchesCpuReference) {
         else
           EXPECT_EQ(lse_gpu[i], untouched);
       }
+    }
+  }
+}
+
+// A head_dim the kernels have no instance for is refused by name and range, before any launch.
+TEST(CudaSparseSelect, UnsupportedHeadDimIsAClearError) {
+  cuda::ScoreSumParams p;
+  p.n_rows_used = 4;
+  p.n_prefix = 100;
+  p.heads = 4;
+  p.kv_heads = 2;
+  p.head_dim = 48;
+  for (int which = 0; which < 2; ++which) {
+    try {
+      if (which == 0)
+        cuda::mage_score_sum(p, nullptr);
+      else
+        cuda::mage_prefix_lse(p, nullptr, nullptr, nullptr);
+      ADD_FAILURE() << "head_dim 48 was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("head_dim must be 16, 32, 64, 128 or 256 (got 48)"),
+                std::string::npos)
+          << e.what();
     }
   }
 }

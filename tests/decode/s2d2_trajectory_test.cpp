@@ -1,6 +1,8 @@
 // S2D2 trajectories against tools/reference_s2d2.py (an independent PyTorch implementation of the
-// algorithm, method-specs §5) on the tiny SDAR and Fast-dLLM v2 fixtures: every policy and
-// estimator, greedy drafting and seeded sampling. Checked: the canvas after every forward, the ids,
+// algorithm, method-specs §5) on the tiny SDAR and Fast-dLLM v2 fixtures, and against
+// tools/reference_llada2_methods.py (that loop over LLaDA2.0 block diffusion, with its own LLaDA2
+// forward) on the llada2-tiny fixture: every policy and estimator, greedy drafting and seeded
+// sampling. Checked: the canvas after every forward, the ids,
 // the finish reason, the forwards and the verify / accept / reject counts.
 #include <gtest/gtest.h>
 
@@ -77,13 +79,75 @@ TEST(S2d2Resolve, DefaultsAndFamilyChecks) {
   EXPECT_NE(resolve_error("fast-dllm-v2-tiny", v).find("--cache-ver"), std::string::npos);
   EXPECT_EQ(resolve_error("sdar-tiny", v), "");
   EXPECT_NE(resolve_error("llada-tiny", d).find("--strategy 's2d2'"), std::string::npos);
+  // LLaDA2.x: S2D2 over LLaDA2.0 block diffusion, with that decoder's defaults (model-specs
+  // §6.5): blocks of 32, steps = min(32, max_tokens), threshold 0.95 on the filtered probability.
+  auto llada2 = Model::load(test::model_fixture("llada2-tiny"));
+  DecodeParams l = d;
+  l.max_tokens = 20;
+  const DecodeParams lr = resolve_decode_params(llada2->config(), l, 5);
+  EXPECT_EQ(lr.block_length, 32);
+  EXPECT_EQ(lr.steps, 20);
+  EXPECT_FLOAT_EQ(lr.threshold, 0.95f);
+  EXPECT_EQ(lr.confidence, ConfidenceKind::kFiltered);
+  EXPECT_EQ(lr.s2d2.policy, "span");
+  l.editing_threshold = 0.5f;
+  EXPECT_NE(resolve_error("llada2-tiny", l).find("apply to --strategy edit only"),
+            std::string::npos);
+  l = d;
+  l.sparse.method = SparseMethod::kMage;
+  EXPECT_NE(resolve_error("llada2-tiny", l).find("--sparse mage applies to --strategy block"),
+            std::string::npos);
   v = d;
   v.s2d2.estimator = "nope";
   EXPECT_NE(resolve_error("sdar-tiny", v).find("--acceptance-estimator"), std::string::npos);
 }
 
+// LLaDA2.x: S2D2 that never verifies (a span minimum above the block) is LLaDA2.0 block
+// diffusion — the same ids, forwards and canvases as --strategy block (greedy, sampled, the
+// HF-2.0 quirk; blocks of 32 and 8).
+TEST(S2d2Llada2, WithoutVerificationIsBlockDiffusion) {
+  auto model = Model::load(test::model_fixture("llada2-tiny"));
+  auto backend = make_cpu_backend(*model);
+  EngineCore engine(*model, *backend);
+  std::vector<int32_t> prompt;
+  for (int i = 0; i < 13; ++i) prompt.push_back((i * 53 + 7) % 289);
+  int runs = 0;
+  for (const int32_t block : {32, 8})
+    for (const float temperature : {0.0f, 0.8f})
+      for (const bool quirk : {false, true}) {
+        SCOPED_TRACE("block " + std::to_string(block) + " T " + std::to_string(temperature) +
+                     (quirk ? " quirk" : ""));
+        DecodeParams d;
+        d.max_tokens = 30;
+        d.block_length = block;
+        d.threshold = 0.3f;
+        d.sampler.temperature = temperature;
+        d.hf_sampling_quirk = quirk;
+        d.seed = 17;
+        GenerationRequest req;
+        req.prompt = prompt;
+        std::vector<std::vector<int32_t>> canvases[2];
+        GenerationResult results[2];
+        for (int s = 0; s < 2; ++s) {
+          DecodeParams p = d;
+          p.strategy = s ? "s2d2" : "block";
+          if (s) p.s2d2.span_min = 1000;
+          req.params = resolve_decode_params(model->config(), p, int64_t(prompt.size()));
+          results[s] = engine.generate(
+              req, {}, [&](const Decoder& dec) { canvases[s].push_back(dec.canvas()); });
+        }
+        EXPECT_EQ(results[1].ids, results[0].ids);
+        EXPECT_EQ(results[1].stats.forwards, results[0].stats.forwards);
+        EXPECT_EQ(results[1].stats.speculation.verify_calls, 0);
+        EXPECT_EQ(canvases[1], canvases[0]);
+        runs += !results[0].ids.empty();
+      }
+  EXPECT_EQ(runs, 8);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, S2d2Trajectory,
-                         ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny"), [](const auto& info) {
+                         ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny", "llada2-tiny"),
+                         [](const auto& info) {
                            std::string s = info.param;
                            for (char& ch : s)
                              if (ch == '-') ch = '_';

@@ -66,7 +66,8 @@ TEST(SparseKnobs, RefusedWhereTheyDoNotApply) {
   q = p;
   q.strategy = "ar";
   expect_error([&] { resolve_decode_params(sdar->config(), q, 8); },
-               "--sparse mage applies to --strategy block on SDAR and Fast-dLLM v2");
+               "--sparse mage applies to --strategy block on SDAR, Fast-dLLM v2 and LLaDA2.x "
+               "checkpoints and to --strategy edit on LLaDA2.x (not --strategy ar on sdar)");
   q = p;
   q.fuse_commit = true;
   expect_error([&] { resolve_decode_params(sdar->config(), q, 8); },

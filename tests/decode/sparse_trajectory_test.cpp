@@ -1,6 +1,7 @@
 // Block-diffusion decoding with sparse attention (MAGE, Quest, SparseD) against the independent
 // NumPy reference tools/reference_sparse_attention.py: the embedded SDAR model models/tiny-block
-// and the Fast-dLLM v2 fixture, greedy, k small enough that the selection changes the tokens.
+// and the Fast-dLLM v2 fixture, greedy, k small enough that the selection changes the tokens; MAGE
+// on the llada2-tiny fixture against tools/reference_llada2_methods.py.
 // Checked: the canvas after every forward and the generated ids.
 #include <gtest/gtest.h>
 
@@ -60,6 +61,67 @@ TEST(SparseTrajectory, MatchesReferenceAfterEveryForward) {
     differ_from_exact += exact.ids != r.ids;
   }
   EXPECT_GE(differ_from_exact, 5) << "k must be small enough that the selection changes tokens";
+}
+
+// LLaDA2.0 block diffusion with MAGE (Quest, SparseD) and LLaDA2.1 token editing with MAGE
+// (Quest) on the llada2-tiny fixture against tools/reference_llada2_methods.py (its own LLaDA2
+// forward over a prefix KV cache, the selection of reference_sparse_attention.py): greedy, sampled,
+// the HF-2.0 quirk, blocks of 32 and 8, stop at EOS, post-mask editing steps, and k covering every
+// prefix (exact).
+TEST(SparseTrajectory, Llada2MatchesReferenceAfterEveryForward) {
+  const auto fx = read_json_file(test::fixtures_dir() / "sparse" / "llada2-trajectories.json");
+  auto model = Model::load(test::model_fixture(fx["model"]));
+  auto backend = make_cpu_backend(*model);
+  EngineCore engine(*model, *backend);
+  ASSERT_GE(fx["cases"].size(), 11u);
+  int differ_from_exact = 0;
+  for (const auto& c : fx["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const auto& p = c["params"];
+    DecodeParams d;
+    d.strategy = p["strategy"];
+    if (d.strategy == "edit") {
+      d.editing_threshold = p["editing_threshold"];
+      d.max_post_steps = p["max_post_steps"];
+    }
+    d.max_tokens = p["max_tokens"];
+    d.block_length = p["block_length"];
+    d.steps = p["steps"];
+    d.threshold = p["threshold"];
+    d.sampler.temperature = p["temperature"];
+    d.sampler.top_k = p["top_k"];
+    d.sampler.top_p = p["top_p"];
+    d.seed = p["seed"];
+    d.hf_sampling_quirk = p["hf_quirk"];
+    const auto& sp = c["sparse"];
+    d.sparse.method = parse_sparse_method(sp["method"]);
+    d.sparse.k = sp["k"];
+    d.sparse.exact_layers = sp["exact_layers"];
+    d.sparse.select_queries = sp["select_queries"];
+    d.sparse.page_size = sp["page_size"];
+    d.sparse.dense_fraction = sp["dense_fraction"];
+    GenerationRequest req;
+    req.prompt = c["prompt"].get<std::vector<int32_t>>();
+    req.params = resolve_decode_params(model->config(), d, int64_t(req.prompt.size()));
+    req.stop_ids = p["stop_ids"].get<std::vector<int64_t>>();
+    std::vector<std::vector<int32_t>> canvases;
+    const auto r = engine.generate(
+        req, [](std::span<const int32_t>) {},
+        [&](const Decoder& dec) { canvases.push_back(dec.canvas()); });
+    const auto& e = c["expected"];
+    EXPECT_EQ(r.ids, e["ids"].get<std::vector<int32_t>>());
+    EXPECT_EQ(r.finish_reason, e["finish_reason"]);
+    EXPECT_EQ(r.stats.forwards, e["forwards"].get<int64_t>());
+    const auto want = e["canvases"].get<std::vector<std::vector<int32_t>>>();
+    ASSERT_EQ(canvases.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(canvases[i], want[i]) << "after forward " << i + 1;
+    req.params.sparse = SparseParams{};
+    const auto exact = engine.generate(req, [](std::span<const int32_t>) {});
+    EXPECT_EQ(exact.ids != r.ids, c["differs_from_exact"].get<bool>());
+    differ_from_exact += exact.ids != r.ids;
+  }
+  EXPECT_GE(differ_from_exact, 9) << "k must be small enough that the selection changes tokens";
 }
 
 // Exact layers covering the whole model leave nothing sparse: the same ids as exact attention

@@ -31,11 +31,12 @@ TEST(EngineApi, StreamedTextAddsUpToTheResult) {
   std::string streamed;
   std::vector<int32_t> ids;
   int finished = 0;
-  const RequestResult r = engine.generate(question("What is 123 + 456?"), [&](const RequestOutput& o) {
-    streamed += o.text;
-    ids.insert(ids.end(), o.token_ids.begin(), o.token_ids.end());
-    finished += o.finished;
-  });
+  const RequestResult r =
+      engine.generate(question("What is 123 + 456?"), [&](const RequestOutput& o) {
+        streamed += o.text;
+        ids.insert(ids.end(), o.token_ids.begin(), o.token_ids.end());
+        finished += o.finished;
+      });
   EXPECT_EQ(finished, 1);
   EXPECT_EQ(r.finish_reason, "stop");
   EXPECT_EQ(streamed, r.text);
@@ -142,6 +143,50 @@ TEST(EngineApi, InvalidRequestsNameTheParameter) {
   EXPECT_NE(error_of(r).find("not valid JSON"), std::string::npos);
   // The engine is still fine.
   EXPECT_EQ(engine.generate(question("What is 123 + 456?")).text, "579");
+}
+
+// LLaDA2.x per request, as the server and the Python package pass it (strategy + option map):
+// S2D2 and MAGE run and report; what does not combine is an error naming the option.
+TEST(EngineApi, Llada2S2d2AndMagePerRequest) {
+  EngineConfig c;
+  c.model = test::model_fixture("llada2-tiny").string();
+  c.device = "cpu";
+  Engine engine(c);
+  Request r;
+  for (int i = 0; i < 40; ++i) r.prompt_ids.push_back((i * 37 + 5) % 289);
+  r.max_tokens = 12;
+  r.ignore_eos = true;
+  Request s2d2 = r;
+  s2d2.strategy = "s2d2";
+  const RequestResult a = engine.generate(s2d2);
+  EXPECT_EQ(a.strategy, "s2d2");
+  EXPECT_EQ(a.token_ids.size(), 12u);
+  EXPECT_GT(a.stats.verify_calls, 0);
+  Request mage = r;
+  mage.options["sparse"] = "mage";
+  mage.options["sparse_k"] = "8";
+  mage.options["block_length"] = "8";
+  EXPECT_EQ(engine.generate(mage).token_ids.size(), 12u);
+  mage.strategy = "edit";
+  EXPECT_EQ(engine.generate(mage).token_ids.size(), 12u);
+  auto error_of = [&](const Request& q) -> std::string {
+    try {
+      engine.submit(q);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  Request bad = mage;
+  bad.options["sparse"] = "sparsed";
+  EXPECT_NE(error_of(bad).find("--sparse sparsed needs a fixed number of steps"),
+            std::string::npos);
+  bad = s2d2;
+  bad.options["sparse"] = "mage";
+  EXPECT_NE(error_of(bad).find("--sparse mage applies to --strategy block"), std::string::npos);
+  bad = s2d2;
+  bad.options["editing_threshold"] = "0.5";
+  EXPECT_NE(error_of(bad).find("apply to --strategy edit only"), std::string::npos);
 }
 
 TEST(EngineApi, ConfigErrorsNameTheSetting) {

@@ -1,6 +1,7 @@
 // LLaDA2.x through the serving engine on the tiny fixture (tools/reference_llada2.py): block
-// diffusion and token-editing requests — greedy, sampled, with the HF-2.0 sampling quirk, S and Q
-// modes, blocks of 32 and 8 — batched together give the ids each gives alone; the checkpoint's
+// diffusion and token editing (exact and with MAGE) and S2D2 requests — greedy, sampled, with the
+// HF-2.0 sampling quirk, S and Q modes, blocks of 32 and 8 — batched together give the ids each
+// gives alone; the checkpoint's
 // tokenizer and Ling role-format chat template are the ones the engine uses.
 #include <gtest/gtest.h>
 
@@ -39,6 +40,31 @@ std::vector<test::EngineCase> llada2_cases(const Model& model) {
     e.arrival_step = (i * 3) % 7;
     cases.push_back(std::move(e));
   }
+  // S2D2 (draft, 2L verify with a custom mask, commit) and MAGE on block diffusion and token
+  // editing (select at a block's first forward, attend through the sets after) among them.
+  for (int i = 0; i < 8; ++i) {
+    test::EngineCase e;
+    for (int k = 0; k < 17 + (i * 11) % 40; ++k) e.prompt.push_back(int32_t(rng() % 290));
+    DecodeParams p;
+    p.strategy = i % 2 ? "s2d2" : i % 4 == 2 ? "edit" : "block";
+    if (p.strategy != "s2d2") {
+      p.sparse.method = SparseMethod::kMage;
+      p.sparse.k = 8 + i;
+      p.sparse.exact_layers = i % 4 == 0 ? 0 : 1;
+    }
+    p.max_tokens = 10 + (i * 7) % 25;
+    if (i % 4 < 2) p.block_length = 8;
+    if (i % 3 == 1) {
+      p.sampler.temperature = 0.9f;
+      p.seed = 300 + uint64_t(i);
+    }
+    if (i == 5) p.hf_sampling_quirk = true;
+    p.sampler.top_p = -1.0f;
+    p.sequence_id = uint32_t(20 + i);
+    e.params = resolve_decode_params(model.config(), p, int64_t(e.prompt.size()));
+    e.arrival_step = (i * 5) % 9;
+    cases.push_back(std::move(e));
+  }
   return cases;
 }
 
@@ -51,7 +77,8 @@ TEST(Llada2Engine, BatchedRequestsEqualRequestsAlone) {
   const auto together = test::run_together(core, cases);
   ASSERT_EQ(alone.size(), together.size());
   for (size_t i = 0; i < alone.size(); ++i) {
-    SCOPED_TRACE("request " + std::to_string(i) + " " + cases[i].params.strategy);
+    SCOPED_TRACE("request " + std::to_string(i) + " " + cases[i].params.strategy + " " +
+                 to_string(cases[i].params.sparse.method));
     EXPECT_EQ(together[i].finishes, 1);
     EXPECT_EQ(together[i].error, "");
     EXPECT_FALSE(alone[i].ids.empty());
@@ -113,7 +140,20 @@ TEST(Llada2Engine, FamilyDefaultsAndBadKnobs) {
   EXPECT_NE(error_of(bad).find("apply to --strategy edit only"), std::string::npos);
   bad = {};
   bad.strategy = "full";
-  EXPECT_NE(error_of(bad).find("available: block, edit"), std::string::npos);
+  EXPECT_NE(error_of(bad).find("available: block, edit, s2d2"), std::string::npos);
+  bad = edit;
+  bad.sparse.method = SparseMethod::kSparseD;
+  EXPECT_NE(error_of(bad).find("--sparse sparsed needs a fixed number of steps"),
+            std::string::npos);
+  bad.sparse.method = SparseMethod::kMage;
+  EXPECT_EQ(error_of(bad), "") << "MAGE runs with token editing";
+  bad = {};
+  bad.sparse.method = SparseMethod::kMage;
+  bad.strategy = "s2d2";
+  EXPECT_NE(error_of(bad).find("--sparse mage applies to --strategy block on SDAR, Fast-dLLM v2 "
+                               "and LLaDA2.x checkpoints and to --strategy edit on LLaDA2.x (not "
+                               "--strategy s2d2 on llada2_moe)"),
+            std::string::npos);
 }
 
 TEST(Llada2Engine, TokenizerAndChatTemplateFromTheCheckpoint) {

@@ -255,8 +255,8 @@ ParseContext vision_context(const std::string& media_root = {}) {
   ParseContext c = context();
   c.accepts_images = true;
   c.max_images = 3;
-  c.images.max_image_bytes = 16;
-  c.images.allowed_local_media_path = media_root;
+  c.media.max_image_bytes = 16;
+  c.media.allowed_local_media_path = media_root;
   return c;
 }
 
@@ -344,6 +344,75 @@ TEST(OpenAiRequest, RefusedImageUrlsNameThePart) {
   const ApiError text_only = vision_error(image_message({ok}), context());
   EXPECT_EQ(text_only.param, "messages[0].content[1]");
   EXPECT_NE(std::string(text_only.what()).find("not a vision-language model"), std::string::npos);
+}
+
+// vLLM's video_url parts: bytes in Request::video_bytes named by their part, {"type": "video"}
+// in the template's content, frames from media_io_kwargs.video.num_frames (else the server's).
+TEST(OpenAiRequest, VideoPartsBecomeVideoBytesAndTemplateParts) {
+  ParseContext ctx = vision_context();
+  ctx.max_videos = 2;
+  ctx.video_frames = 7;
+  ctx.media.max_video_bytes = 4;
+  Json body = image_message({"data:image/png;base64,Zm9v"});
+  body["messages"][0]["content"].push_back(
+      {{"type", "video_url"}, {"video_url", {{"url", "data:video/mp4;base64,YmFyIQ=="}}}});
+  ApiRequest r = parse_api_request(Endpoint::chat, body, ctx);
+  const Request& q = r.prompts[0];
+  ASSERT_EQ(q.video_bytes.size(), 1u);
+  EXPECT_EQ(q.video_bytes[0].data, "bar!");
+  EXPECT_EQ(q.video_bytes[0].name, "messages[0].content[3]");
+  ASSERT_EQ(q.image_bytes.size(), 1u);
+  EXPECT_EQ(q.video_frames, 7);
+  EXPECT_EQ(Json::parse(q.messages_json)[0]["content"], Json::parse(R"([{"type": "text",
+      "text": "look:"}, {"type": "image"}, {"type": "text", "text": "and say"},
+      {"type": "video"}])"));
+  body["media_io_kwargs"] = {{"video", {{"num_frames", 3}}}};
+  EXPECT_EQ(parse_api_request(Endpoint::chat, body, ctx).prompts[0].video_frames, 3);
+
+  auto expect_error = [&](const Json& b, const std::string& param, const std::string& words) {
+    const ApiError e = vision_error(b, ctx);
+    EXPECT_EQ(e.status, 400) << b;
+    EXPECT_EQ(e.param, param) << e.what();
+    EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+  };
+  for (const auto& [kwargs, param] : std::vector<std::pair<Json, std::string>>{
+           {{{"video", {{"num_frames", 0}}}}, "media_io_kwargs.video.num_frames"},
+           {{{"video", {{"num_frames", 1025}}}}, "media_io_kwargs.video.num_frames"},
+           {{{"video", {{"num_frames", "8"}}}}, "media_io_kwargs.video.num_frames"},
+           {{{"video", {{"fps", 2}}}}, "media_io_kwargs.video.fps"},
+           {{{"video", 8}}, "media_io_kwargs.video"},
+           {Json(8), "media_io_kwargs"}}) {
+    Json b = body;
+    b["media_io_kwargs"] = kwargs;
+    expect_error(b, param, "media_io_kwargs");
+  }
+  auto video_message = [&](const std::vector<std::string>& urls) {
+    Json b = image_message({});
+    for (const std::string& u : urls)
+      b["messages"][0]["content"].push_back({{"type", "video_url"}, {"video_url", {{"url", u}}}});
+    return b;
+  };
+  const std::string ok = "data:video/webm;base64,Zm9v";
+  expect_error(video_message({ok, ok, ok}), "messages[0].content[4]",
+               "accepted are 1 to 2 videos per request (--max-videos-per-request)");
+  expect_error(video_message({"data:video/mp4;base64,MDEyMzQ="}), "messages[0].content[2]",
+               "is a video of 5 bytes; accepted are 1 to 4 bytes (--max-video-mib");
+  expect_error(video_message({"data:image/png;base64,Zm9v"}), "messages[0].content[2]",
+               "a video/... type");
+  expect_error(video_message({"data:video/mp4;base64,"}), "messages[0].content[2]", "empty video");
+  expect_error(video_message({"https://example.com/a.mp4"}), "messages[0].content[2]",
+               "send the video inline as a data:video/...;base64 URL");
+  expect_error(video_message({"file:///etc/passwd"}), "messages[0].content[2]",
+               "--allowed-local-media-path");
+  Json no_url = image_message({});
+  no_url["messages"][0]["content"].push_back({{"type", "video_url"}, {"x", 1}});
+  expect_error(no_url, "messages[0].content[2]", "video_url parts need");
+  // An image part does not pass as a video, nor a video as an image, by its media type.
+  expect_error(image_message({"data:video/mp4;base64,Zm9v"}), "messages[0].content[1]",
+               "an image/... type");
+  const ApiError text_only = vision_error(video_message({ok}), context());
+  EXPECT_EQ(text_only.param, "messages[0].content[2]");
+  EXPECT_NE(std::string(text_only.what()).find("is a video, but this model"), std::string::npos);
 }
 
 TEST(OpenAiRequest, FileUrlsAreReadOnlyUnderTheAllowedDirectory) {

@@ -264,6 +264,14 @@ TEST(ServeHttp, ErrorPathsAreOpenAiErrorsNamingTheField) {
                400, "prompt");
   expect_error(post(port, "/v1/completions", Json{{"prompt", std::string(20000, 'a')}}), 413, "");
   expect_error(post(port, "/v1/nothing", Json::object()), 404, "");
+  {  // JSON sent as a form (curl -d without a Content-Type): the 413 says what to send instead
+    httplib::Client c("127.0.0.1", port);
+    const std::string body = Json{{"prompt", std::string(9000, 'a')}}.dump();
+    auto r = c.Post("/v1/completions", body, "application/x-www-form-urlencoded");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 413);
+    EXPECT_NE(r->body.find("Content-Type: application/json"), std::string::npos) << r->body;
+  }
   expect_error(post(port, "/detokenize", Json{{"tokens", {99999}}}), 400, "tokens");
   // Nothing above reached the engine; the server still answers.
   EXPECT_EQ(post(port, "/v1/completions", Json{{"prompt", "1+1="}, {"max_tokens", 4}}).status, 200);

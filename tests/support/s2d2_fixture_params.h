@@ -1,4 +1,5 @@
-// DecodeParams of an S2D2 trajectory fixture case (tools/reference_s2d2.py writes them); shared
+// DecodeParams of an S2D2 trajectory fixture case (tools/reference_s2d2.py and, for LLaDA2.x,
+// tools/reference_llada2_methods.py write them); shared
 // by the CPU parity test and the GPU-vs-CPU test.
 #pragma once
 
@@ -23,6 +24,7 @@ inline DecodeParams s2d2_params_from(const nlohmann::json& p) {
   d.sampler.top_k = p["top_k"];
   d.sampler.top_p = p["top_p"];
   d.seed = p["seed"];
+  d.hf_sampling_quirk = p.value("hf_quirk", false);  // LLaDA2.x (tools/reference_llada2_methods.py)
   const auto& s = p["s2d2"];
   S2d2Params& o = d.s2d2;
   o.policy = s["policy"];

@@ -1,7 +1,7 @@
 // The C++ LLaVA-OneVision processor against the independent Python reference
-// (tools/reference_sdar_vl.py, PIL bicubic): decoded images, the resized and letterboxed anyres
-// canvas and the base crop byte for byte, the normalised crops' sum, the pinpoint and the token
-// count of every test image; bad images get clear errors.
+// (tools/reference_sdar_vl.py, torchvision's uint8 antialiased bicubic): decoded images, the
+// resized and letterboxed anyres canvas and the base crop byte for byte, the normalised crops' sum,
+// the pinpoint and the token count of every test image; bad images get clear errors.
 #include <gtest/gtest.h>
 
 #include <fstream>
@@ -34,7 +34,7 @@ class ImageProcessorParity : public ::testing::Test {
   nlohmann::json ref_;
 };
 
-TEST_F(ImageProcessorParity, CanvasAndBaseCropMatchPilByteForByte) {
+TEST_F(ImageProcessorParity, CanvasAndBaseCropMatchTheReferenceByteForByte) {
   const auto dir = test::sdar_vl_fixture();
   int checked = 0;
   for (const auto& [name, info] : ref_["images"].items()) {
@@ -219,6 +219,44 @@ TEST(VideoDecode, BadVideosGetClearErrors) {
     }
   }
   EXPECT_THROW(read_video_file(test::sdar_vl_fixture() / "video.mkv", 0), Error);
+}
+
+// A video held in memory (a server's data: URL) decodes as its file does; bad bytes are errors
+// naming the source, never a crash.
+TEST(VideoDecode, BytesInMemoryDecodeAsTheirFile) {
+  const auto path = test::sdar_vl_fixture() / "video.mkv";
+  const std::vector<uint8_t> bytes = file_bytes(path);
+  for (int64_t frames : {1, 4, 32}) {
+    const DecodedVideo from_file = read_video_file(path, frames);
+    const DecodedVideo from_memory = decode_video(bytes, "messages[0].content[0]", frames);
+    EXPECT_EQ(from_memory.total_frames, from_file.total_frames);
+    EXPECT_EQ(from_memory.indices, from_file.indices);
+    ASSERT_EQ(from_memory.frames.size(), from_file.frames.size());
+    for (size_t f = 0; f < from_file.frames.size(); ++f)
+      EXPECT_EQ(from_memory.frames[f].pixels, from_file.frames[f].pixels) << frames << " " << f;
+  }
+  // The sampled frames' RGB bytes are bounded: 3 frames of 64x48 fit in 3 x 9216 bytes, 4 not.
+  ImageLimits small;
+  small.max_video_bytes = 3 * 64 * 48 * 3;
+  EXPECT_EQ(decode_video(bytes, "v", 3, small).frames.size(), 3u);
+  try {
+    decode_video(bytes, "v", 4, small);
+    ADD_FAILURE() << "4 frames decoded past the limit";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("v: 4 frames of 64x48 would take more than"),
+              std::string::npos)
+        << e.what();
+  }
+  const std::string junk = "this is not a video at all";
+  for (const auto& bad : {std::vector<uint8_t>(junk.begin(), junk.end()), std::vector<uint8_t>{},
+                          std::vector<uint8_t>(bytes.begin(), bytes.begin() + 200)}) {
+    try {
+      decode_video(bad, "messages[0].content[3]", 4);
+      ADD_FAILURE() << bad.size() << " bytes decoded";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("messages[0].content[3]: ", 0), 0u) << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -117,9 +117,9 @@ void launch_combine(const AttentionBatchKernelArgs& a, int q_rows, cudaStream_t 
 // is bigger than what the deep one keeps resident (six one-warp blocks per SM share the loads in
 // flight), four stages where it fits at once (a lone sequence or a few: each block then has three
 // tiles in flight instead of one; see deep_pipeline()).
-template <int D, int STAGES>
+template <int D, int STAGES, bool PREFIX = false>
 auto* mma_batch_kernel() {
-  return flash_attention_batch_kernel<D, L::kMmaWarps, L::kMmaTileKeys, 1, STAGES>;
+  return flash_attention_batch_kernel<D, L::kMmaWarps, L::kMmaTileKeys, 1, STAGES, PREFIX>;
 }
 template <int D, int STAGES>
 constexpr size_t kMmaBatchSmem = smem_bytes<D, L::kMmaTileKeys, L::kMmaWarps, STAGES>();
@@ -149,7 +149,10 @@ bool deep_pipeline(int64_t blocks, int resident) {
 template <int D>
 void launch_mma(const AttentionBatchKernelArgs& a, int items, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(items), a.kv_heads), block(L::kMmaWarps * 32);
-  if (deep_pipeline(int64_t{items} * a.kv_heads, mma_resident<D, kMmaDeepStages>())) {
+  if (a.prefix_ml) {  // MAGE's selecting step: two stages (the same bits as four)
+    static_assert(kMmaBatchSmem<D, 2> <= 48 * 1024, "no shared-memory attribute to set");
+    launch_pdl(mma_batch_kernel<D, 2, true>(), grid, block, kMmaBatchSmem<D, 2>, stream, a);
+  } else if (deep_pipeline(int64_t{items} * a.kv_heads, mma_resident<D, kMmaDeepStages>())) {
     launch_pdl(mma_batch_kernel<D, kMmaDeepStages>(), grid, block, kMmaBatchSmem<D, kMmaDeepStages>,
                stream, a);
   } else {
@@ -221,6 +224,9 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
       a.partial_ml +
       attention_partial_ml_floats(static_cast<size_t>(std::max<int64_t>(c.partial_rows, 1))));
   a.out = p.out;
+  if (c.prefix_rows > 0 && !p.prefix_ml)
+    fail("attention_batch: a prefix_lse sequence needs prefix_ml (", c.prefix_rows, " rows)");
+  a.prefix_ml = c.prefix_rows > 0 ? p.prefix_ml : nullptr;
   a.heads = s.heads;
   a.kv_heads = s.kv_heads;
   a.head_dim = s.head_dim;

@@ -41,7 +41,10 @@ constexpr int kPartialRow = 10;  // its first row of the split partials
 // With a key list: ints between the lists of consecutive KV heads (0: one list for every head).
 // Sparse attention's gathered keys differ per KV head (AttentionBatchSeq::device_keys).
 constexpr int kKeysHeadStride = 11;
-constexpr int kSeqInts = 12;
+// Its first row of prefix-only (m, l) in AttentionBatchKernelArgs::prefix_ml, or -1
+// (AttentionBatchSeq::prefix_lse).
+constexpr int kPrefixRow = 12;
+constexpr int kSeqInts = 13;
 
 // A work item: one block per KV head of (sequence, row block, split). It carries a copy of its
 // sequence's descriptor, so that a block finds everything one load after the header.
@@ -51,6 +54,7 @@ constexpr int kItemSplit = 2;
 constexpr int kItemPair = 3;  // Hopper items: the number of its (sequence, row block) pair
 constexpr int kItemDesc = 4;  // kSeqInts: the sequence descriptor
 constexpr int kItemInts = kItemDesc + kSeqInts;
+static_assert(kItemInts <= 32, "load_seq_view() reads an item with one int per lane");
 
 // The batch workspace starts with the in-kernel merge's counters, two per (pair, KV head).
 constexpr int kMergeCounters = 2048;
@@ -80,6 +84,7 @@ struct AttentionBatchKernelArgs {
   __nv_bfloat16* partial_o = nullptr;
   float* partial_ml = nullptr;
   __nv_bfloat16* out = nullptr;
+  float* prefix_ml = nullptr;   // the prefix_lse sequences' (m, l) rows, or null
   int32_t* counters = nullptr;  // kMergeCounters, zero between calls
   int heads = 0, kv_heads = 0, head_dim = 0, page_shift = 0;
   float scale = 1.0f;

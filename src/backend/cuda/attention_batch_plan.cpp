@@ -182,7 +182,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   st[base + L::kSeqCount] = static_cast<int32_t>(n);
   st[base + L::kSeqsAt] = L::kHeaderInts;
   std::vector<int32_t> items[2], combine_rows;
-  int64_t q_row = 0, partial_row = 0;
+  int64_t q_row = 0, partial_row = 0, prefix_row = 0;
   int32_t pairs = 0;  // (sequence, row block) pairs of the Hopper kernel
   for (size_t i = 0; i < n; ++i) {
     const AttentionBatchSeq& q = seqs[i];
@@ -197,6 +197,9 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     st[desc + L::kBlockSize] = q.block_size;
     st[desc + L::kSplits] = splits;
     st[desc + L::kPartialRow] = static_cast<int32_t>(partial_row);
+    st[desc + L::kPrefixRow] = q.prefix_lse ? static_cast<int32_t>(prefix_row) : -1;
+    plan.prefix_row.push_back(q.prefix_lse ? prefix_row : -1);
+    if (q.prefix_lse) prefix_row += int64_t{splits} * q.n_q * shape.heads;  // one split too
     stage_keys(q, shape, i, st, base, desc);
     plan.device_keys_at.push_back(q.device_keys ? st[desc + L::kKeysAt] : -1);
     stage_mask(q, st, base, desc);
@@ -219,7 +222,8 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     if (kind == L::kSm90 && q.n_q > 0) pairs += row_blocks;
     q_row += q.n_q;
     if (splits > 1) partial_row += int64_t{splits} * q.n_q * shape.heads;  // one: no partials
-    if (q_row > INT32_MAX || partial_row > INT32_MAX || st.size() - base > INT32_MAX / 4)
+    if (q_row > INT32_MAX || partial_row > INT32_MAX || prefix_row > INT32_MAX ||
+        st.size() - base > INT32_MAX / 4)
       fail("attention_batch: batch too large (", q_row, " query rows, ", partial_row,
            " partial rows)");
   }
@@ -236,6 +240,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   plan.need.mma_items = static_cast<int>(items[L::kMma].size() / L::kItemInts);
   plan.need.sm90_items = static_cast<int>(items[L::kSm90].size() / L::kItemInts);
   plan.need.partial_rows = partial_row;
+  plan.need.prefix_rows = prefix_row;
   return plan;
 }
 

@@ -24,7 +24,9 @@ constexpr size_t smem_bytes() {
 // WARPS warps, 16 rows each; K/V tiles in STAGES buffers filled by cp.async, STAGES - 1 tiles
 // ahead, so that the next tiles' loads overlap this tile's math (and, with more stages, each
 // other: a block alone on its SM waits for a tile's round trip only once per STAGES - 1 tiles).
-template <int D, int WARPS, int KT, int STAGES, class P>
+// PREFIX (batched calls with a prefix_lse sequence): also the prefix-only (m, l) of the rows of
+// sequences that want them (flash_tile.cuh: prefix_stats_at_tile); other instances are as before.
+template <int D, int WARPS, int KT, int STAGES, class P, bool PREFIX = false>
 __device__ __forceinline__ void flash_attention_block(const P& p, int row_block, int split) {
   using namespace ptx;
   static_assert(KT <= WARPS * 32, "one key of a tile per thread");
@@ -144,6 +146,10 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
         }
     }
 
+    if constexpr (PREFIX)  // the tile holding the prefix's last key
+      if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kKeysPerTile)
+        prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split,
+                             p.kv_heads, g, R, ra);
     online_softmax_tile(s, o, m, l, scale_log2);
 
     tile_accumulate_pv<D, kKeysPerTile, kStride>(s, vt, o, lane);
@@ -153,6 +159,10 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
   trigger_dependent_launch();
 
   write_split_partials(p, split, g, R, ra, m, l, o, lane);
+  if constexpr (PREFIX)
+    if (p.prefix_ml)
+      prefix_stats_after_loop(m, l, k_begin, n_tiles, kKeysPerTile, n_cache, lane, p.prefix_ml,
+                              split, p.kv_heads, g, R, ra);
 }
 
 // Key-list entries a batched block may keep in shared memory (1 KB: six one-warp blocks with
@@ -169,14 +179,15 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
 }
 
 // A batch: grid (work-item capacity, KV heads); items past the plan's count exit at once.
-template <int D, int WARPS, int KT, int MIN_BLOCKS, int STAGES>
+template <int D, int WARPS, int KT, int MIN_BLOCKS, int STAGES, bool PREFIX = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     flash_attention_batch_kernel(AttentionBatchKernelArgs a) {
   __shared__ AttentionSeqView view;
   __shared__ int32_t key_stage[kMmaKeyStage];
   if (!load_seq_view<KT, kMmaKeyStage>(a, batch_layout::kMma, view, key_stage)) return;
   ptx::wait_for_primary_grid();
-  flash_attention_block<D, WARPS, KT, STAGES>(view, view.row_block, view.split);
+  flash_attention_block<D, WARPS, KT, STAGES, AttentionSeqView, PREFIX>(view, view.row_block,
+                                                                        view.split);
 }
 
 }  // namespace dllm::cuda

@@ -32,7 +32,8 @@ struct AttentionSeqView {
   const uint8_t* custom_mask;
   bf16* partial_o;  // this sequence's first partial row
   float* partial_ml;
-  bf16* out;  // this sequence's first output row
+  bf16* out;         // this sequence's first output row
+  float* prefix_ml;  // its first prefix-only (m, l) row (AttentionBatchSeq::prefix_lse), or null
   int n_keys, n_q, heads, kv_heads, splits, block_size, page_shift;
   int row_block, split, merge_pair;  // the work item
   float scale;
@@ -112,6 +113,7 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
     const int64_t partial_row = desc(L::kPartialRow);
     const int mask_at = desc(L::kMaskAt), keys_at = desc(L::kKeysAt), pages_at = desc(L::kPagesAt);
     const int keys_head_stride = desc(L::kKeysHeadStride);
+    const int prefix_row = desc(L::kPrefixRow);
     const int n_keys = desc(L::kNKeys), n_q = desc(L::kNQ), splits = desc(L::kSplits);
     const int block_size = desc(L::kBlockSize), mask_kind = desc(L::kKind);
     const int queries_only = desc(L::kMaskQueriesOnly);
@@ -129,6 +131,8 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
       v.partial_o = a.partial_o + partial_row * a.head_dim;
       v.partial_ml = a.partial_ml + partial_row * 2;
       v.out = a.out + q_row * row_elems;
+      v.prefix_ml =
+          prefix_row >= 0 && a.prefix_ml ? a.prefix_ml + int64_t{prefix_row} * 2 : nullptr;
       v.n_keys = n_keys;
       v.n_q = n_q;
       v.heads = a.heads;

@@ -67,8 +67,10 @@ __device__ __forceinline__ uint32_t swizzled(int r, int c) {
 }
 
 // One block's work: rows [row_block * 64 NWG, +64 NWG) of KV head blockIdx.y over split `split`
-// of the keys. P: AttentionParams or AttentionSeqView (attention_seq.cuh).
-template <int NWG, int KT, int STAGES, bool MERGE, class P>
+// of the keys. P: AttentionParams or AttentionSeqView (attention_seq.cuh). PREFIX (batched calls
+// with a prefix_lse sequence): also the prefix-only (m, l) of the rows of the sequences that want
+// them (flash_tile.cuh: prefix_stats_at_tile); the other instances are as before.
+template <int NWG, int KT, int STAGES, bool MERGE, class P, bool PREFIX = false>
 __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, int split,
                                                      const sm90::MergeArgs* merge_args) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -190,6 +192,10 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
       }
     }
 
+    if constexpr (PREFIX)  // the tile holding the prefix's last key
+      if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kKeys)
+        prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split,
+                             p.kv_heads, g, R, ra);
     online_softmax_tile(s, o, m, l, scale_log2);
 
     // O += P V: P's fragments (keys 16t..16t+15) straight from S's; they must stay untouched until
@@ -219,6 +225,10 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
   trigger_dependent_launch();  // the next kernel (or the combine pass) may be scheduled now
 
   write_split_partials(p, split, g, R, ra, m, l, o, lane);
+  if constexpr (PREFIX)
+    if (p.prefix_ml)
+      prefix_stats_after_loop(m, l, k_begin, n_tiles, kKeys, n_cache, lane, p.prefix_ml, split,
+                              p.kv_heads, g, R, ra);
   if constexpr (MERGE) sm90::merge_splits(merge_args, 64 * NWG, L::kv);
 #endif
 }
@@ -251,7 +261,7 @@ constexpr int kSm90KeyStage = 1024;
 // combine pass merges the splits, or (MERGE: the whole grid is one wave, sm90_attention_batch_
 // merges()) the blocks do, as in the single-sequence kernel, with one counter pair per (sequence
 // row block, KV head) — the plan numbers the row blocks.
-template <int NWG, int KT, int STAGES, int MIN_BLOCKS, bool MERGE>
+template <int NWG, int KT, int STAGES, int MIN_BLOCKS, bool MERGE, bool PREFIX = false>
 __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS)
     attention_sm90_batch_kernel(AttentionBatchKernelArgs a) {
   __shared__ AttentionSeqView view;
@@ -271,7 +281,8 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS)
                   view.split,
                   view.merge_pair * a.kv_heads + static_cast<int>(blockIdx.y)};
   wait_for_primary_grid();
-  attention_sm90_block<NWG, KT, STAGES, MERGE>(view, view.row_block, view.split, &merge_args);
+  attention_sm90_block<NWG, KT, STAGES, MERGE, AttentionSeqView, PREFIX>(view, view.row_block,
+                                                                         view.split, &merge_args);
 }
 
 // Configurations: warpgroups per block (64 rows each), keys per tile, pipeline stages, blocks per
@@ -344,23 +355,31 @@ static_assert(64 * kBatch.warpgroups == batch_layout::kSm90Rows &&
               kBatch.tile_keys == batch_layout::kSm90TileKeys);
 template <const Config& C>
 constexpr size_t kBatchSmem = SmemLayout<C.warpgroups, C.tile_keys, C.stages>::bytes;
-template <const Config& C, bool MERGE>
+template <const Config& C, bool MERGE, bool PREFIX = false>
 auto* batch_kernel() {
-  return attention_sm90_batch_kernel<C.warpgroups, C.tile_keys, C.stages, C.min_blocks, MERGE>;
+  return attention_sm90_batch_kernel<C.warpgroups, C.tile_keys, C.stages, C.min_blocks, MERGE,
+                                     PREFIX>;
 }
 
-// Blocks of the batched kernel of configuration C that fit on one SM (both MERGE variants).
+// Blocks of the batched kernel of configuration C that fit on one SM (both MERGE variants, and
+// for kBatch the PREFIX ones: a merging grid must be resident whichever runs).
 template <const Config& C>
 int batch_resident_blocks() {
   static const int resident = [] {
     int n = INT_MAX;
-    for (auto* k : {batch_kernel<C, false>(), batch_kernel<C, true>()}) {
+    auto fit = [&](auto* k) {
       DLLM_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(kBatchSmem<C>)));
       int blocks = 0;
       DLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, C.warpgroups * 128,
                                                                     kBatchSmem<C>));
       n = std::min(n, blocks);
+    };
+    fit(batch_kernel<C, false>());
+    fit(batch_kernel<C, true>());
+    if constexpr (&C == &kBatch) {
+      fit(batch_kernel<C, false, true>());
+      fit(batch_kernel<C, true, true>());
     }
     return std::max(n, 1);
   }();
@@ -392,8 +411,12 @@ void sm90_attention_batch(const AttentionBatchKernelArgs& a, int items, bool mer
   static const bool deep_enabled = env_switch_on("DLLM_ATTN_BATCH_DEEP");
   const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>(a.kv_heads));
   const int64_t blocks = int64_t{items} * a.kv_heads;
-  if (!merge && deep_enabled &&
-      blocks <= int64_t{batch_resident_blocks<kBatchDeep>()} * device_sm_count()) {
+  if (a.prefix_ml) {  // MAGE's selecting step: kBatch's tiles (the same bits as the deep ones)
+    batch_resident_blocks<kBatch>();
+    launch_pdl(merge ? batch_kernel<kBatch, true, true>() : batch_kernel<kBatch, false, true>(),
+               grid, dim3(kBatch.warpgroups * 128), kBatchSmem<kBatch>, stream, a);
+  } else if (!merge && deep_enabled &&
+             blocks <= int64_t{batch_resident_blocks<kBatchDeep>()} * device_sm_count()) {
     launch_pdl(batch_kernel<kBatchDeep, false>(), grid, dim3(kBatchDeep.warpgroups * 128),
                kBatchSmem<kBatchDeep>, stream, a);
   } else {

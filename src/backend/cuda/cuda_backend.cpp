@@ -80,7 +80,12 @@ CudaBackend::CudaBackend(const Model& model, int device)
   DLLM_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
   num_sms_ = prop.multiProcessorCount;
   device_name_ = prop.name;
-  DLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  // The highest priority: where MAGE's selection runs beside it on a stream of the lowest
+  // (cuda_sparse.cpp), a freed SM takes the forward's next block first, so that the selection
+  // fills the gaps instead of delaying the forward (alone, priorities change nothing).
+  int least = 0, greatest = 0;
+  DLLM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  DLLM_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
   DLLM_CUBLAS_CHECK(cublasCreate(&cublas_));
   DLLM_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
   // A workspace of our own keeps cuBLAS from allocating while a graph is being captured.
@@ -88,6 +93,7 @@ CudaBackend::CudaBackend(const Model& model, int device)
   DLLM_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.get(), cublas_workspace_.size()));
   graphs_enabled_ = cuda::env_switch_on("DLLM_CUDA_GRAPHS");
   select_side_stream_ = cuda::env_switch_on("DLLM_MAGE_SIDE_STREAM");
+  mage_lse_handover_ = cuda::env_switch_on("DLLM_MAGE_LSE_HANDOVER");
 
   const ModelTensors& t = model.tensors();
   embed_ = upload_bf16({t.embed}, "the embedding");

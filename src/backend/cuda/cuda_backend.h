@@ -166,7 +166,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<int32_t> ints_, layer_ints_;
   // MoE: router logits, routing, dispatch and the experts' activations of one layer.
   DeviceBuffer<float> router_logits_, moe_weights_, moe_y_;
-  DeviceBuffer<int32_t> moe_experts_, moe_offsets_, moe_order_, moe_position_;
+  DeviceBuffer<int32_t> moe_experts_, moe_offsets_, moe_order_, moe_position_, moe_active_;
   DeviceBuffer<bf16> moe_gu_, moe_act_;
   DeviceBuffer<int32_t> layer_plan_;  // dLLM-Cache batches: each layer's attention plan
   DeviceBuffer<cuda::DeviceTokenStats> stats_;
@@ -185,6 +185,13 @@ class CudaBackend final : public Backend {
   cudaStream_t select_stream_ = nullptr;
   std::vector<cudaEvent_t> select_events_;
   DeviceBuffer<bf16> sel_q_;
+  // The exact pass's hand-over (§1.6 step 1): each layer's prefix-only (m, l) per split and row
+  // of the selecting sequences ([layers, capacity.prefix_rows, 2]: the side stream reads layer
+  // l's while the main stream writes later layers'). DLLM_MAGE_LSE_HANDOVER=0 has the selection
+  // compute the LSE with a pass over K of its own instead (comparisons).
+  bool mage_lse_handover_ = true;
+  DeviceBuffer<float> sel_prefix_ml_;
+  float* layer_prefix_ml(const ForwardPlan& plan, int64_t layer);
   DeviceBuffer<int32_t> verify_in_;  // S2D2 verify: draft rows | tokens | uniforms (bits)
   DeviceBuffer<cuda::DeviceVerifyRow> verify_out_;
   cuda::PinnedBuffer<int32_t> pinned_ints_;

@@ -48,6 +48,7 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
     moved |= moe_experts_.ensure(a, "MoE routing");
     moved |= moe_weights_.ensure(a, "MoE routing");
     moved |= moe_offsets_.ensure(e + 1, "MoE dispatch");
+    moved |= moe_active_.ensure(e + 1, "MoE dispatch");
     moved |= moe_order_.ensure(a, "MoE dispatch");
     moved |= moe_position_.ensure(a, "MoE dispatch");
     moved |= moe_gu_.ensure(a * 2 * ie, "MoE activations");
@@ -78,6 +79,9 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
       stream_);
   moved |= attn_rows_ws_.ensure(rows_ws, "attention-rows workspace");
   moved |= attn_rows_out_.ensure(plan.attn_rows_total, "attention rows");
+  if (plan.capacity.prefix_rows > 0)
+    moved |= sel_prefix_ml_.ensure(
+        static_cast<size_t>(c.num_layers * plan.capacity.prefix_rows * 2), "sparse selection");
   for (const PlannedSequence& p : plan.seqs) {
     if (!p.sparse_select) continue;
     const int rows_used = static_cast<int>(p.select_rows.size());

@@ -216,6 +216,9 @@ void CudaBackend::stage(ForwardPlan& plan) {
     a.block_size = static_cast<int>(p.seq->rule.block_size);
     a.custom_mask = p.mask;
     a.custom_mask_queries_only = p.mask_queries_only;
+    // MAGE / SparseD selecting: the exact pass hands each row's prefix-only LSE over (§1.6),
+    // unless a dLLM-Cache sequence makes the layers re-plan (the selection's own pass then).
+    a.prefix_lse = p.sparse_select && !plan.any_reuse && mage_lse_handover_;
     plan.attention_seqs.push_back(a);
   }
   plan.attention = cuda::attention_batch_plan(plan.attention_seqs, attention_shape(), ints);

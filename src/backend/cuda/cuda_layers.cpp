@@ -112,6 +112,7 @@ void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const Laye
   if (rows.all) {  // the plan staged with the step (the layer's own with sparse attention)
     ap.plan = ints_.get() + layer_attention(plan, layer).offset;
     ap.capacity = plan.capacity;
+    ap.prefix_ml = layer_prefix_ml(plan, layer);
   } else {  // dLLM-Cache in the batch: this layer's rows, planned and staged now
     std::vector<cuda::AttentionBatchSeq> seqs = plan.attention_seqs;
     for (size_t si = 0; si < seqs.size(); ++si) seqs[si].n_q = static_cast<int>(rows.size[si]);
@@ -227,8 +228,9 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
     op_begin("qk-norm+rope+cache write");
     cuda::qkv_post(qp, stream_);
     op_end();
-    if (plan.any_sparse_select) enqueue_sparse_selection(plan, li);
     enqueue_attention(plan, li, rows);
+    // After the attention, which hands the selection each row's prefix-only LSE over.
+    if (plan.any_sparse_select) enqueue_sparse_selection(plan, li);
     op_begin("gemm");
     cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), block_out(), CUDA_R_32F, M,
                   static_cast<int>(h), static_cast<int>(qd), rows.all);
@@ -253,14 +255,15 @@ void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
   // The dense FFN, or the MoE's shared experts.
   const int inter = static_cast<int>(moe ? d.moe.shared_intermediate_size() : d.intermediate_size);
   if (inter > 0) {
-    op_begin("gemm");
+    // The profile shows the MoE's shared expert on its own line (next to "moe experts").
+    op_begin(moe ? "moe shared expert" : "gemm");
     cuda::gemm_nt(cublas_, xn_.get(), L.gate_up.get(), gu_.get(), CUDA_R_16BF, m, 2 * inter, h,
                   false);
     op_end();
-    op_begin("swiglu");
+    op_begin(moe ? "moe shared expert" : "swiglu");
     cuda::swiglu(gu_.get(), act_.get(), m, inter, stream_);
     op_end();
-    op_begin("gemm");
+    op_begin(moe ? "moe shared expert" : "gemm");
     cuda::gemm_nt(cublas_, act_.get(), L.down.get(), out, CUDA_R_32F, m, h, inter, accumulate);
     op_end();
     accumulate = true;
@@ -287,7 +290,7 @@ void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
   rp.scaling = static_cast<float>(c.routed_scaling_factor);
   cuda::moe_route(rp, stream_);
   cuda::moe_sort(moe_experts_.get(), m, k, experts, moe_offsets_.get(), moe_order_.get(),
-                 moe_position_.get(), stream_);
+                 moe_position_.get(), moe_active_.get(), stream_);
   op_end();
   op_begin("moe experts");
   cuda::MoeGemmParams gp;
@@ -295,6 +298,8 @@ void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
   gp.order = moe_order_.get();
   gp.top_k = k;
   gp.offsets = moe_offsets_.get();
+  gp.active = moe_active_.get();
+  gp.assignments = m * k;
   gp.w = L.expert_gate_up.get();
   gp.experts = experts;
   gp.n_out = 2 * ie;
@@ -311,6 +316,8 @@ void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
   gp.out = moe_y_.get();
   gp.out_f32 = true;
   cuda::moe_grouped_gemm(gp, stream_);
+  op_end();
+  op_begin("moe combine");
   cuda::moe_combine(moe_y_.get(), moe_position_.get(), moe_weights_.get(), m, k, h, out, accumulate,
                     stream_);
   op_end();

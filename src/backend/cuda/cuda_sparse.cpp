@@ -2,11 +2,11 @@
 // selects on the CPU backend only so far). The CPU backend's cpu_sparse.cpp is the reference;
 // this is the same contract on the device:
 //   - a selecting forward (MAGE: the block's first step; SparseD: its capture step) attends
-//     exactly; in every layer past the exact ones, after the layer's K/V are in the pool, each
-//     KV head's top-k prefix slots are selected from the block's queries (prefix-only LSE —
-//     SparseD: with the block's own keys folded in —, score sums, radix top-k:
-//     sparse_select.h) into the sequence's CudaMethodState — on a second stream, beside the
-//     main stream's attention and FFN (the paper's dual-stream design);
+//     exactly; in every layer past the exact ones, after the layer's exact attention, each KV
+//     head's top-k prefix slots are selected from the block's queries (prefix-only LSE, handed
+//     over by the exact attention — SparseD: with the block's own keys folded in —, score sums,
+//     radix top-k: sparse_select.h) into the sequence's CudaMethodState — on a second stream,
+//     beside the main stream's next kernels (the paper's dual-stream design);
 //   - an attending forward reads, in those layers, each KV head's selected slots, the slots
 //     committed since the selection and the block's own keys, through the batched flash kernels'
 //     per-KV-head key lists (AttentionBatchSeq::device_keys), filled on the device from the
@@ -71,6 +71,11 @@ const cuda::AttentionBatchPlan& CudaBackend::layer_attention(const ForwardPlan& 
                                                              int64_t layer) const {
   if (plan.attention_of_layer.empty()) return plan.attention;
   return plan.layer_attentions[static_cast<size_t>(plan.attention_of_layer[layer])].plan;
+}
+
+float* CudaBackend::layer_prefix_ml(const ForwardPlan& plan, int64_t layer) {
+  if (plan.capacity.prefix_rows == 0) return nullptr;
+  return sel_prefix_ml_.get() + layer * plan.capacity.prefix_rows * 2;
 }
 
 void CudaBackend::stage_sparse(ForwardPlan& plan) {
@@ -149,6 +154,7 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     plan.capacity.mma_items = std::max(plan.capacity.mma_items, n.mma_items);
     plan.capacity.sm90_items = std::max(plan.capacity.sm90_items, n.sm90_items);
     plan.capacity.partial_rows = std::max(plan.capacity.partial_rows, n.partial_rows);
+    plan.capacity.prefix_rows = std::max(plan.capacity.prefix_rows, n.prefix_rows);
     plan.layer_attentions.push_back(std::move(la));
   }
 }
@@ -178,7 +184,10 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
   cudaStream_t s = stream_;
   if (select_side_stream_) {  // hand this layer's queries over (§1.6)
     if (!select_stream_) {
-      DLLM_CUDA_CHECK(cudaStreamCreateWithFlags(&select_stream_, cudaStreamNonBlocking));
+      int least = 0, greatest = 0;  // the lowest priority: behind the forward (cuda_backend.cpp)
+      DLLM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+      DLLM_CUDA_CHECK(
+          cudaStreamCreateWithPriority(&select_stream_, cudaStreamNonBlocking, least));
       select_events_.resize(static_cast<size_t>(c.num_layers + 1));
       for (cudaEvent_t& e : select_events_)
         DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -210,18 +219,33 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     sp.head_dim = static_cast<int>(c.head_dim);
     sp.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get();
-    if (!select_side_stream_) op_begin("sparse selection");  // profiled on the main stream only
-    cuda::mage_prefix_lse(sp, sel_lse_.get(), sel_ws_.get(), s);
+    // Profiled on the main stream only (DLLM_MAGE_SIDE_STREAM=0), per part.
+    auto part = [&](const char* op) {
+      if (select_side_stream_) return;
+      op_end();
+      op_begin(op);
+    };
+    if (!select_side_stream_) op_begin("sparse selection: prefix lse");
+    const size_t si = static_cast<size_t>(&p - plan.seqs.data());
+    const cuda::AttentionBatchPlan& ap = layer_attention(plan, layer);
+    if (plan.attention_seqs[si].prefix_lse)  // the exact pass's hand-over (§1.6 step 1)
+      cuda::mage_prefix_lse_from_attention(sp, layer_prefix_ml(plan, layer) + ap.prefix_row[si] * 2,
+                                           ap.splits[si], static_cast<int>(p.rows), sel_lse_.get(),
+                                           s);
+    else
+      cuda::mage_prefix_lse(sp, sel_lse_.get(), sel_ws_.get(), s);
     if (p.sparse_full_softmax) {  // SparseD: the block's own keys join each row's softmax
       cuda::BlockKeys b;
       b.slots = ints_.get() + plan.slots_at + p.row_offset;
       b.positions = ints_.get() + plan.positions_at + p.row_offset;
       b.n = static_cast<int>(p.rows);
-      b.kind = plan.attention_seqs[static_cast<size_t>(&p - plan.seqs.data())].kind;
+      b.kind = plan.attention_seqs[si].kind;
       b.block_size = static_cast<int>(p.seq->rule.block_size);
       cuda::fold_block_keys_lse(sp, b, sel_lse_.get(), s);
     }
+    part("sparse selection: score sums");
     cuda::mage_score_sum(sp, s);
+    part("sparse selection: top-k");
     cuda::sparse_top_k(sel_scores_.get(), sp.n_prefix, static_cast<int>(p.sparse_k), hkv,
                        sets + layer * hkv * p.sparse_k, s);
     if (!select_side_stream_) op_end();

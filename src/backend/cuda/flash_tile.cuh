@@ -60,6 +60,84 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&o
   }
 }
 
+// MAGE's hand-over (method-specs §1.6 step 1, AttentionBatchSeq::prefix_lse): each split's
+// (m, l) of the lane's two rows over the prefix keys alone — keys [0, n_cache), before the
+// queries' own. Keys come in increasing order, so the split's own (m, l) are the prefix's until
+// the tile that holds key n_cache - 1: there, before its online softmax, the tile's prefix keys
+// join them (prefix_stats_at_tile) and the result is written at once — nothing more is carried
+// through the loop; a split that ends inside the prefix writes its final (m, l), one past it
+// (-inf, 0) (prefix_stats_after_loop). Reads only: the attention's own numbers are untouched.
+
+// (natural-log m, l) of the lane's rows ra and ra + 8 of KV head g at row (split * kv_heads + g) *
+// rows + row of prefix_ml (rows past `rows` are padding).
+__device__ __forceinline__ void write_prefix_stats(float* prefix_ml, int split, int kv_heads,
+                                                   int g, int rows, int ra, const float (&m)[2],
+                                                   const float (&l)[2], int lane) {
+  if (lane % 4 != 0) return;
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    const int row = ra + 8 * h2;
+    if (row >= rows) continue;
+    const int64_t idx = (static_cast<int64_t>(split) * kv_heads + g) * rows + row;
+    prefix_ml[idx * 2] = m[h2] * 0.6931471805599453f;  // base 2 -> natural log
+    prefix_ml[idx * 2 + 1] = l[h2];
+  }
+}
+
+// The tile of keys [t0, t0 + 8 NT) holding the prefix's last key (0 < n_cache - t0 <= 8 NT): s
+// holds its masked, unscaled scores (before online_softmax_tile), m and l the stats of the tiles
+// before it (all prefix). Writes the prefix's (m, l) with the tile's prefix keys folded in, as
+// online_softmax_tile folds a tile.
+template <int NT>
+__device__ __forceinline__ void prefix_stats_at_tile(const float (&s)[NT][4], const float (&m)[2],
+                                                     const float (&l)[2], int t0, int n_cache,
+                                                     float scale_log2, int lane, float* prefix_ml,
+                                                     int split, int kv_heads, int g, int rows,
+                                                     int ra) {
+  const int in_prefix = n_cache - t0;
+  float pm[2], pl[2];
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 2 * h2; e < 2 * h2 + 2; ++e)
+        if (nt * 8 + (lane % 4) * 2 + (e & 1) < in_prefix) mx = fmaxf(mx, s[nt][e]);
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    const float m_new = fmaxf(m[h2], mx * scale_log2);
+    const float m_off = m_new == -INFINITY ? 0.0f : m_new;
+    float sum = 0.0f;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+      for (int e = 2 * h2; e < 2 * h2 + 2; ++e)
+        if (nt * 8 + (lane % 4) * 2 + (e & 1) < in_prefix)
+          sum += exp2_approx(fmaf(s[nt][e], scale_log2, -m_off));  // -inf -> 0
+    sum += __shfl_xor_sync(0xffffffffu, sum, 1);
+    sum += __shfl_xor_sync(0xffffffffu, sum, 2);
+    pm[h2] = m_new;
+    pl[h2] = l[h2] * exp2_approx(m[h2] - m_off) + sum;
+  }
+  write_prefix_stats(prefix_ml, split, kv_heads, g, rows, ra, pm, pl, lane);
+}
+
+// After the split's loop over n_tiles tiles from k_begin: a split wholly inside the prefix writes
+// its (m, l), one wholly past it (-inf, 0); a split holding the prefix's end wrote at that tile.
+__device__ __forceinline__ void prefix_stats_after_loop(const float (&m)[2], const float (&l)[2],
+                                                        int k_begin, int n_tiles, int tile_keys,
+                                                        int n_cache, int lane, float* prefix_ml,
+                                                        int split, int kv_heads, int g, int rows,
+                                                        int ra) {
+  if (n_cache <= k_begin) {
+    const float none_m[2] = {-INFINITY, -INFINITY}, none_l[2] = {0.0f, 0.0f};
+    write_prefix_stats(prefix_ml, split, kv_heads, g, rows, ra, none_m, none_l, lane);
+  } else if (n_cache > k_begin + n_tiles * tile_keys) {
+    write_prefix_stats(prefix_ml, split, kv_heads, g, rows, ra, m, l, lane);
+  }
+}
+
 // This split's partial result for the lane's rows ra and ra + 8 of KV head g (rows past `rows`
 // are padding): (m in natural-log units, l) and O / l in bf16, the layout combine_kernel reads.
 // With one split, O / l in bf16 is the output itself: it goes there, and nothing merges it (no

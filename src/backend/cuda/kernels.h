@@ -145,6 +145,11 @@ struct AttentionBatchSeq {
   // enough that the call's predecessor starts after it (the kernels read the region before
   // their programmatic-launch wait). Not with key_slots or a full custom mask.
   bool device_keys = false;
+  // MAGE's hand-over (method-specs §1.6 step 1): also write each split's (m, l) over the cache
+  // keys alone — keys [0, n_keys - n_q), before the queries' own — for every row, so that the
+  // selection gets each row's prefix-only log-sum-exp without a pass of its own over K
+  // (mage_prefix_lse_from_attention(), sparse_select.h). The outputs are the same bits either way.
+  bool prefix_lse = false;
 };
 struct AttentionBatchShape {
   int heads = 0, kv_heads = 0, head_dim = 0;
@@ -159,9 +164,10 @@ struct AttentionBatchCapacity {
   int mma_items = 0;         // work items of the mma.sync kernel (its grid x KV heads)
   int sm90_items = 0;        // work items of the Hopper kernel
   int64_t partial_rows = 0;  // split partial rows (the workspace)
+  int64_t prefix_rows = 0;   // prefix-only (m, l) rows (AttentionBatchParams::prefix_ml)
   bool covers(const AttentionBatchCapacity& need) const {
     return q_rows >= need.q_rows && mma_items >= need.mma_items && sm90_items >= need.sm90_items &&
-           partial_rows >= need.partial_rows;
+           partial_rows >= need.partial_rows && prefix_rows >= need.prefix_rows;
   }
 };
 struct AttentionBatchPlan {
@@ -172,6 +178,10 @@ struct AttentionBatchPlan {
   // Per sequence: where its reserved device_keys lists start (int32 from the region's start),
   // or -1.
   std::vector<int64_t> device_keys_at;
+  // Per sequence: its first row of prefix-only (m, l) in AttentionBatchParams::prefix_ml (the
+  // rows of split s, KV head h, query r, head gi of h's group: prefix_row + (s * kv_heads + h) *
+  // n_q * G + r * G + gi), or -1 without prefix_lse.
+  std::vector<int64_t> prefix_row;
 };
 AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
                                         const AttentionBatchShape& shape,
@@ -202,6 +212,10 @@ struct AttentionBatchParams {
   const int32_t* plan = nullptr;  // device address of the staged region (not of the staging start)
   float* workspace = nullptr;     // attention_batch_workspace_floats(capacity.partial_rows, ...)
   bf16* out = nullptr;            // [q_rows, heads * head_dim]
+  // [capacity.prefix_rows, 2]: the prefix_lse sequences' (natural-log m, l) per split and row
+  // (AttentionBatchPlan::prefix_row); needed when capacity.prefix_rows > 0. The kernels that
+  // write it are instances of their own: without it the usual ones run, untouched.
+  float* prefix_ml = nullptr;
   AttentionBatchShape shape;
   AttentionBatchCapacity capacity;  // grid sizes: >= the need of every plan it runs
 };
@@ -312,16 +326,19 @@ void moe_route(const MoeRouteParams& p, cudaStream_t stream);
 // assignments (a = t * top_k + j) grouped by expert, by token within an expert.
 //   offsets [experts + 1]: expert e's assignments are sorted positions offsets[e] .. offsets[e+1]
 //   order [n * top_k]: the assignment at each sorted position; position: its inverse.
+//   active [experts + 1] (optional, may be null): the number of experts with rows, then those
+//   experts in increasing order (MoeGemmParams::active).
 // No host synchronisation (CUDA-graph safe); experts <= 1024.
 void moe_sort(const int32_t* experts, int n, int top_k, int num_experts, int32_t* offsets,
-              int32_t* order, int32_t* position, cudaStream_t stream);
+              int32_t* order, int32_t* position, int32_t* active, cudaStream_t stream);
 
 // Grouped GEMM over the experts, each over the rows routed to it only:
 //   out[a, :] = in[row(a), :] · w[e]ᵀ for every sorted position a of expert e,
 // w: bf16 [experts, n_out, k]; row(a) = order[a] / top_k (the token) when `order` is given, else
-// a (inputs already in sorted order). out: fp32 or bf16 [n * top_k, n_out]; k a multiple of 8.
-// Each output element is the same fp32 arithmetic whatever else is in the batch (batch
-// invariant): 32 strided partial sums in k order, added in a fixed tree.
+// a (inputs already in sorted order). out: fp32 or bf16 [n * top_k, n_out]; k a multiple of 8,
+// in and w 16-byte aligned; any n_out. Tensor cores (mma.sync bf16 -> fp32), each output element
+// the same arithmetic whatever else is in the batch (batch invariant): one fp32 accumulator
+// through the k-steps of 16 in order.
 struct MoeGemmParams {
   const bf16* in = nullptr;
   const int32_t* order = nullptr;  // null: in is in sorted order
@@ -331,6 +348,10 @@ struct MoeGemmParams {
   int experts = 0, n_out = 0, k = 0;
   void* out = nullptr;
   bool out_f32 = true;
+  // Optional: moe_sort's `active` list. The grid then covers min(experts, assignments) experts
+  // instead of all (a decoding step touches few of them); assignments = n * top_k.
+  const int32_t* active = nullptr;
+  int assignments = 0;
 };
 void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream);
 

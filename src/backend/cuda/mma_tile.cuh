@@ -1,5 +1,6 @@
 // The tensor-core math of one key tile that the mma.sync flash kernels share (attention_mma.cuh,
-// sparse_prefill.cu): S = Q K^T into the per-lane score layout of flash_tile.cuh, and O += P V.
+// sparse_prefill.cu): S = Q K^T into the per-lane score layout of flash_tile.cuh, and O += P V;
+// the B-fragment addressing that the MoE grouped GEMM (moe_ffn.cu) shares.
 // K and V tiles sit in shared memory as rows of `kStride` bf16 (padded: conflict-free ldmatrix).
 #pragma once
 
@@ -10,6 +11,14 @@
 
 namespace dllm::cuda {
 
+// Lane l's ldmatrix row address for the B fragments of keys (GEMM: columns) nt*8 .. nt*8 + 7 of a
+// [key][dim] tile: key nt*8 + l%8; lanes 8-15, 16-23, 24-31 the next 8-dim columns, so that one
+// ldmatrix_x4 at + kk*16 gives b0, b1 of dims kk*16.. and of (kk+1)*16...
+template <int kStride>
+__device__ __forceinline__ const bf16* b_fragment_row(const bf16* kt, int nt, int lane) {
+  return &kt[(nt * 8 + (lane & 7)) * kStride + (lane >> 3) * 8];
+}
+
 // s[nt][e] = q . k for the lane's rows and keys nt * 8 + 2 (lane % 4) + (e & 1) of the tile.
 // qf: the rows' Q fragments (m16n8k16 A layout) for D / 16 slices of 16 dims.
 template <int D, int KT, int kStride>
@@ -19,8 +28,7 @@ __device__ __forceinline__ void tile_scores(const uint32_t (&qf)[D / 16][4], con
 #pragma unroll
   for (int nt = 0; nt < KT / 8; ++nt) {
     s[nt][0] = s[nt][1] = s[nt][2] = s[nt][3] = 0.0f;
-    // Lane l addresses key row nt*8 + l%8; lanes 8-15, 16-23, 24-31 the next 8-dim columns.
-    const bf16* krow = &kt[(nt * 8 + (lane & 7)) * kStride + (lane >> 3) * 8];
+    const bf16* krow = b_fragment_row<kStride>(kt, nt, lane);
     if constexpr (D % 32 == 0) {
 #pragma unroll
       for (int kk = 0; kk < D / 16; kk += 2) {

@@ -1,19 +1,26 @@
 // LLaDA2.x MoE FFN kernels (kernels.h): dispatch of the routed assignments by expert, a grouped
 // GEMM that runs each expert only over its rows, and the weighted combine. Graph-safe (expert
-// offsets stay on the device); the GEMM streams each touched expert's weights once per 8 of its
-// rows, which is what decoding steps (a few rows per expert) need.
+// offsets stay on the device). The GEMM is tensor-core (mma.sync bf16 -> fp32) and streams each
+// touched expert's weights once per 64 of its rows: a decoding step's few rows per expert, and
+// the ~32 of 32 concurrent requests, are weight-bandwidth-bound.
+#include <algorithm>
+#include <cstdint>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/mma_tile.cuh"
 #include "core/error.h"
 
 namespace dllm::cuda {
 
 namespace {
 
-// One thread per expert: count, prefix-sum (thread 0), then emit the expert's assignments in
-// token order — deterministic, no atomics.
+// One thread per expert: count, prefix-sum and the list of experts with rows (thread 0), then
+// emit the expert's assignments in token order — deterministic, no atomics.
 __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int num_experts,
-                                int32_t* offsets, int32_t* order, int32_t* position) {
+                                int32_t* offsets, int32_t* order, int32_t* position,
+                                int32_t* active) {
   extern __shared__ int32_t counts[];
   const int e = threadIdx.x;
   if (e < num_experts) {
@@ -23,14 +30,16 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int num
   }
   __syncthreads();
   if (e == 0) {
-    int at = 0;
+    int at = 0, used = 0;
     for (int i = 0; i < num_experts; ++i) {
       const int c = counts[i];
       counts[i] = at;
       offsets[i] = at;
       at += c;
+      if (active != nullptr && c > 0) active[1 + used++] = i;
     }
     offsets[num_experts] = at;
+    if (active != nullptr) active[0] = used;
   }
   __syncthreads();
   if (e < num_experts) {
@@ -44,89 +53,153 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int num
   }
 }
 
-constexpr int kWarps = 8, kCols = 64, kRowsPerPass = 8, kChunk = 8, kUnroll = 4;
+// The grouped GEMM's tiles. A block owns (expert e, kTileCols output columns) and runs the
+// expert's rows through it kTileRows at a time; warp w owns kWarpCols columns of the tile for all
+// of the pass's rows. k goes in chunks of kKChunk through a kStages-deep cp.async pipeline: the
+// rows (gathered through `order`) and the weight columns, each as rows of kStride bf16 (padded:
+// conflict-free ldmatrix).
+constexpr int kTileRows = 64, kTileCols = 64, kGemmWarps = 4, kKChunk = 64, kStages = 4;
+constexpr int kGemmThreads = kGemmWarps * 32;
+constexpr int kWarpCols = kTileCols / kGemmWarps;
+constexpr int kMFrags = kTileRows / 16;  // m16 fragments of a full pass
+constexpr int kStride = kKChunk + 8;
+constexpr int kVecsPerRow = kKChunk / 8;              // 16-byte copies per row and chunk
+constexpr int kRowStep = kGemmThreads / kVecsPerRow;  // rows one sweep of the block copies
+constexpr int kStageElems = (kTileRows + kTileCols) * kStride;
+static_assert(kTileRows % kRowStep == 0 && kTileCols % kRowStep == 0 && kRowStep % 16 == 0);
+static_assert(kWarpCols % 8 == 0 && kKChunk % 32 == 0);  // whole B fragments, x4 loads
 
-// 8 bf16 (one 16-byte load) as floats.
-__device__ __forceinline__ void unpack8(const uint4& v, float (&f)[kChunk]) {
-  const __nv_bfloat162* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+// The sweep of one k-chunk's copies into a pipeline stage: rows row0, row0 + kRowStep, ... of the
+// pass (only the m16 fragments in use; rows past the pass's end zero-filled) and all kTileCols
+// weight columns (past n_out or k: zero-filled).
+struct ChunkLoader {
+  const bf16* rows[kTileRows / kRowStep];  // this thread's input rows; null past the pass's end
+  const bf16* w;                           // the expert's weights [n_out, k]
+  const bf16* any;                         // a valid address for zero-filling copies
+  int row0, vec, col0, n_out, k, used_rows;
+
+  __device__ void load(int chunk, bf16* stage) const {
+    bf16* xs = stage;
+    bf16* ws = stage + kTileRows * kStride;
+    const int kk = chunk * kKChunk + vec * 8;
+    const bool k_in = kk < k;  // k % 8 == 0: a 16-byte vector is wholly in or out
 #pragma unroll
-  for (int i = 0; i < kChunk / 2; ++i) {
-    const float2 x = __bfloat1622float2(h[i]);
-    f[2 * i] = x.x;
-    f[2 * i + 1] = x.y;
+    for (int i = 0; i < kTileRows / kRowStep; ++i) {
+      const int r = row0 + i * kRowStep;
+      if (r >= used_rows) break;
+      const bool valid = k_in && rows[i] != nullptr;
+      ptx::cp_async16(xs + r * kStride + vec * 8, valid ? rows[i] + kk : any, valid);
+    }
+#pragma unroll
+    for (int i = 0; i < kTileCols / kRowStep; ++i) {
+      const int c = row0 + i * kRowStep, col = col0 + c;
+      const bool valid = k_in && col < n_out;
+      ptx::cp_async16_l2_256(ws + c * kStride + vec * 8,
+                             valid ? w + static_cast<int64_t>(col) * k + kk : any, valid);
+    }
+  }
+};
+
+// acc[mf] += the pass's rows mf*16.. (the first `frags` fragments) · the warp's columns over one
+// k-chunk of a stage, 16 k at a time in order (mma.sync m16n8k16, fp32 accumulators). The warp's
+// B fragments load once per chunk and serve every row fragment: the shared-memory reads per
+// weight byte stay low enough that 2-4 row fragments remain bound by the weights' DRAM stream.
+__device__ __forceinline__ void chunk_mma(const bf16* stage, int frags, int warp, int lane,
+                                          float (&acc)[kMFrags][kWarpCols / 8][4]) {
+  using namespace ptx;
+  const bf16* xs = stage;
+  const bf16* ws = stage + kTileRows * kStride + warp * kWarpCols * kStride;
+  uint32_t b[kWarpCols / 8][kKChunk / 32][4];  // b0, b1 of k 32kp.. and of 32kp + 16..
+#pragma unroll
+  for (int nt = 0; nt < kWarpCols / 8; ++nt)
+#pragma unroll
+    for (int kp = 0; kp < kKChunk / 32; ++kp)
+      ldmatrix_x4(b[nt][kp], b_fragment_row<kStride>(ws, nt, lane) + kp * 32);
+#pragma unroll
+  for (int mf = 0; mf < kMFrags; ++mf) {
+    if (mf >= frags) break;
+    uint32_t a[kKChunk / 16][4];
+#pragma unroll
+    for (int kk = 0; kk < kKChunk / 16; ++kk)
+      ldmatrix_x4(a[kk], a_fragment_row(xs + mf * 16 * kStride + kk * 16, kStride, lane));
+#pragma unroll
+    for (int nt = 0; nt < kWarpCols / 8; ++nt)
+#pragma unroll
+      for (int kp = 0; kp < kKChunk / 32; ++kp) {
+        mma_bf16(acc[mf][nt], a[2 * kp], b[nt][kp][0], b[nt][kp][1]);
+        mma_bf16(acc[mf][nt], a[2 * kp + 1], b[nt][kp][2], b[nt][kp][3]);
+      }
   }
 }
 
-// Block (expert e, kCols columns). The expert's rows go kRowsPerPass at a time through shared
-// memory; warp w computes columns w, w + kWarps, ... of the block for the rows of the pass. A
-// column's weights stream once per pass in 16-byte loads (the decoding steps route a few rows to
-// each expert, so this is the weight-bandwidth-bound case). Each output element is the same
-// arithmetic whatever else is in the batch: lane l sums k = 8l .. 8l + 7, then + 256, ... in k
-// order, and the 32 lane sums meet in a fixed butterfly (batch invariant; k % 8 == 0).
-__global__ void __launch_bounds__(kWarps * 32) moe_gemm_kernel(MoeGemmParams p) {
+// Tensor-core grouped GEMM. Graph-safe: the grid is fixed on the host — every expert, or with
+// moe_sort's `active` list as many experts as there can be with rows — and blocks past the
+// experts with rows exit at once. Batch invariant: every output element is the same chain of mma
+// over k = 0, 16, 32, ... from a zero fp32 accumulator whatever the other rows of its tile are, and
+// the pass's row count only decides how many m16 fragments run, never the arithmetic of one.
+// 3 blocks a multiprocessor (their shared memory fits; registers capped to match).
+__global__ void __launch_bounds__(kGemmThreads, 3) moe_gemm_kernel(MoeGemmParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* xs = reinterpret_cast<bf16*>(smem_raw);  // [kRowsPerPass][k]
-  const int e = blockIdx.x, col0 = blockIdx.y * kCols;
+  bf16* smem = reinterpret_cast<bf16*>(smem_raw);
+  int e = blockIdx.x;
+  if (p.active != nullptr) {
+    if (e >= p.active[0]) return;
+    e = p.active[1 + e];
+  }
   const int begin = p.offsets[e], end = p.offsets[e + 1];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const bf16* w = p.w + static_cast<int64_t>(e) * p.n_out * p.k;
-  const int col_end = min(p.n_out, col0 + kCols);
-  for (int a0 = begin; a0 < end; a0 += kRowsPerPass) {
-    const int rows = min(kRowsPerPass, end - a0);
-    __syncthreads();  // the previous pass is done with xs
-    const int chunks = p.k / kChunk;
-    for (int i = threadIdx.x; i < rows * chunks; i += blockDim.x) {
-      const int r = i / chunks, c = i % chunks;
-      const int64_t row = p.order ? p.order[a0 + r] / p.top_k : a0 + r;
-      reinterpret_cast<uint4*>(xs + r * p.k)[c] =
-          reinterpret_cast<const uint4*>(p.in + row * p.k)[c];
+  const int chunks = (p.k + kKChunk - 1) / kKChunk;
+  ChunkLoader ld;
+  ld.w = p.w + static_cast<int64_t>(e) * p.n_out * p.k;
+  ld.any = p.w;
+  ld.row0 = threadIdx.x / kVecsPerRow;
+  ld.vec = threadIdx.x % kVecsPerRow;
+  ld.col0 = blockIdx.y * kTileCols;
+  ld.n_out = p.n_out;
+  ld.k = p.k;
+  for (int a0 = begin; a0 < end; a0 += kTileRows) {
+    const int rows = min(kTileRows, end - a0);
+    const int frags = (rows + 15) / 16;
+    ld.used_rows = frags * 16;
+#pragma unroll
+    for (int i = 0; i < kTileRows / kRowStep; ++i) {
+      const int r = ld.row0 + i * kRowStep;
+      const int64_t row = r >= rows ? -1 : p.order ? p.order[a0 + r] / p.top_k : a0 + r;
+      ld.rows[i] = row < 0 ? nullptr : p.in + row * p.k;
     }
-    __syncthreads();
-    for (int col = col0 + warp; col < col_end; col += kWarps) {
-      const bf16* wc = w + static_cast<int64_t>(col) * p.k;
-      float acc[kRowsPerPass];
+    float acc[kMFrags][kWarpCols / 8][4] = {};
 #pragma unroll
-      for (int r = 0; r < kRowsPerPass; ++r) acc[r] = 0.0f;
-      for (int kb = lane * kChunk; kb < p.k; kb += kUnroll * 32 * kChunk) {
-        uint4 wv[kUnroll];  // several loads in flight before the math
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < chunks) ld.load(s, smem + s * kStageElems);
+      ptx::cp_async_commit();
+    }
+    for (int c = 0; c < chunks; ++c) {
+      ptx::cp_async_wait<kStages - 2>();  // chunk c has landed
+      __syncthreads();                    // ... for every thread, and chunk c - 1 is consumed
+      const int next = c + kStages - 1;
+      if (next < chunks) ld.load(next, smem + (next % kStages) * kStageElems);
+      ptx::cp_async_commit();
+      chunk_mma(smem + (c % kStages) * kStageElems, frags, warp, lane, acc);
+    }
+    __syncthreads();  // the next pass's first copies reuse the stages
+
+    // Lane l holds rows l / 4 (+ 8) and columns 2 (l % 4) (+ 1) of each fragment.
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int kc = kb + u * 32 * kChunk;
-          wv[u] = kc < p.k ? *reinterpret_cast<const uint4*>(wc + kc) : make_uint4(0, 0, 0, 0);
-        }
+    for (int mf = 0; mf < kMFrags; ++mf)
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int kc = kb + u * 32 * kChunk;
-          if (kc >= p.k) break;
-          float wf[kChunk];
-          unpack8(wv[u], wf);
+      for (int nt = 0; nt < kWarpCols / 8; ++nt)
 #pragma unroll
-          for (int r = 0; r < kRowsPerPass; ++r) {
-            if (r >= rows) break;
-            float xf[kChunk];
-            unpack8(*reinterpret_cast<const uint4*>(xs + r * p.k + kc), xf);
-#pragma unroll
-            for (int i = 0; i < kChunk; ++i) acc[r] = fmaf(xf[i], wf[i], acc[r]);
+        for (int i = 0; i < 4; ++i) {
+          const int r = mf * 16 + lane / 4 + (i >= 2 ? 8 : 0);
+          const int col = ld.col0 + warp * kWarpCols + nt * 8 + 2 * (lane % 4) + (i & 1);
+          if (r >= rows || col >= p.n_out) continue;
+          const int64_t at = static_cast<int64_t>(a0 + r) * p.n_out + col;
+          if (p.out_f32) {
+            static_cast<float*>(p.out)[at] = acc[mf][nt][i];
+          } else {
+            static_cast<bf16*>(p.out)[at] = __float2bfloat16(acc[mf][nt][i]);
           }
         }
-      }
-#pragma unroll
-      for (int r = 0; r < kRowsPerPass; ++r)
-#pragma unroll
-        for (int off = 16; off > 0; off >>= 1)
-          acc[r] += __shfl_xor_sync(0xffffffffu, acc[r], off);
-      if (lane < rows) {  // lane r writes row r (every lane holds every row's sum)
-        float v = acc[0];
-#pragma unroll
-        for (int r = 1; r < kRowsPerPass; ++r) v = lane == r ? acc[r] : v;
-        const int64_t at = static_cast<int64_t>(a0 + lane) * p.n_out + col;
-        if (p.out_f32) {
-          static_cast<float*>(p.out)[at] = v;
-        } else {
-          static_cast<bf16*>(p.out)[at] = __float2bfloat16(v);
-        }
-      }
-    }
   }
 }
 
@@ -146,27 +219,40 @@ __global__ void moe_combine_kernel(const float* y, const int32_t* position, cons
 }  // namespace
 
 void moe_sort(const int32_t* experts, int n, int top_k, int num_experts, int32_t* offsets,
-              int32_t* order, int32_t* position, cudaStream_t stream) {
+              int32_t* order, int32_t* position, int32_t* active, cudaStream_t stream) {
   if (num_experts < 1 || num_experts > 1024)
     fail("moe_sort: ", num_experts, " experts (the CUDA dispatch handles 1..1024)");
   const int threads = (num_experts + 31) / 32 * 32;
   moe_sort_kernel<<<1, threads, num_experts * sizeof(int32_t), stream>>>(
-      experts, n * top_k, num_experts, offsets, order, position);
+      experts, n * top_k, num_experts, offsets, order, position, active);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
 void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream) {
-  if (p.experts < 1 || p.n_out < 1 || p.k < 1) fail("moe_grouped_gemm: empty shape");
-  if (p.k % kChunk != 0)
-    fail("moe_grouped_gemm: k = ", p.k, " must be a multiple of ", kChunk, " (16-byte rows)");
-  const size_t smem = size_t{kRowsPerPass} * p.k * sizeof(bf16);
-  if (smem > 48 * 1024)  // the opt-in limit (k > 3072)
-    DLLM_CUDA_CHECK(cudaFuncSetAttribute(moe_gemm_kernel,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem)));
-  const dim3 grid(static_cast<unsigned>(p.experts),
-                  static_cast<unsigned>((p.n_out + kCols - 1) / kCols));
-  moe_gemm_kernel<<<grid, kWarps * 32, smem, stream>>>(p);
+  if (p.experts < 1 || p.n_out < 1 || p.k < 1)
+    fail("moe_grouped_gemm: empty shape (experts ", p.experts, ", n_out ", p.n_out, ", k ", p.k,
+         "; each must be >= 1)");
+  if (p.k % 8 != 0) fail("moe_grouped_gemm: k = ", p.k, " must be a multiple of 8 (16-byte rows)");
+  if (reinterpret_cast<uintptr_t>(p.in) % 16 != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0)
+    fail("moe_grouped_gemm: in and w must be 16-byte aligned (cp.async rows)");
+  const unsigned col_tiles = static_cast<unsigned>((p.n_out + kTileCols - 1) / kTileCols);
+  if (col_tiles > 65535u)
+    fail("moe_grouped_gemm: n_out = ", p.n_out, " exceeds ", 65535 * kTileCols);
+  constexpr size_t smem = size_t{kStages} * kStageElems * sizeof(bf16);
+  static_assert(smem > 48 * 1024);  // above the default limit: opt in, once
+  static const bool configured = [] {
+    DLLM_CUDA_CHECK(cudaFuncSetAttribute(
+        moe_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+    return true;
+  }();
+  (void)configured;
+  if (p.active != nullptr && p.assignments < 1) {
+    if (p.assignments == 0) return;  // no rows
+    fail("moe_grouped_gemm: assignments = ", p.assignments, " (must be >= 0)");
+  }
+  const int blocks = p.active != nullptr ? std::min(p.experts, p.assignments) : p.experts;
+  const dim3 grid(static_cast<unsigned>(blocks), col_tiles);
+  moe_gemm_kernel<<<grid, kGemmThreads, smem, stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

@@ -21,8 +21,9 @@ using bf16 = __nv_bfloat16;
 //   scores[h, j] = mean over the used rows r and the G query heads g of h of
 //                  exp(q[r, g] . k[j] * scale - lse[r, g])
 // where lse is each row's natural-log log-sum-exp of its scaled scores over the prefix keys
-// only. The forward computes it with mage_prefix_lse() (one more pass over K); an exact pass
-// whose prefix partition exported it (§1.6 step 1) would save that pass — not done yet.
+// only. The forward takes it from the exact pass's hand-over (§1.6 step 1:
+// mage_prefix_lse_from_attention()); mage_prefix_lse() computes it with a pass over K of its own
+// (the reference of the hand-over, and the path of layers the batch re-plans: dLLM-Cache).
 struct ScoreSumParams {
   const bf16* q = nullptr;                // [rows, heads * head_dim], after RoPE
   const float* lse = nullptr;             // [rows, heads]
@@ -48,10 +49,18 @@ void sparse_top_k(const float* scores, int n, int k, int kv_heads, int32_t* out,
 // are ScoreSumParams' (lse and scores unused).
 //
 // Both passes run on the tensor cores (the flash kernels' mma.sync fragments), one warp per 16
-// of the R = used rows x G rows of a KV head: R <= 256 (a 32-query block at GQA 8), head_dim 32,
-// 64, 128 or 256; a clear error otherwise.
+// of the R = used rows x G rows of a KV head: R <= 256 (a 32-query block at GQA 8), head_dim 16,
+// 32, 64, 128 or 256; a clear error otherwise.
 size_t prefix_lse_workspace_floats(int n_prefix, int n_rows_used, int heads, int kv_heads);
 void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cudaStream_t stream);
+
+// The same lse from the exact attention's hand-over (§1.6 step 1): the batched attention of a
+// sequence with AttentionBatchSeq::prefix_lse wrote the (natural-log m, l) of its `splits` key
+// splits over the prefix keys for its n_q query rows (prefix_ml: its AttentionBatchPlan::
+// prefix_row); merged here per used row as the combine pass merges outputs (the fields are
+// ScoreSumParams': rows_used, heads, kv_heads, n_rows_used). No pass over K.
+void mage_prefix_lse_from_attention(const ScoreSumParams& p, const float* prefix_ml, int splits,
+                                    int n_q, float* lse, cudaStream_t stream);
 
 // SparseD's softmax runs over every key a row sees (§6.2), not the prefix alone: folds the
 // block's own keys into the prefix-only lse of the used rows,

@@ -1,5 +1,6 @@
-// Greedy TokenStats over the vocabulary, one block per row: max/argmax/second max, then the
-// log-sum-exp, entropy and sum-of-squares sums — only five numbers per row leave the device.
+// Greedy TokenStats over the vocabulary, one block per row: max/argmax/second max and the
+// log-sum-exp, entropy and sum-of-squares sums in one pass — only five numbers per row leave the
+// device.
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
@@ -41,70 +42,90 @@ __device__ __forceinline__ bool banned(const BannedTokens& b, int id) {
   return false;
 }
 
-// The statistics of one row (one block of kThreads threads).
+// Softmax sums relative to a running maximum m: z = sum e^(l-m), zl = sum e^(l-m) (l-m),
+// z2 = sum e^(2(l-m)). One pass over the row: a row of a 152K vocabulary is 600 KB, so a second
+// pass (max first, then the sums) read the logits from DRAM twice.
+struct SoftmaxSums {
+  float m = -INFINITY, z = 0.0f, zl = 0.0f, z2 = 0.0f;
+};
+
+// The sums re-expressed relative to a larger maximum mx (e^(l-mx) = s e^(l-m) with s = e^(m-mx)).
+__device__ __forceinline__ SoftmaxSums rebase(const SoftmaxSums& a, float mx) {
+  if (a.m == -INFINITY) return {mx, 0.0f, 0.0f, 0.0f};  // nothing seen yet
+  const float shift = a.m - mx, s = __expf(shift);
+  return {mx, s * a.z, s * (a.zl + a.z * shift), s * s * a.z2};
+}
+
+__device__ __forceinline__ SoftmaxSums merge(const SoftmaxSums& a, const SoftmaxSums& b) {
+  const float mx = fmaxf(a.m, b.m);
+  if (mx == -INFINITY) return a;
+  const SoftmaxSums x = rebase(a, mx), y = rebase(b, mx);
+  return {mx, x.z + y.z, x.zl + y.zl, x.z2 + y.z2};
+}
+
+struct RowState {
+  Top2 top{-INFINITY, 0x7fffffff, -INFINITY};
+  SoftmaxSums sums;
+};
+
+__device__ __forceinline__ void visit(RowState& st, float l, int i, const BannedTokens& ban) {
+  if (ban.n && banned(ban, i)) return;
+  st.top = merge(st.top, Top2{l, i, -INFINITY});
+  if (l > st.sums.m) st.sums = rebase(st.sums, l);
+  const float d = l - st.sums.m, e = __expf(d);
+  st.sums.z += e;
+  st.sums.zl += e * d;
+  st.sums.z2 += e * e;
+}
+
+__device__ __forceinline__ RowState merge(const RowState& a, const RowState& b) {
+  return {merge(a.top, b.top), merge(a.sums, b.sums)};
+}
+
+__device__ __forceinline__ RowState shfl_xor(const RowState& a, int o) {
+  RowState r;
+  r.top.best = __shfl_xor_sync(0xffffffffu, a.top.best, o);
+  r.top.idx = __shfl_xor_sync(0xffffffffu, a.top.idx, o);
+  r.top.second = __shfl_xor_sync(0xffffffffu, a.top.second, o);
+  r.sums.m = __shfl_xor_sync(0xffffffffu, a.sums.m, o);
+  r.sums.z = __shfl_xor_sync(0xffffffffu, a.sums.z, o);
+  r.sums.zl = __shfl_xor_sync(0xffffffffu, a.sums.zl, o);
+  r.sums.z2 = __shfl_xor_sync(0xffffffffu, a.sums.z2, o);
+  return r;
+}
+
+// The statistics of one row (one block of kThreads threads), in one pass over the logits
+// (16-byte loads when the vocabulary is a multiple of 4, as every real one is).
 __device__ void row_stats(const float* row, int vocab, const BannedTokens& ban,
                           DeviceTokenStats* out) {
-  __shared__ Top2 part[kThreads / 32];
-  __shared__ float sums[3][kThreads / 32];
-  __shared__ Top2 total;
+  __shared__ RowState part[kThreads / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-
-  Top2 t{-INFINITY, 0x7fffffff, -INFINITY};
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    if (ban.n && banned(ban, i)) continue;
-    t = merge(t, Top2{row[i], i, -INFINITY});
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    Top2 other;
-    other.best = __shfl_xor_sync(0xffffffffu, t.best, o);
-    other.idx = __shfl_xor_sync(0xffffffffu, t.idx, o);
-    other.second = __shfl_xor_sync(0xffffffffu, t.second, o);
-    t = merge(t, other);
-  }
-  if (lane == 0) part[warp] = t;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    Top2 r = part[0];
-    for (int w = 1; w < kThreads / 32; ++w) r = merge(r, part[w]);
-    total = r;
-  }
-  __syncthreads();
-  const float mx = total.best;
-
-  // sum e^(l - mx), sum e^(l - mx) (l - mx), sum e^(2 (l - mx))
-  float z = 0.0f, zl = 0.0f, z2 = 0.0f;
-  for (int i = threadIdx.x; i < vocab; i += kThreads) {
-    if (ban.n && banned(ban, i)) continue;
-    const float d = row[i] - mx;
-    const float e = __expf(d);
-    z += e;
-    zl += e * d;
-    z2 += e * e;
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    z += __shfl_xor_sync(0xffffffffu, z, o);
-    zl += __shfl_xor_sync(0xffffffffu, zl, o);
-    z2 += __shfl_xor_sync(0xffffffffu, z2, o);
-  }
-  if (lane == 0) {
-    sums[0][warp] = z;
-    sums[1][warp] = zl;
-    sums[2][warp] = z2;
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float zt = 0.0f, zlt = 0.0f, z2t = 0.0f;
-    for (int w = 0; w < kThreads / 32; ++w) {
-      zt += sums[0][w];
-      zlt += sums[1][w];
-      z2t += sums[2][w];
+  RowState st;
+  if (vocab % 4 == 0) {
+    const auto* row4 = reinterpret_cast<const float4*>(row);
+    for (int c = threadIdx.x; c < vocab / 4; c += kThreads) {
+      const float4 v = row4[c];
+      visit(st, v.x, 4 * c, ban);
+      visit(st, v.y, 4 * c + 1, ban);
+      visit(st, v.z, 4 * c + 2, ban);
+      visit(st, v.w, 4 * c + 3, ban);
     }
+  } else {
+    for (int i = threadIdx.x; i < vocab; i += kThreads) visit(st, row[i], i, ban);
+  }
+  for (int o = 16; o > 0; o >>= 1) st = merge(st, shfl_xor(st, o));
+  if (lane == 0) part[warp] = st;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    RowState r = part[0];
+    for (int w = 1; w < kThreads / 32; ++w) r = merge(r, part[w]);
+    const float zt = r.sums.z, mx = r.sums.m;
     DeviceTokenStats s;
-    s.argmax = total.idx;
+    s.argmax = r.top.idx;
     s.p_max = 1.0f / zt;
-    s.entropy = logf(zt) - zlt / zt;
-    s.margin = (1.0f - __expf(total.second - mx)) / zt;
-    s.collision = z2t / (zt * zt);
+    s.entropy = logf(zt) - r.sums.zl / zt;
+    s.margin = (1.0f - __expf(r.top.second - mx)) / zt;
+    s.collision = r.sums.z2 / (zt * zt);
     *out = s;
   }
 }

@@ -1,4 +1,4 @@
-#include "server/image_url.h"
+#include "server/media_url.h"
 
 #include <algorithm>
 #include <cctype>
@@ -21,37 +21,63 @@ bool starts_with_nocase(std::string_view s, std::string_view prefix) {
                     [](char a, char b) { return std::tolower(a) == std::tolower(b); });
 }
 
-void check_size(size_t bytes, const std::string& where, const ImageUrlPolicy& p) {
-  if (bytes == 0) bad_request(where, cat("'", where, "' holds an empty image"));
-  if (bytes > p.max_image_bytes)
-    bad_request(where, cat("'", where, "' is an image of ", bytes, " bytes; accepted are 1 to ",
-                           p.max_image_bytes, " bytes (--max-image-mib ",
-                           double(p.max_image_bytes) / double(1 << 20), ")"));
+// What the messages say for each kind of media.
+struct KindWords {
+  const char* noun;       // "image"
+  const char* type;       // the data: URL's media type prefix, "image/"
+  const char* example;    // "data:image/png;base64,..."
+  const char* types;      // examples of accepted media types
+  const char* size_flag;  // "--max-image-mib"
+};
+
+KindWords words(MediaKind kind) {
+  if (kind == MediaKind::video)
+    return {"video", "video/", "data:video/mp4;base64,...", "video/mp4, video/webm",
+            "--max-video-mib"};
+  return {"image", "image/", "data:image/png;base64,...", "image/png, image/jpeg",
+          "--max-image-mib"};
+}
+
+size_t max_bytes(MediaKind kind, const MediaUrlPolicy& p) {
+  return kind == MediaKind::video ? p.max_video_bytes : p.max_image_bytes;
+}
+
+void check_size(size_t bytes, MediaKind kind, const std::string& where, const MediaUrlPolicy& p) {
+  const KindWords w = words(kind);
+  const size_t limit = max_bytes(kind, p);
+  if (bytes == 0) bad_request(where, cat("'", where, "' holds an empty ", w.noun));
+  if (bytes > limit)
+    bad_request(where, cat("'", where, "' is ", kind == MediaKind::video ? "a " : "an ", w.noun,
+                           " of ", bytes, " bytes; accepted are 1 to ", limit, " bytes (",
+                           w.size_flag, " ", double(limit) / double(1 << 20), ")"));
 }
 
 // data:[<media type>][;<parameter>]*;base64,<data>
-std::string data_url_bytes(std::string_view url, const std::string& where,
-                           const ImageUrlPolicy& p) {
+std::string data_url_bytes(std::string_view url, MediaKind kind, const std::string& where,
+                           const MediaUrlPolicy& p) {
+  const KindWords w = words(kind);
   const size_t comma = url.find(',');
   if (comma == std::string_view::npos)
     bad_request(where, cat("'", where, "' is a data: URL without the ',' before its data"));
   const std::string_view header = url.substr(5, comma - 5), data = url.substr(comma + 1);
-  if (!starts_with_nocase(header, "image/"))
+  if (!starts_with_nocase(header, w.type))
     bad_request(where, cat("'", where, "' is a data: URL of media type '",
-                           header.substr(0, header.find(';')),
-                           "'; an image/... type (image/png, image/jpeg) is expected"));
+                           header.substr(0, header.find(';')), "'; ",
+                           kind == MediaKind::video ? "a " : "an ", w.type, "... type (", w.types,
+                           ") is expected"));
   const size_t last = header.rfind(';');
   if (last == std::string_view::npos || header.substr(last + 1) != "base64")
-    bad_request(where, cat("'", where, "' must be a base64 data: URL (data:image/png;base64,...)"));
-  // The size limit before the work of decoding; an empty image after it (bad data says so first).
-  if (const size_t n = base64_decoded_size(data); n > p.max_image_bytes) check_size(n, where, p);
+    bad_request(where, cat("'", where, "' must be a base64 data: URL (", w.example, ")"));
+  // The size limit before the work of decoding; an empty item after it (bad data says so first).
+  if (const size_t n = base64_decoded_size(data); n > max_bytes(kind, p))
+    check_size(n, kind, where, p);
   std::string bytes;
   try {
     bytes = base64_decode(data);
   } catch (const Error& e) {
     bad_request(where, cat("'", where, "' has invalid base64 data: ", e.what()));
   }
-  check_size(bytes.size(), where, p);
+  check_size(bytes.size(), kind, where, p);
   return bytes;
 }
 
@@ -86,13 +112,13 @@ bool is_under(const fs::path& p, const fs::path& root) {
 }
 
 // file:///absolute/path (host empty or "localhost"), under the allowed directory.
-std::string file_url_bytes(std::string_view url, const std::string& where,
-                           const ImageUrlPolicy& p) {
+std::string file_url_bytes(std::string_view url, MediaKind kind, const std::string& where,
+                           const MediaUrlPolicy& p) {
   if (p.allowed_local_media_path.empty())
     bad_request(where, cat("'", where,
                            "' is a file: URL, which this server does not read (start it with "
-                           "--allowed-local-media-path DIR to allow files under DIR); send the "
-                           "image as a data:image/...;base64 URL"));
+                           "--allowed-local-media-path DIR to allow files under DIR); send the ",
+                           words(kind).noun, " as a data:", words(kind).type, "...;base64 URL"));
   std::string_view rest = url.substr(7);  // after "file://"
   if (starts_with_nocase(rest, "localhost/")) rest.remove_prefix(9);
   if (rest.empty() || rest[0] != '/')
@@ -110,7 +136,7 @@ std::string file_url_bytes(std::string_view url, const std::string& where,
   if (!is_under(real, root)) outside();  // a symbolic link leading out
   try {
     const RegularFile file(real);
-    check_size(file.size(), where, p);
+    check_size(file.size(), kind, where, p);
     return file.read_all();
   } catch (const Error& e) {
     bad_request(where, cat("'", where, "': ", e.what()));
@@ -119,22 +145,24 @@ std::string file_url_bytes(std::string_view url, const std::string& where,
 
 }  // namespace
 
-ImageBytes image_from_url(const std::string& url, const std::string& where,
-                          const ImageUrlPolicy& policy) {
-  ImageBytes out;
+MediaBytes media_from_url(MediaKind kind, const std::string& url, const std::string& where,
+                          const MediaUrlPolicy& policy) {
+  const KindWords w = words(kind);
+  MediaBytes out;
   out.name = where;
   if (starts_with_nocase(url, "data:")) {
-    out.data = data_url_bytes(url, where, policy);
+    out.data = data_url_bytes(url, kind, where, policy);
   } else if (starts_with_nocase(url, "file://")) {
-    out.data = file_url_bytes(url, where, policy);
+    out.data = file_url_bytes(url, kind, where, policy);
   } else if (starts_with_nocase(url, "http://") || starts_with_nocase(url, "https://")) {
     bad_request(where, cat("'", where,
                            "' is an http(s) URL; this server fetches nothing from the network: "
-                           "send the image inline as a data:image/...;base64 URL"));
+                           "send the ",
+                           w.noun, " inline as a data:", w.type, "...;base64 URL"));
   } else {
     bad_request(where, cat("'", where, "' has an unsupported URL (",
                            url.substr(0, std::min<size_t>(url.size(), 24)),
-                           "...); accepted are data:image/...;base64 URLs",
+                           "...); accepted are data:", w.type, "...;base64 URLs",
                            policy.allowed_local_media_path.empty() ? "" : " and file:// paths"));
   }
   return out;
