@@ -48,16 +48,16 @@ __device__ __forceinline__ void load_q_fragments(const ScoreSumParams& p, int h,
 }
 
 // Starts staging keys [t0, t0 + kSelTile) of the prefix (zeros past `end`) into `kt`,
-// [key][D + 8], as one cp.async group.
+// [key][D + 8], as one cp.async group; key j's slot is slots[j - base].
 template <int D>
 __device__ __forceinline__ void issue_key_tile(const ScoreSumParams& p, int h, int t0, int end,
-                                               bf16* kt) {
+                                               bf16* kt, const int32_t* slots, int base) {
   constexpr int kChunks = D / 8;
   const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * D;
   for (int c = threadIdx.x; c < kSelTile * kChunks; c += blockDim.x) {
     const int kr = c / kChunks, kc = c % kChunks, j = t0 + kr;
     const bool valid = j < end;
-    const int64_t slot = valid ? p.prefix_slots[j] : 0;
+    const int64_t slot = valid ? slots[j - base] : 0;
     ptx::cp_async16(&kt[kr * (D + 8) + kc * 8], p.k_cache + slot * kv_row + h * D + kc * 8, valid);
   }
   ptx::cp_async_commit();
@@ -67,7 +67,7 @@ __device__ __forceinline__ void issue_key_tile(const ScoreSumParams& p, int h, i
 template <int D>
 __device__ __forceinline__ void load_key_tile(const ScoreSumParams& p, int h, int t0, int end,
                                               bf16* kt) {
-  issue_key_tile<D>(p, h, t0, end, kt);
+  issue_key_tile<D>(p, h, t0, end, kt, p.prefix_slots, 0);
   ptx::cp_async_wait<0>();
   __syncthreads();
 }
@@ -139,6 +139,9 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumPara
   constexpr int kTileElems = kSelTile * (D + 8);
   bf16* tiles = reinterpret_cast<bf16*>(raw);  // [kSelStages][kSelTile][D + 8]
   float* colsum = reinterpret_cast<float*>(tiles + kSelStages * kTileElems);  // [warps][kSelTile]
+  // The block's key slots, staged once: read from global memory per tile, each tile's loads
+  // waited a round trip before they could go out.
+  int32_t* slots = reinterpret_cast<int32_t*>(colsum + (blockDim.x >> 5) * kSelTile);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
   const int warps = blockDim.x >> 5, group = p.heads / p.kv_heads;
   const int R = p.n_rows_used * group;
@@ -154,11 +157,13 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumPara
                            1.4426950408889634f
                      : INFINITY;
   }
+  for (int i = threadIdx.x; i < end - first; i += blockDim.x) slots[i] = p.prefix_slots[first + i];
+  __syncthreads();
   // One cp.async group per tile (an empty one past the end keeps the count).
   for (int st = 0; st < kSelStages - 1; ++st) {
     const int t = first + st * kSelTile;
     if (t < end)
-      issue_key_tile<D>(p, h, t, end, tiles + st * kTileElems);
+      issue_key_tile<D>(p, h, t, end, tiles + st * kTileElems, slots, first);
     else
       ptx::cp_async_commit();
   }
@@ -168,8 +173,8 @@ __global__ void __launch_bounds__(kSelMaxRows * 2) score_sum_kernel(ScoreSumPara
     // every warp finished with before the barrier that ended that iteration.
     const int ahead = t0 + (kSelStages - 1) * kSelTile;
     if (ahead < end)
-      issue_key_tile<D>(p, h, ahead, end,
-                        tiles + ((it + kSelStages - 1) % kSelStages) * kTileElems);
+      issue_key_tile<D>(p, h, ahead, end, tiles + ((it + kSelStages - 1) % kSelStages) * kTileElems,
+                        slots, first);
     else
       ptx::cp_async_commit();
     ptx::cp_async_wait<kSelStages - 1>();  // this tile's group is complete
@@ -506,12 +511,14 @@ void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
     if (p.n_prefix == 0 || p.n_rows_used == 0) return;
     const int threads = selection_threads(p);
     const size_t smem = kSelStages * kTileBytes<D> +
-                        static_cast<size_t>(threads / 32) * kSelTile * sizeof(float);
+                        static_cast<size_t>(threads / 32) * kSelTile * sizeof(float) +
+                        kSelBlockKeys * sizeof(int32_t);
     static const bool sized = [] {  // head_dim 128 and 256: the tiles pass the default 48 KB
       DLLM_CUDA_CHECK(cudaFuncSetAttribute(
           score_sum_kernel<D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
           static_cast<int>(kSelStages * kTileBytes<D> +
-                           (kSelMaxRows / 16) * kSelTile * sizeof(float))));
+                           (kSelMaxRows / 16) * kSelTile * sizeof(float) +
+                           kSelBlockKeys * sizeof(int32_t))));
       return true;
     }();
     (void)sized;
