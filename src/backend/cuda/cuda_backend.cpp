@@ -3,6 +3,7 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
@@ -203,6 +204,27 @@ void CudaBackend::add_profile(const std::string& op, double ms) {
   } else {
     it->second += ms;
   }
+}
+
+void CudaBackend::set_profiling(bool on) {
+  if (!on && moe_layer_runs_ > 0)  // what the profiled steps' rows touched
+    std::fprintf(
+        stderr, "  moe: %.1f experts with rows per MoE layer (%.0f rows each, %lld layer runs)\n",
+        double(moe_touched_) / double(moe_layer_runs_), double(moe_rows_) / double(moe_layer_runs_),
+        static_cast<long long>(moe_layer_runs_));
+  profiling_ = on;
+  profile_.clear();
+  moe_touched_ = moe_layer_runs_ = moe_rows_ = 0;
+}
+
+void CudaBackend::count_moe_touched(int rows) {
+  int32_t used = 0;
+  DLLM_CUDA_CHECK(
+      cudaMemcpyAsync(&used, moe_active_.get(), sizeof(used), cudaMemcpyDeviceToHost, stream_));
+  DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  moe_touched_ += used;
+  moe_rows_ += rows;
+  ++moe_layer_runs_;
 }
 
 void CudaBackend::collect_profile() {

@@ -70,10 +70,7 @@ class CudaBackend final : public Backend {
   }
   std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
   void fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) override;
-  void set_profiling(bool on) override {
-    profiling_ = on;
-    profile_.clear();
-  }
+  void set_profiling(bool on) override;
   std::vector<std::pair<std::string, double>> profile() const override { return profile_; }
 
  protected:
@@ -209,6 +206,10 @@ class CudaBackend final : public Backend {
   uint64_t graph_uses_ = 0;
 
   bool profiling_ = false;
+  // While profiling: the routed experts with rows, summed over the MoE layers run (the bench's
+  // floor assumes uniform routing; this is what the rows actually touch).
+  int64_t moe_touched_ = 0, moe_layer_runs_ = 0, moe_rows_ = 0;
+  void count_moe_touched(int rows);
   std::vector<OpEvents> events_;
   std::vector<std::pair<std::string, double>> profile_;
 };

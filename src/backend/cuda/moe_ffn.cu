@@ -16,41 +16,82 @@ namespace dllm::cuda {
 
 namespace {
 
-// One thread per expert: count, prefix-sum and the list of experts with rows (thread 0), then
-// emit the expert's assignments in token order — deterministic, no atomics.
+// The sort's warps: as many as keep their per-expert counters within 40 KB of shared memory.
+constexpr int kSortCounterInts = 10240;
+int sort_warps(int num_experts) {
+  return std::max(1, std::min(32, kSortCounterInts / num_experts));
+}
+
+// Calls f(a, e, same) for the warp's assignments a of [begin, end), 32 at a time in order: e the
+// expert (-1 past the end, and for an expert outside 0..num_experts - 1: such an assignment is
+// left out) and `same` the lanes with the same e in this step.
+template <class F>
+__device__ __forceinline__ void for_warp_assignments(const int32_t* experts, int num_experts,
+                                                     int begin, int end, int lane, F&& f) {
+  for (int a0 = begin; a0 < end; a0 += 32) {
+    const int a = a0 + lane;
+    int e = a < end ? experts[a] : -1;
+    if (e < 0 || e >= num_experts) e = -1;
+    f(a, e, __match_any_sync(0xffffffffu, e));
+    __syncwarp();
+  }
+}
+
+// A stable counting sort of the assignments by expert in one block. Warp w owns the w-th
+// contiguous segment of assignments and counts its experts (per step, the lowest lane of each
+// group of equal experts adds the group's size); the warps' counts give every (expert, warp) its
+// first sorted position; then each warp places its assignments in order, a lane after the lanes
+// below it with the same expert. Deterministic, no atomics: an expert's assignments come out in
+// assignment (= token) order.
 __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int num_experts,
                                 int32_t* offsets, int32_t* order, int32_t* position,
                                 int32_t* active) {
-  extern __shared__ int32_t counts[];
-  const int e = threadIdx.x;
-  if (e < num_experts) {
-    int c = 0;
-    for (int a = 0; a < assignments; ++a) c += experts[a] == e;
-    counts[e] = c;
+  extern __shared__ int32_t sort_smem[];
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  int32_t* start = sort_smem;                            // [experts]: first sorted position
+  int32_t* mine = sort_smem + num_experts * (warp + 1);  // [experts]: this warp's counters
+  for (int i = threadIdx.x; i < warps * num_experts; i += blockDim.x)
+    sort_smem[num_experts + i] = 0;
+  __syncthreads();
+  const int seg = (assignments + warps - 1) / warps;
+  const int begin = min(assignments, warp * seg), end = min(assignments, begin + seg);
+  const unsigned below = (1u << lane) - 1;
+  for_warp_assignments(experts, num_experts, begin, end, lane, [&](int, int e, unsigned same) {
+    if (e >= 0 && (same & below) == 0) mine[e] += __popc(same);
+  });
+  __syncthreads();
+  for (int e = threadIdx.x; e < num_experts; e += blockDim.x) {  // warp counts -> warp starts
+    int at = 0;
+    for (int w = 0; w < warps; ++w) {
+      int32_t& c = sort_smem[num_experts * (w + 1) + e];
+      const int n = c;
+      c = at;
+      at += n;
+    }
+    start[e] = at;  // the expert's count, until the prefix sum below
   }
   __syncthreads();
-  if (e == 0) {
+  if (threadIdx.x == 0) {
     int at = 0, used = 0;
-    for (int i = 0; i < num_experts; ++i) {
-      const int c = counts[i];
-      counts[i] = at;
-      offsets[i] = at;
+    for (int e = 0; e < num_experts; ++e) {
+      const int c = start[e];
+      start[e] = at;
+      offsets[e] = at;
       at += c;
-      if (active != nullptr && c > 0) active[1 + used++] = i;
+      if (active != nullptr && c > 0) active[1 + used++] = e;
     }
     offsets[num_experts] = at;
     if (active != nullptr) active[0] = used;
   }
   __syncthreads();
-  if (e < num_experts) {
-    int at = counts[e];
-    for (int a = 0; a < assignments; ++a)
-      if (experts[a] == e) {
-        order[at] = a;
-        position[a] = at;
-        ++at;
-      }
-  }
+  for_warp_assignments(experts, num_experts, begin, end, lane, [&](int a, int e, unsigned same) {
+    if (e < 0) return;
+    const int pos = start[e] + mine[e] + __popc(same & below);
+    order[pos] = a;
+    position[a] = pos;
+    __syncwarp(same);  // every lane of the group has read mine[e]
+    if ((same & below) == 0) mine[e] += __popc(same);
+  });
 }
 
 // The grouped GEMM's tiles. A block owns (expert e, kTileCols output columns) and runs the
@@ -222,9 +263,10 @@ void moe_sort(const int32_t* experts, int n, int top_k, int num_experts, int32_t
               int32_t* order, int32_t* position, int32_t* active, cudaStream_t stream) {
   if (num_experts < 1 || num_experts > 1024)
     fail("moe_sort: ", num_experts, " experts (the CUDA dispatch handles 1..1024)");
-  const int threads = (num_experts + 31) / 32 * 32;
-  moe_sort_kernel<<<1, threads, num_experts * sizeof(int32_t), stream>>>(
-      experts, n * top_k, num_experts, offsets, order, position, active);
+  const int warps = sort_warps(num_experts);
+  const size_t smem = size_t(warps + 1) * num_experts * sizeof(int32_t);
+  moe_sort_kernel<<<1, warps * 32, smem, stream>>>(experts, n * top_k, num_experts, offsets, order,
+                                                   position, active);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
