@@ -183,13 +183,14 @@ nlohmann::json vision_bench(const BenchArgs& a, const std::string& device) {
               static_cast<long long>(tokens), a.reps);
   std::printf("| decode ms | preprocess ms | encode ms (frames/s) | pack ms | prefill ms | "
               "end to end ms | images/s |\n|---|---|---|---|---|---|---|\n");
+  char images_per_s[32] = "-";
+  if (r.contains("images_per_s"))
+    std::snprintf(images_per_s, sizeof images_per_s, "%.1f", r["images_per_s"].get<double>());
   std::printf("| %.1f | %.1f | %.1f (%.1f) | %.1f | %.1f | %.1f | %s |\n",
               r["decode_ms"].get<double>(), r["preprocess_ms"].get<double>(),
               r["encode_ms"].get<double>(), r["frames_per_s"].get<double>(),
               r["pack_ms"].get<double>(), r["prefill_ms"].get<double>(),
-              r["end_to_end_ms"].get<double>(),
-              r.contains("images_per_s") ? std::to_string(r["images_per_s"].get<double>()).c_str()
-                                         : "-");
+              r["end_to_end_ms"].get<double>(), images_per_s);
   return r;
 }
 
