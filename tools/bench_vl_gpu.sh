@@ -34,9 +34,14 @@ fi
 VIDEO=${VIDEO:-$OUT/frames}
 [ -e "$VIDEO" ] || $PYTHON tools/make_vl_bench_frames.py "$VIDEO" --count 128 --width 640 --height 360
 { nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null || true; date -u; } | tee "$OUT/machine.txt"
+# Each side on its own: one failing still leaves the other's numbers.
+rm -f "$OUT/dllm.json" "$OUT/torch.json"
 "$DLLM" bench --device "$DEVICE" --shape "$SHAPE" --video "$VIDEO" --frames "$FRAMES" \
-  --images "$IMAGES" --reps "$REPS" --json "$OUT/dllm.json" 2>&1 | tee "$OUT/dllm.txt"
+  --images "$IMAGES" --reps "$REPS" --json "$OUT/dllm.json" 2>&1 | tee "$OUT/dllm.txt" ||
+  echo "dllm side failed (see $OUT/dllm.txt)"
 $PYTHON tools/bench_vl_torch.py --device "$DEVICE" --shape "$SHAPE" --video "$VIDEO" \
   --frames "$FRAMES" --images "$IMAGES" --reps "$REPS" --json "$OUT/torch.json" 2>&1 |
-  grep -v -i warn | tee "$OUT/torch.txt"
-$PYTHON tools/bench_vl_table.py "$OUT/dllm.json" "$OUT/torch.json" | tee "$OUT/table.md"
+  grep -v -i warn | tee "$OUT/torch.txt" || echo "transformers side failed (see $OUT/torch.txt)"
+if [ -f "$OUT/dllm.json" ] && [ -f "$OUT/torch.json" ]; then
+  $PYTHON tools/bench_vl_table.py "$OUT/dllm.json" "$OUT/torch.json" | tee "$OUT/table.md"
+fi

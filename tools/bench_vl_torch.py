@@ -133,7 +133,10 @@ def make_video_processor(vc):
             return vp(videos=[video], return_tensors="pt")["pixel_values_videos"]
         return "LlavaOnevisionVideoProcessor", run
     except ImportError:
-        from transformers.models.siglip import SiglipImageProcessorPil
+        try:
+            from transformers.models.siglip import SiglipImageProcessorPil
+        except ImportError:  # releases where the PIL processor carries the plain name
+            from transformers.models.siglip import SiglipImageProcessor as SiglipImageProcessorPil
         ip = SiglipImageProcessorPil(**{k: v for k, v in settings.items()
                                         if k != "do_convert_rgb"})
 
@@ -144,7 +147,11 @@ def make_video_processor(vc):
 
 
 def make_image_processor(config):
-    from transformers.models.llava_onevision import LlavaOnevisionImageProcessorPil
+    try:
+        from transformers.models.llava_onevision import LlavaOnevisionImageProcessorPil
+    except ImportError:  # releases where the PIL processor carries the plain name
+        from transformers.models.llava_onevision import (
+            LlavaOnevisionImageProcessor as LlavaOnevisionImageProcessorPil)
     settings = processor_settings(config["vision_config"])
     settings["image_grid_pinpoints"] = config["image_grid_pinpoints"]
     settings["do_pad"] = True
@@ -180,7 +187,10 @@ def build_model(config, device):
     cfg._attn_implementation = "sdpa"
     dtype = torch.bfloat16 if device == "cuda" else torch.float32
     with torch.device(device):
-        model = LlavaOnevisionForConditionalGeneration._from_config(cfg, dtype=dtype)
+        try:
+            model = LlavaOnevisionForConditionalGeneration._from_config(cfg, dtype=dtype)
+        except TypeError:  # transformers releases that still call it torch_dtype
+            model = LlavaOnevisionForConditionalGeneration._from_config(cfg, torch_dtype=dtype)
     return model.eval(), dtype
 
 
@@ -244,7 +254,8 @@ def main():
             pixels = preprocess(frames)
             c = time.perf_counter()
             feats = lm.get_video_features(pixels.to(dev, dtype), vision_feature_layer=vfl,
-                                          vision_feature_select_strategy=vfs).pooler_output
+                                          vision_feature_select_strategy=vfs)
+            feats = getattr(feats, "pooler_output", feats)  # an output object or the tensor
             sync(dev)
             d = time.perf_counter()
             ids = prompt_ids(config, len(frames)).to(dev)
