@@ -42,6 +42,11 @@ struct BenchArgs {
   std::string sparse_prefill_config;  // --sparse-prefill CONFIG.json: also time every layer of it
   std::string sparse = "none";
   int sparse_k = 1024, sparse_exact_layers = 2;
+  // A vision-language shape's vision prompt end to end (vision_bench.h): a video file or a
+  // directory of frame images, the frames sampled from it, and whole images (the first
+  // `images` sampled files) for images/s.
+  std::string video;
+  int frames = 64, images = 0;
 };
 
 // Concurrent block-diffusion requests through the engine core for each --block and

@@ -8,6 +8,8 @@
 //                                                       (one layer's attention kernel alone)
 //   dllm bench --shape configs/sdar-8b.json --attention-kernel --attention-batch 1,8,32,128
 //              --block 4,32 --context 1024,4096       (one batched paged call over many sequences)
+//   dllm bench --device cuda --shape configs/sdar-vl-8b.json --video FRAMES_DIR --frames 64
+//              --images 16                            (a video prompt end to end, vision_bench.h)
 //   dllm bench --device cuda --shape configs/sdar-8b.json --sparse-prefill-kernel all
 //              --prefill-lengths 32768,65536,131072   (MMInference sparse prefill vs dense)
 #include <algorithm>
@@ -22,6 +24,7 @@
 #include "cli/commands.h"
 #include "cli/engine_options.h"
 #include "cli/sparse_prefill_bench.h"
+#include "cli/vision_bench.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "decode/s2d2_verify.h"
@@ -217,6 +220,11 @@ void run_bench(const BenchArgs& a) {
   }
 
   if (a.threads != 0) set_num_threads(a.threads);
+  if (!a.video.empty()) {
+    const nlohmann::json r = vision_bench(a, device);
+    if (!a.json_out.empty()) write_json(a, r["device"].get<std::string>(), nlohmann::json::array({r}));
+    return;
+  }
   double t0 = now_s();
   auto model = make_random_model(read_json_file(a.shape), 1234);
   auto backend = make_backend(*model, device);
@@ -468,6 +476,14 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--sparse-k", a->sparse_k, "--sparse: prefix keys per layer and KV head (1024)");
   cmd->add_option("--sparse-exact-layers", a->sparse_exact_layers,
                   "--sparse: the first N layers attend exactly (default 2)");
+  cmd->add_option("--video", a->video,
+                  "Time a vision-language shape's video prompt end to end (decode, preprocess, "
+                  "encode, pack, prefill): a video file (FFmpeg builds) or a directory of frame "
+                  "images");
+  cmd->add_option("--frames", a->frames, "--video: frames sampled uniformly (default 64)");
+  cmd->add_option("--images", a->images,
+                  "--video: also time N whole images (anyres), the first N sampled frames: "
+                  "images/s");
   cmd->add_option("--device", a->device, "auto | cpu | cuda");
   add_threads_option(*cmd, a->threads);
   add_cpu_matmul_option(*cmd);

@@ -20,7 +20,7 @@
 #include "engine/text_codec.h"
 #include "engine/vision_request.h"
 #include "io/json_file.h"
-#include "model/random_model.h"
+#include "vision/random_vision.h"
 
 namespace dllm {
 
@@ -276,13 +276,21 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   if (ps < 8 || ps > 256 || (ps & (ps - 1)) != 0)
     fail("--kv-page-size must be a power of two from 8 to 256 (got ", ps, ")");
   if (config.threads != 0) set_num_threads(config.threads, "--threads");
-  m.model = config.random_weights.empty()
-                ? Model::load(config.model)
-                : make_random_model(read_json_file(config.random_weights), /*seed=*/1234);
+  // Random weights of a vision-language shape draw the vision tower's too.
+  std::unique_ptr<VisionModel> random_vision;
+  if (config.random_weights.empty()) {
+    m.model = Model::load(config.model);
+  } else {
+    auto random = make_random_vision_language_model(read_json_file(config.random_weights),
+                                                    /*seed=*/1234);
+    m.model = std::move(random.model);
+    random_vision = std::move(random.vision);
+  }
   m.backend = make_backend(*m.model, config.device);
   m.on_gpu = m.backend->name().rfind("cuda", 0) == 0;
   m.text = std::make_unique<TextCodec>(*m.model, config.model);
-  m.vision = load_vision_side(*m.model, m.on_gpu);
+  m.vision = random_vision ? make_vision_side(std::move(random_vision), m.on_gpu)
+                          : load_vision_side(*m.model, m.on_gpu);
   if (!config.sparse_prefill.empty()) {
     if (m.on_gpu) fail("--sparse-prefill runs on the CPU backend only so far (use --device cpu)");
     auto sp = std::make_shared<SparsePrefillConfig>(

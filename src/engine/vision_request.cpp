@@ -7,8 +7,12 @@
 namespace dllm {
 
 VisionSide load_vision_side(const Model& model, bool on_gpu) {
+  return make_vision_side(VisionModel::load(model), on_gpu);
+}
+
+VisionSide make_vision_side(std::unique_ptr<VisionModel> model, bool on_gpu) {
   VisionSide v;
-  v.model = VisionModel::load(model);
+  v.model = std::move(model);
   if (v.model)
     v.encoder = on_gpu ? make_cuda_vision_encoder(*v.model) : make_cpu_vision_encoder(*v.model);
   return v;

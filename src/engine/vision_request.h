@@ -21,6 +21,8 @@ struct VisionSide {
 // The vision side of `model` (null members for text-only models); the encoder runs where the
 // language model does (the GPU's bf16 encoder when `on_gpu`).
 VisionSide load_vision_side(const Model& model, bool on_gpu);
+// The same for a vision model already made (random weights, vision/random_vision.h).
+VisionSide make_vision_side(std::unique_ptr<VisionModel> model, bool on_gpu);
 
 bool has_vision_inputs(const Request& request);
 

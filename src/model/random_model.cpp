@@ -52,7 +52,8 @@ void check_fits_in_memory(const ModelConfig& c) {
 
 }  // namespace
 
-std::unique_ptr<Model> make_random_model(const nlohmann::json& config, uint64_t seed) {
+std::unique_ptr<Model> make_random_model(const nlohmann::json& config, uint64_t seed,
+                                         const std::function<void(const AddRandomTensor&)>& extra) {
   const Family& family = find_family(config, "<random model config>");
   const ModelConfig c = family.parse_config(config, "<random model config>");
   c.validate("<random model config>");
@@ -115,6 +116,7 @@ std::unique_ptr<Model> make_random_model(const nlohmann::json& config, uint64_t 
       add_ffn(name(LayerTensor::kSharedGate), name(LayerTensor::kSharedUp),
               name(LayerTensor::kSharedDown), m.shared_intermediate_size());
   }
+  if (extra) extra(add);
   return Model::from_parts(config, std::move(store), "<random model config>");
 }
 

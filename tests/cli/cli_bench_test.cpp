@@ -69,5 +69,44 @@ TEST(CliBench, ThreadsOptionRunsTheStep) {
   EXPECT_EQ(read_json_file(out)["rows"].size(), 1u);
 }
 
+// The vision prompt end to end (--video): a directory of frame images (the fixture's test
+// images, different sizes: every frame is resized to the crop) and the fixture video.
+TEST(CliBench, VideoModeTimesEveryStageOfAVisionPrompt) {
+  const auto dir = test::model_fixture("sdar-vl-tiny");
+  const auto out = test::temp_dir("cli-bench") / "video.json";
+  const auto r = test::run_command(test::dllm_binary() + " bench --device cpu --shape " +
+                                   shape("sdar-vl-tiny") + " --video " + (dir / "images").string() +
+                                   " --frames 3 --images 2 --reps 1 --json " + out.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  const auto row = read_json_file(out)["rows"][0];
+  EXPECT_EQ(row["frames"], 3);
+  EXPECT_EQ(row["prompt_tokens"], 64 + 3 * 196 + 1);  // text, 196 per frame, one newline
+  for (const char* k : {"decode_ms", "preprocess_ms", "encode_ms", "prefill_ms", "end_to_end_ms",
+                        "frames_per_s", "images_per_s"})
+    EXPECT_GT(row[k].get<double>(), 0.0) << k;
+  EXPECT_EQ(row["images"], 2);
+  EXPECT_GE(row["image_crops"].get<int>(), 2);  // a base crop each, tiles by aspect
+  // Asking for more frames than the directory holds takes every frame (the uniform sampler).
+  const auto all = test::run_command(test::dllm_binary() + " bench --device cpu --shape " +
+                                     shape("sdar-vl-tiny") + " --video " +
+                                     (dir / "images").string() + " --frames 64 --reps 1 --json " +
+                                     out.string());
+  ASSERT_EQ(all.status, 0) << all.output;
+  EXPECT_EQ(read_json_file(out)["rows"][0]["frames"], 6);
+}
+
+TEST(CliBench, VideoModeNeedsAVisionShapeAndValidFrames) {
+  const auto dir = test::model_fixture("sdar-vl-tiny");
+  const auto text = test::run_command(test::dllm_binary() + " bench --device cpu --shape " +
+                                      shape("sdar-tiny") + " --video " + (dir / "images").string());
+  EXPECT_NE(text.status, 0);
+  EXPECT_NE(text.output.find("vision-language shape"), std::string::npos) << text.output;
+  const auto frames = test::run_command(test::dllm_binary() + " bench --device cpu --shape " +
+                                        shape("sdar-vl-tiny") + " --video " +
+                                        (dir / "images").string() + " --frames 0");
+  EXPECT_NE(frames.status, 0);
+  EXPECT_NE(frames.output.find("--frames must be in 1..1024"), std::string::npos) << frames.output;
+}
+
 }  // namespace
 }  // namespace dllm
