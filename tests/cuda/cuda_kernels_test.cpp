@@ -21,7 +21,8 @@ using test::rel_error;
 
 TEST(CudaKernels, RmsNormWithRowList) {
   std::mt19937 rng(11);
-  // 1000 / 4096: rows held in registers (dim % 4 == 0, up to 8192); 2562 and 9000: the strided path.
+  // 1000 / 4096: rows held in registers (dim % 4 == 0, up to 8192); 2562 and 9000: the strided
+  // path.
   for (const int dim : {1000, 4096, 2562, 9000}) {
     SCOPED_TRACE(dim);
     const int rows = 5;

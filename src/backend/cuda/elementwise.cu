@@ -42,7 +42,8 @@ __global__ void rms_norm_vec_kernel(const float* x, const int32_t* rows, const b
                                     int dim, float eps) {
   ptx::wait_for_primary_grid();  // a programmatic dependent (rms_norm() below)
   const int r = blockIdx.x, chunks = dim / 4;
-  const auto* xr = reinterpret_cast<const float4*>(x + static_cast<int64_t>(rows ? rows[r] : r) * dim);
+  const auto* xr =
+      reinterpret_cast<const float4*>(x + static_cast<int64_t>(rows ? rows[r] : r) * dim);
   float4 v[VPT];
   float ss = 0.0f;
 #pragma unroll
@@ -158,14 +159,17 @@ __global__ void qkv_post_kernel(QkvPostParams p) {
   }
 }
 
-__device__ __forceinline__ float silu_times(float g, float u) { return g / (1.0f + __expf(-g)) * u; }
+__device__ __forceinline__ float silu_times(float g, float u) {
+  return g / (1.0f + __expf(-g)) * u;
+}
 
 // Eight outputs per thread in 16-byte loads and stores (inter % 8 == 0, every real FFN width).
 // `chunks` = n * inter / 8 fits 32 bits (checked by the launcher), so the row index is a 32-bit
 // division (a 64-bit one per element cost more than the memory traffic).
 __global__ void swiglu_vec_kernel(const bf16* gu, bf16* out, uint32_t chunks, uint32_t row_chunks) {
   ptx::wait_for_primary_grid();  // a programmatic dependent (swiglu() below)
-  for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < chunks; e += gridDim.x * blockDim.x) {
+  for (uint32_t e = blockIdx.x * blockDim.x + threadIdx.x; e < chunks;
+       e += gridDim.x * blockDim.x) {
     const uint32_t i = e / row_chunks, j = e - i * row_chunks;
     const auto* row = reinterpret_cast<const uint4*>(gu) + static_cast<int64_t>(i) * 2 * row_chunks;
     const uint4 g8 = row[j], u8 = row[row_chunks + j];
@@ -188,8 +192,8 @@ __global__ void swiglu_kernel(const bf16* gu, bf16* out, int64_t n, int inter) {
   for (int64_t e = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; e < total;
        e += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t i = e / inter, j = e % inter;
-    out[e] = __float2bfloat16(
-        silu_times(__bfloat162float(gu[i * 2 * inter + j]), __bfloat162float(gu[i * 2 * inter + inter + j])));
+    out[e] = __float2bfloat16(silu_times(__bfloat162float(gu[i * 2 * inter + j]),
+                                         __bfloat162float(gu[i * 2 * inter + inter + j])));
   }
 }
 
@@ -209,8 +213,8 @@ void rms_norm(const float* x, const int32_t* rows, const bf16* w, bf16* out, int
   // is scheduled as the kernel before it drains instead of after it completes.
   const int chunks_per_thread = (dim / 4 + kNormThreads - 1) / kNormThreads;
   if (dim % 4 != 0 || chunks_per_thread > kNormMaxChunksPerThread) {
-    launch_pdl(rms_norm_kernel, dim3(n_rows), dim3(dim >= 1024 ? 1024 : 256), 0, stream, x, rows,
-               w, out, dim, eps);
+    launch_pdl(rms_norm_kernel, dim3(n_rows), dim3(dim >= 1024 ? 1024 : 256), 0, stream, x, rows, w,
+               out, dim, eps);
   } else {
     auto kernel = chunks_per_thread <= 1   ? rms_norm_vec_kernel<1>
                   : chunks_per_thread <= 2 ? rms_norm_vec_kernel<2>
@@ -228,8 +232,7 @@ void qkv_post(const QkvPostParams& p, cudaStream_t stream) {
   constexpr size_t kMaxSmem = 96 * 1024;
   const size_t smem =
       (static_cast<size_t>(p.heads + 2 * p.kv_heads) * p.head_dim + p.rotary_dim) * sizeof(float);
-  if (smem > kMaxSmem)
-    fail("qkv_post: a token's q|k|v row of ", smem, " bytes exceeds ", kMaxSmem);
+  if (smem > kMaxSmem) fail("qkv_post: a token's q|k|v row of ", smem, " bytes exceeds ", kMaxSmem);
   if (smem > 48 * 1024)  // the opt-in limit (e.g. LLaDA-8B's 96 full heads of 128)
     DLLM_CUDA_CHECK(cudaFuncSetAttribute(
         qkv_post_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
