@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <utility>
@@ -27,7 +28,10 @@ class Backend {
   virtual std::pair<int64_t, int64_t> device_memory() const { return {0, 0}; }
   // Bytes of activations and workspaces a forward of `rows` query rows (with as many output
   // rows) may allocate — what the KV pool must leave free.
-  virtual int64_t activation_bytes(int64_t rows) const { (void)rows; return 0; }
+  virtual int64_t activation_bytes(int64_t rows) const {
+    (void)rows;
+    return 0;
+  }
   // Bytes of K/V one cache slot takes (all layers, K and V) in this backend's storage.
   virtual int64_t kv_bytes_per_slot() const = 0;
   // Allocates the KV pool's storage: `num_pages` pages of `page_size` slots. Once, before the
@@ -55,6 +59,10 @@ class Backend {
   // backend supports it; empty otherwise.
   virtual void set_profiling(bool on) { (void)on; }
   virtual std::vector<std::pair<std::string, double>> profile() const { return {}; }
+  // Benchmarks: the routed experts with rows per MoE layer, averaged over the profiled forwards
+  // (read before set_profiling(false)); the MoE floor counts these. nullopt where the backend
+  // does not count them (or ran no MoE layer).
+  virtual std::optional<double> profiled_moe_experts_touched() const { return std::nullopt; }
 
  protected:
   // The pool's storage: allocated by create_kv_pool(), read and written by physical slot.

@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 
 #include "backend/backend.h"
 #include "cli/bench_args.h"
@@ -222,7 +223,8 @@ void run_bench(const BenchArgs& a) {
   if (a.threads != 0) set_num_threads(a.threads);
   if (!a.video.empty()) {
     const nlohmann::json r = vision_bench(a, device);
-    if (!a.json_out.empty()) write_json(a, r["device"].get<std::string>(), nlohmann::json::array({r}));
+    if (!a.json_out.empty())
+      write_json(a, r["device"].get<std::string>(), nlohmann::json::array({r}));
     return;
   }
   double t0 = now_s();
@@ -356,15 +358,21 @@ void run_bench(const BenchArgs& a) {
       std::sort(times.begin(), times.end());
       const double ms = times[times.size() / 2];
       const int64_t keys = a.at_slots ? ctx : ctx + static_cast<int64_t>(step.tokens.size());
-      // MoE: only the experts this step's rows route to (Model::parameters_read).
-      const double step_weight_bytes =
-          model->parameters_read(static_cast<int64_t>(step.tokens.size())) * elem;
-      const double floor_ms = (step_weight_bytes + kv_bytes_per_token * keys) / bw * 1e3;
 
       backend->set_profiling(true);
       backend->forward(std::span(&step, 1));
       const auto prof = backend->profile();
+      const std::optional<double> moe_touched = backend->profiled_moe_experts_touched();
       backend->set_profiling(false);
+      // MoE: only the experts this step's rows route to, as counted where the backend counts
+      // them (Model::parameters_read).
+      const int64_t step_rows = static_cast<int64_t>(step.tokens.size());
+      const double step_weight_bytes = model->parameters_read(step_rows, moe_touched) * elem;
+      const double floor_ms = (step_weight_bytes + kv_bytes_per_token * keys) / bw * 1e3;
+      if (moe_touched)
+        std::fprintf(stderr,
+                     "  moe: %.1f experts with rows per MoE layer at %lld rows (the floor's)\n",
+                     *moe_touched, static_cast<long long>(step_rows));
       double attn_ms = 0, prof_total = 0;
       for (const auto& [op, t] : prof) {
         prof_total += t;
@@ -382,6 +390,7 @@ void run_bench(const BenchArgs& a) {
                             {"attention_gbs", attn_gbs},
                             {"prefill_tokens_per_s", prefill_tps},
                             {"copy_gbs", bw / 1e9}};
+      if (moe_touched) row["moe_experts_touched_per_layer"] = *moe_touched;
       if (sparse != SparseMethod::kNone) {
         row["sparse"] = a.sparse;
         row["sparse_k"] = a.sparse_k;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <optional>
 
 #include "cli/bench_args.h"
 #include "cli/cli_util.h"
@@ -114,13 +115,10 @@ RunTimes run_requests(EngineCore& core, const Model& model, int n, int32_t block
 
 // Per-op time of a few full steps (profiled: events around each op class, no graphs): where a
 // step's time goes. The requests are cancelled afterwards.
-std::vector<std::pair<std::string, double>> profile_full_steps(EngineCore& core,
-                                                               const Model& model, int n,
-                                                               int32_t block, const BenchArgs& a,
-                                                               uint64_t first_id, int steps,
-                                                               double& wall_ms) {
-  for (int i = 0; i < n; ++i)
-    core.add(bench_request(model, first_id + i, block, a));
+std::vector<std::pair<std::string, double>> profile_full_steps(
+    EngineCore& core, const Model& model, int n, int32_t block, const BenchArgs& a,
+    uint64_t first_id, int steps, double& wall_ms, std::optional<double>& moe_touched) {
+  for (int i = 0; i < n; ++i) core.add(bench_request(model, first_id + i, block, a));
   for (int guard = 0; guard < 10000 && !core.idle(); ++guard) {  // until every request denoises
     const EngineCounters before = core.counters();
     core.step();
@@ -135,6 +133,7 @@ std::vector<std::pair<std::string, double>> profile_full_steps(EngineCore& core,
   for (int s = 0; s < steps; ++s) core.step();
   wall_ms = (now_s() - t0) * 1e3 / steps;
   auto prof = backend.profile();
+  moe_touched = backend.profiled_moe_experts_touched();
   backend.set_profiling(false);
   for (auto& [op, ms] : prof) ms /= steps;
   for (int i = 0; i < n; ++i) core.cancel(first_id + i);
@@ -193,15 +192,18 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
       const RunTimes t = run_requests(core, model, n, block, a, next_id);
       next_id += static_cast<uint64_t>(n);
       double profiled_ms = 0;
+      std::optional<double> moe_touched;  // routed experts with rows per MoE layer
       const auto ops =
-          profile_full_steps(core, model, n, block, a, next_id, 4, profiled_ms);
+          profile_full_steps(core, model, n, block, a, next_id, 4, profiled_ms, moe_touched);
       next_id += static_cast<uint64_t>(n);
       const double ms = median(t.full_steps_ms);
       // The floor of a full step halfway through the generation.
       const double keys = a.prompt_length + a.max_tokens / 2.0 + block;
       const double rows = double(n) * block;
-      // MoE: only the experts the rows route to (Model::parameters_read).
-      const double bytes = model.parameters_read(int64_t{n} * block) * elem + kv_per_token * keys * n;
+      // MoE: only the experts the rows route to, as counted in the profiled steps where the
+      // backend counts them (Model::parameters_read).
+      const double bytes =
+          model.parameters_read(int64_t{n} * block, moe_touched) * elem + kv_per_token * keys * n;
       const double flops = 2.0 * model.parameters_per_row() * rows +
                            4.0 * rows * keys * double(c.num_heads * c.head_dim * c.num_layers);
       const double floor_ms = std::max(bytes / bw, flops / gemm) * 1e3;
@@ -240,11 +242,14 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
       }
       prof["wall (profiled, no graphs)"] = profiled_ms;
       out.back()["profile_ms"] = prof;
+      if (moe_touched) out.back()["moe_experts_touched_per_layer"] = *moe_touched;
       std::fprintf(stderr, "  block %d x %d profiled step %.2f ms (ops %.2f):%s\n", block, n,
                    profiled_ms, sum, line.c_str());
-      const double cpu_tps = t.full_cpu_seconds > 0 ? double(t.full_tokens) / t.full_cpu_seconds : 0;
+      const double cpu_tps =
+          t.full_cpu_seconds > 0 ? double(t.full_tokens) / t.full_cpu_seconds : 0;
       out.back()["steady_tokens_per_cpu_second"] = cpu_tps;
-      std::fprintf(stderr, "  block %d x %d steady state: %.0f tokens per CPU second (all threads)\n",
+      std::fprintf(stderr,
+                   "  block %d x %d steady state: %.0f tokens per CPU second (all threads)\n",
                    block, n, cpu_tps);
     }
 }

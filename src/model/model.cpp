@@ -178,12 +178,14 @@ int64_t moe_layers(const ModelConfig& c) {
 }
 }  // namespace
 
-double Model::parameters_read(int64_t rows) const {
+double Model::parameters_read(int64_t rows, std::optional<double> experts_touched) const {
   const MoeConfig& m = config_.moe;
   const double all = double(parameter_count());
   if (m.num_experts <= 0) return all;
   const double picked = double(m.experts_per_token) / double(m.num_experts);
-  const double touched = 1.0 - std::pow(1.0 - picked, double(std::max<int64_t>(rows, 0)));
+  const double touched =  // the fraction of each MoE layer's routed experts read
+      experts_touched ? std::clamp(*experts_touched / double(m.num_experts), 0.0, 1.0)
+                      : 1.0 - std::pow(1.0 - picked, double(std::max<int64_t>(rows, 0)));
   return all - double(moe_layers(config_)) * routed_expert_parameters(config_) * (1.0 - touched);
 }
 

@@ -71,10 +71,11 @@ class Model {
   int64_t parameter_count() const;  // elements of the tensors the forward uses (tied counted once)
   size_t weight_bytes() const;      // bytes of those tensors as stored
   // What a forward of `rows` query rows reads and multiplies, for benchmark floors. Dense models:
-  // every parameter. MoE layers read only the routed experts some row picks: the expected number
-  // under uniform routing (random weights route near-uniformly), E * (1 - (1 - k/E)^rows), and
-  // each row multiplies by its k experts.
-  double parameters_read(int64_t rows) const;
+  // every parameter. MoE layers read only the routed experts some row picks: `experts_touched`
+  // per MoE layer where it was measured (Backend::profiled_moe_experts_touched), else the
+  // expected number under uniform routing, E * (1 - (1 - k/E)^rows) — an overestimate for a
+  // decoding step, whose [MASK] rows route alike; each row multiplies by its k experts.
+  double parameters_read(int64_t rows, std::optional<double> experts_touched = std::nullopt) const;
   double parameters_per_row() const;
   std::vector<std::string> unused_tensors() const;  // in the checkpoint but not used by the forward
 

@@ -142,7 +142,7 @@ TEST(ModelLoad, Llada2MoeCheckpoint) {
 }
 
 // Benchmark floors count the routed experts a forward can touch: none at 0 rows, k of E per
-// row, all of them for many rows; dense models always read every parameter.
+// row, all of them for many rows, or a measured count; dense models always read every parameter.
 TEST(ModelLoad, ParametersReadCountTouchedExperts) {
   auto model = Model::load(test::model_fixture("llada2-tiny"));
   const ModelConfig& c = model->config();
@@ -158,9 +158,16 @@ TEST(ModelLoad, ParametersReadCountTouchedExperts) {
   EXPECT_DOUBLE_EQ(model->parameters_per_row(), all - routed * (1 - k_of_e));
   EXPECT_NEAR(model->parameters_read(10000), all, 1e-6 * all);
   EXPECT_LT(model->parameters_read(2), model->parameters_read(3));
+  // A measured count of experts touched per MoE layer replaces the uniform-routing estimate.
+  const double experts = double(c.moe.num_experts), k = double(c.moe.experts_per_token);
+  EXPECT_DOUBLE_EQ(model->parameters_read(64, 0.0), all - routed);
+  EXPECT_DOUBLE_EQ(model->parameters_read(64, k), model->parameters_read(1));
+  EXPECT_DOUBLE_EQ(model->parameters_read(1, experts), all);
+  EXPECT_DOUBLE_EQ(model->parameters_read(1, 2 * experts), all);  // clamped to every expert
 
   auto dense = Model::load(test::models_dir() / "tiny-block");
   EXPECT_EQ(dense->parameters_read(1), double(dense->parameter_count()));
+  EXPECT_EQ(dense->parameters_read(1, 3.0), double(dense->parameter_count()));
   EXPECT_EQ(dense->parameters_per_row(), double(dense->parameter_count()));
 }
 

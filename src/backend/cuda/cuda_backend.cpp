@@ -3,7 +3,6 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <cmath>
-#include <cstdio>
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
@@ -197,8 +196,8 @@ void CudaBackend::op_end() {
 }
 
 void CudaBackend::add_profile(const std::string& op, double ms) {
-  auto it = std::find_if(profile_.begin(), profile_.end(),
-                         [&](const auto& p) { return p.first == op; });
+  auto it =
+      std::find_if(profile_.begin(), profile_.end(), [&](const auto& p) { return p.first == op; });
   if (it == profile_.end()) {
     profile_.emplace_back(op, ms);
   } else {
@@ -207,23 +206,22 @@ void CudaBackend::add_profile(const std::string& op, double ms) {
 }
 
 void CudaBackend::set_profiling(bool on) {
-  if (!on && moe_layer_runs_ > 0)  // what the profiled steps' rows touched
-    std::fprintf(
-        stderr, "  moe: %.1f experts with rows per MoE layer (%.0f rows each, %lld layer runs)\n",
-        double(moe_touched_) / double(moe_layer_runs_), double(moe_rows_) / double(moe_layer_runs_),
-        static_cast<long long>(moe_layer_runs_));
   profiling_ = on;
   profile_.clear();
-  moe_touched_ = moe_layer_runs_ = moe_rows_ = 0;
+  moe_touched_ = moe_layer_runs_ = 0;
 }
 
-void CudaBackend::count_moe_touched(int rows) {
+std::optional<double> CudaBackend::profiled_moe_experts_touched() const {
+  if (moe_layer_runs_ == 0) return std::nullopt;
+  return double(moe_touched_) / double(moe_layer_runs_);
+}
+
+void CudaBackend::count_moe_touched() {
   int32_t used = 0;
   DLLM_CUDA_CHECK(
       cudaMemcpyAsync(&used, moe_active_.get(), sizeof(used), cudaMemcpyDeviceToHost, stream_));
   DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
   moe_touched_ += used;
-  moe_rows_ += rows;
   ++moe_layer_runs_;
 }
 

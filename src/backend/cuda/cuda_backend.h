@@ -17,9 +17,9 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "backend/cuda/cuda_forward_plan.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/cuda_forward_plan.h"
 #include "model/layer_desc.h"
 
 namespace dllm::cuda_backend {
@@ -71,6 +71,7 @@ class CudaBackend final : public Backend {
   std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
   void fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) override;
   void set_profiling(bool on) override;
+  std::optional<double> profiled_moe_experts_touched() const override;
   std::vector<std::pair<std::string, double>> profile() const override { return profile_; }
 
  protected:
@@ -206,10 +207,10 @@ class CudaBackend final : public Backend {
   uint64_t graph_uses_ = 0;
 
   bool profiling_ = false;
-  // While profiling: the routed experts with rows, summed over the MoE layers run (the bench's
-  // floor assumes uniform routing; this is what the rows actually touch).
-  int64_t moe_touched_ = 0, moe_layer_runs_ = 0, moe_rows_ = 0;
-  void count_moe_touched(int rows);
+  // While profiling: the routed experts with rows, summed over the MoE layers run (what the
+  // rows actually touch; profiled_moe_experts_touched()).
+  int64_t moe_touched_ = 0, moe_layer_runs_ = 0;
+  void count_moe_touched();
   std::vector<OpEvents> events_;
   std::vector<std::pair<std::string, double>> profile_;
 };
