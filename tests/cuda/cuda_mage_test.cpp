@@ -19,6 +19,7 @@
 #include "engine/engine_core.h"
 #include "io/json_file.h"
 #include "model/random_model.h"
+#include "support/sparse_fixture_params.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -562,30 +563,10 @@ TEST(CudaMage, Llada2GenerationsTrackTheCpu) {
   EngineCore eg(*model, *gpu), ec(*model, *cpu);
   int cases = 0, identical = 0;
   for (const auto& c : fx["cases"]) {
-    const auto& sp = c["sparse"];
-    if (sp["method"] == "quest") continue;  // not on the CUDA backend yet
+    if (c["sparse"]["method"] == "quest") continue;  // not on the CUDA backend yet
     SCOPED_TRACE(c["name"].get<std::string>());
     const auto& p = c["params"];
-    DecodeParams d;
-    d.strategy = p["strategy"];
-    if (d.strategy == "edit") {
-      d.editing_threshold = p["editing_threshold"];
-      d.max_post_steps = p["max_post_steps"];
-    }
-    d.max_tokens = p["max_tokens"];
-    d.block_length = p["block_length"];
-    d.steps = p["steps"];
-    d.threshold = p["threshold"];
-    d.sampler.temperature = p["temperature"];
-    d.sampler.top_k = p["top_k"];
-    d.sampler.top_p = p["top_p"];
-    d.seed = p["seed"];
-    d.hf_sampling_quirk = p["hf_quirk"];
-    d.sparse.method = parse_sparse_method(sp["method"]);
-    d.sparse.k = sp["k"];
-    d.sparse.exact_layers = sp["exact_layers"];
-    d.sparse.select_queries = sp["select_queries"];
-    d.sparse.dense_fraction = sp["dense_fraction"];
+    const DecodeParams d = test::llada2_sparse_params_from(c);
     GenerationRequest req;
     req.prompt = c["prompt"].get<std::vector<int32_t>>();
     req.params = resolve_decode_params(model->config(), d, int64_t(req.prompt.size()));

@@ -7,6 +7,7 @@
 
 #include "engine/engine_core.h"
 #include "io/json_file.h"
+#include "support/sparse_fixture_params.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -34,13 +35,7 @@ TEST(SparseTrajectory, MatchesReferenceAfterEveryForward) {
     if (c.contains("sub_block_length")) p.sub_block_length = c["sub_block_length"];
     p.threshold = 0.9f;
     p.sampler.temperature = 0;
-    const auto& sp = c["sparse"];
-    p.sparse.method = parse_sparse_method(sp["method"]);
-    p.sparse.k = sp["k"];
-    p.sparse.exact_layers = sp["exact_layers"];
-    p.sparse.page_size = sp["page_size"];
-    p.sparse.select_queries = sp["select_queries"];
-    p.sparse.dense_fraction = sp["dense_fraction"];
+    p.sparse = test::sparse_params_from(c["sparse"]);
     GenerationRequest req;
     req.prompt = c["prompt"].get<std::vector<int32_t>>();
     req.params = resolve_decode_params(model->config(), p, int64_t(req.prompt.size()));
@@ -78,28 +73,7 @@ TEST(SparseTrajectory, Llada2MatchesReferenceAfterEveryForward) {
   for (const auto& c : fx["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     const auto& p = c["params"];
-    DecodeParams d;
-    d.strategy = p["strategy"];
-    if (d.strategy == "edit") {
-      d.editing_threshold = p["editing_threshold"];
-      d.max_post_steps = p["max_post_steps"];
-    }
-    d.max_tokens = p["max_tokens"];
-    d.block_length = p["block_length"];
-    d.steps = p["steps"];
-    d.threshold = p["threshold"];
-    d.sampler.temperature = p["temperature"];
-    d.sampler.top_k = p["top_k"];
-    d.sampler.top_p = p["top_p"];
-    d.seed = p["seed"];
-    d.hf_sampling_quirk = p["hf_quirk"];
-    const auto& sp = c["sparse"];
-    d.sparse.method = parse_sparse_method(sp["method"]);
-    d.sparse.k = sp["k"];
-    d.sparse.exact_layers = sp["exact_layers"];
-    d.sparse.select_queries = sp["select_queries"];
-    d.sparse.page_size = sp["page_size"];
-    d.sparse.dense_fraction = sp["dense_fraction"];
+    const DecodeParams d = test::llada2_sparse_params_from(c);
     GenerationRequest req;
     req.prompt = c["prompt"].get<std::vector<int32_t>>();
     req.params = resolve_decode_params(model->config(), d, int64_t(req.prompt.size()));
