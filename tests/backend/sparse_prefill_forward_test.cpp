@@ -12,19 +12,13 @@
 #include "attention/sparse_prefill_patterns.h"
 #include "backend/backend.h"
 #include "core/error.h"
+#include "support/rel_error.h"
 #include "support/test_paths.h"
 
 namespace dllm {
 namespace {
 
-double rel_error(std::span<const float> a, std::span<const float> b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < b.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using test::rel_error;
 
 class SparsePrefillForward : public ::testing::Test {
  protected:
