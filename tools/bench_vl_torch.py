@@ -211,6 +211,17 @@ def prompt_ids(config, frames):
     return torch.tensor([ids])
 
 
+def with_video_newline(lm, feats, slots):
+    """The video's features as the placeholders take them: frames x pooled tokens, then one
+    image_newline. transformers 5.24 appends the newline in get_video_features; earlier 5.x
+    releases (5.17 on the GPU machine) leave it to forward(), so add it here when it is missing."""
+    if feats.shape[0] == slots - 1:
+        feats = torch.cat((feats, lm.image_newline[None].to(feats.dtype)), dim=0)
+    if feats.shape[0] != slots:
+        raise SystemExit(f"get_video_features gave {feats.shape[0]} rows for {slots} placeholders")
+    return feats
+
+
 # ---- timing ---------------------------------------------------------------------------------
 
 def median(xs):
@@ -260,8 +271,10 @@ def main():
             d = time.perf_counter()
             ids = prompt_ids(config, len(frames)).to(dev)
             emb = embed(ids)
+            feats = with_video_newline(lm, feats.reshape(-1, emb.shape[-1]),
+                                       int((ids == video_id).sum()))
             emb = emb.masked_scatter((ids == video_id)[..., None].expand_as(emb),
-                                     feats.reshape(-1, emb.shape[-1]).to(emb.dtype))
+                                     feats.to(emb.dtype))
             sync(dev)
             e = time.perf_counter()
             model(inputs_embeds=emb, use_cache=True, logits_to_keep=1)
