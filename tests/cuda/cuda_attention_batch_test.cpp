@@ -19,6 +19,7 @@
 #include "attention/sparse_attention.h"
 #include "backend/cpu/cpu_ops.h"
 #include "backend/cuda/attention_batch_layout.h"
+#include "backend/cuda/attention_dispatch.h"
 #include "backend/cuda/attention_sm90.h"
 #include "backend/cuda/device_query.h"
 #include "backend/cuda/kernels.h"
@@ -90,7 +91,8 @@ struct Seq {
   // log-sum-exp [n_q, heads] of each row's scaled scores over the visible cache keys (double).
   bool prefix_lse = false;
   std::vector<double> ref_prefix_lse;
-  std::vector<int32_t> phys;  // physical pool slot of each key
+  bool keys_at_positions = false;  // AttentionBatchSeq::keys_at_positions
+  std::vector<int32_t> phys;       // physical pool slot of each key
 
   cuda::AttentionBatchSeq desc() const {
     cuda::AttentionBatchSeq d;
@@ -103,6 +105,7 @@ struct Seq {
     d.custom_mask = device_mask;
     d.custom_mask_queries_only = c.queries_only;
     d.prefix_lse = prefix_lse;
+    d.keys_at_positions = keys_at_positions;
     return d;
   }
 };
@@ -231,11 +234,13 @@ struct BatchRun {
 
   // Stages the plan of `seqs` and their queries (the plan at the start of staging, so its device
   // address stays put) and NaN-poisons the output.
-  cuda::AttentionBatchPlan stage(const std::vector<const Seq*>& seqs) {
+  cuda::AttentionBatchPlan stage(
+      const std::vector<const Seq*>& seqs,
+      cuda::AttentionBatchSplitMode mode = cuda::AttentionBatchSplitMode::kAuto) {
     std::vector<cuda::AttentionBatchSeq> descs;
     for (const Seq* s : seqs) descs.push_back(s->desc());
     std::vector<int32_t> staging;
-    const auto bp = cuda::attention_batch_plan(descs, p.shape, staging);
+    const auto bp = cuda::attention_batch_plan(descs, p.shape, staging, mode);
     EXPECT_TRUE(p.capacity.covers(bp.need));
     EXPECT_LE(staging.size(), plan.size());
     std::vector<uint16_t> qs;
@@ -273,16 +278,17 @@ std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
 }
 
 // Runs `seqs` as one batch (capacity = need + pad); returns each sequence's output.
-std::vector<std::vector<uint16_t>> run_batch(const Pool& pool, const std::vector<const Seq*>& seqs,
-                                             int pad,
-                                             cuda::AttentionBatchPlan* plan_out = nullptr) {
+std::vector<std::vector<uint16_t>> run_batch(
+    const Pool& pool, const std::vector<const Seq*>& seqs, int pad,
+    cuda::AttentionBatchPlan* plan_out = nullptr,
+    cuda::AttentionBatchSplitMode mode = cuda::AttentionBatchSplitMode::kAuto) {
   std::vector<cuda::AttentionBatchSeq> descs;
   for (const Seq* s : seqs) descs.push_back(s->desc());
   std::vector<int32_t> staging;
-  const auto bp = cuda::attention_batch_plan(descs, pool.shape, staging);
+  const auto bp = cuda::attention_batch_plan(descs, pool.shape, staging, mode);
   if (plan_out) *plan_out = bp;
   BatchRun run(pool, padded(bp.need, pad), staging.size());
-  run.stage(seqs);
+  run.stage(seqs, mode);
   // Twice on one workspace, as layers do: the in-kernel merge's counters must be back at zero.
   for (int call = 0; call < 2; ++call) {
     cuda::attention_batch(run.p, nullptr);
@@ -400,6 +406,122 @@ TEST(CudaAttentionBatch, LongAndDegenerateSequences) {
   for (const SeqCase& c : cases) seqs.push_back(make_seq(c, pool, rng));
   pool.upload_positions();
   check_batch(pool, seqs);
+}
+
+// Serial items (batch_layout::kSerialSplit: one block computes a sequence's splits in turn and
+// merges them) give the bits of one block per split merged by the combine pass, on random ragged
+// batches of both kernels: shuffled pages of 8 / 16 / 64 slots, key lists, every rule, 1-128
+// queries, up to 3K keys (sequences of 2-16 splits run serial, longer ones stay split blocks in
+// the same call), head_dim 32 / 64 / 128; also with padded capacities, and against the reference.
+TEST(CudaAttentionBatch, SerialSplitsGiveTheParallelBits) {
+  using Mode = cuda::AttentionBatchSplitMode;
+  std::mt19937 rng(107);
+  struct Round {
+    int page_size, seqs, max_cache, heads, kv, d;
+  };
+  for (const Round r : {Round{16, 24, 3000, 32, 8, 128}, Round{8, 16, 2000, 8, 2, 128},
+                        Round{64, 12, 2500, 6, 2, 64}, Round{16, 10, 1500, 4, 4, 32}}) {
+    SCOPED_TRACE(testing::Message()
+                 << "page size " << r.page_size << ", " << r.seqs << " sequences, heads " << r.heads
+                 << "/" << r.kv << " d " << r.d);
+    Pool pool(r.heads, r.kv, r.d, r.page_size, (r.seqs * (r.max_cache + 200)) / r.page_size + 64,
+              rng);
+    std::vector<Seq> seqs;
+    for (SeqCase c : random_cases(r.seqs, r.max_cache, rng)) {
+      if (rng() % 2) c.n_cache = r.max_cache / 2 + static_cast<int>(rng() % (r.max_cache / 2));
+      seqs.push_back(make_seq(c, pool, rng));
+    }
+    pool.upload_positions();
+    std::vector<const Seq*> all;
+    for (const Seq& s : seqs) all.push_back(&s);
+    cuda::AttentionBatchPlan parallel_plan, serial_plan;
+    const auto parallel = run_batch(pool, all, 0, &parallel_plan, Mode::kParallel);
+    const auto serial = run_batch(pool, all, 0, &serial_plan, Mode::kSerial);
+    const auto serial_padded = run_batch(pool, all, 5, nullptr, Mode::kSerial);
+    int serial_seqs = 0;
+    bool combine = false;
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      const int splits = serial_plan.splits[i];
+      ASSERT_EQ(splits, parallel_plan.splits[i]);
+      const bool runs_serial =
+          seqs[i].c.n_q > 0 && splits > 1 && splits <= cuda::batch_layout::kMaxSerialSplits;
+      serial_seqs += runs_serial;
+      combine = combine || (splits > 1 && !runs_serial);
+      SCOPED_TRACE(testing::Message()
+                   << "sequence " << i << " of " << seqs.size() << ": " << seqs[i].c.n_q
+                   << " queries, " << seqs[i].n_keys << " keys, splits " << splits);
+      expect_matches_reference(seqs[i], serial[i], "serial");
+      EXPECT_TRUE(serial[i] == parallel[i]) << "serial splits != split blocks";
+      EXPECT_TRUE(serial_padded[i] == serial[i]) << "padded capacity changed the bits";
+    }
+    EXPECT_GT(serial_seqs, 2) << "the round must exercise serial items";
+    EXPECT_EQ(serial_plan.need.combine, combine);
+    EXPECT_TRUE(parallel_plan.need.combine);
+    EXPECT_LT(serial_plan.need.mma_items + serial_plan.need.sm90_items,
+              parallel_plan.need.mma_items + parallel_plan.need.sm90_items);
+  }
+}
+
+// A batch big enough to fill the GPU with serial items takes them by itself (kAuto; on the
+// Hopper kernel: 50 sequences of 32 queries at GQA 4 and 8 KV heads, 400 blocks of 128 rows, more
+// than 1.5 waves of two per SM on an H100), with the bits of split blocks.
+TEST(CudaAttentionBatch, BigBatchRunsSerialItemsWithTheSameBits) {
+  using Mode = cuda::AttentionBatchSplitMode;
+  std::mt19937 rng(108);
+  const int n = 50;
+  Pool pool(32, 8, 128, 16, n * (800 + 64) / 16 + 64, rng);
+  std::vector<Seq> seqs;
+  for (int i = 0; i < n; ++i)
+    seqs.push_back(make_seq(
+        {32, 500 + static_cast<int>(rng() % 300), AttentionKind::kBlockCausal, 32, i % 5 == 0},
+        pool, rng));
+  pool.upload_positions();
+  std::vector<const Seq*> all;
+  for (const Seq& s : seqs) all.push_back(&s);
+  cuda::AttentionBatchPlan auto_plan, parallel_plan;
+  const auto chosen = run_batch(pool, all, 0, &auto_plan, Mode::kAuto);
+  const auto parallel = run_batch(pool, all, 0, &parallel_plan, Mode::kParallel);
+  const bool sm90 = cuda::attention_use_sm90(128, 32 * 4);
+  if (sm90 && cuda::device_sm_count() <= 132 && !std::getenv("DLLM_ATTN_BATCH_SERIAL") &&
+      !std::getenv("DLLM_ATTN_BATCH_SERIAL_WAVES"))
+    EXPECT_FALSE(auto_plan.need.combine) << "expected serial items on this GPU";
+  for (int i = 0; i < n; ++i) {
+    SCOPED_TRACE(testing::Message() << "sequence " << i << ", splits " << auto_plan.splits[i]);
+    EXPECT_GT(auto_plan.splits[i], 1);
+    expect_matches_reference(seqs[i], chosen[i], "auto");
+    EXPECT_TRUE(chosen[i] == parallel[i]) << "auto != split blocks";
+  }
+}
+
+// Cold prefills (nothing cached, key j at position j) skip the tiles past each row block's last
+// visible key (visible_keys_end, attention_mask.cuh): under block-causal where the plan says the
+// keys sit at their positions, with the bits of the whole pass; under causal always (the rule is
+// by index), against the reference. Prompts of several row blocks of both kernels (head_dim 128:
+// Hopper, 64: mma.sync) beside a decoding step.
+TEST(CudaAttentionBatch, ColdPrefillSkipsHiddenTilesWithTheSameBits) {
+  std::mt19937 rng(109);
+  for (const int d : {128, 64}) {
+    SCOPED_TRACE(testing::Message() << "head_dim " << d);
+    Pool pool(16, 4, d, 16, 300, rng);
+    std::vector<Seq> seqs;
+    for (const SeqCase c :
+         {SeqCase{600, 0, AttentionKind::kBlockCausal, 4},
+          SeqCase{333, 0, AttentionKind::kBlockCausal, 32}, SeqCase{500, 0, AttentionKind::kCausal},
+          SeqCase{4, 500, AttentionKind::kBlockCausal, 4},
+          SeqCase{77, 0, AttentionKind::kBlockCausal, 4}})
+      seqs.push_back(make_seq(c, pool, rng));
+    pool.upload_positions();
+    std::vector<const Seq*> all;
+    for (const Seq& s : seqs) all.push_back(&s);
+    const auto whole = run_batch(pool, all, 0);
+    for (Seq& s : seqs) s.keys_at_positions = s.c.n_cache == 0;
+    const auto skipping = run_batch(pool, all, 3);
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      SCOPED_TRACE(testing::Message() << "sequence " << i << ": " << seqs[i].c.n_q << " queries");
+      expect_matches_reference(seqs[i], skipping[i], "skipping hidden tiles");
+      EXPECT_TRUE(skipping[i] == whole[i]) << "skipping hidden tiles changed the bits";
+    }
+  }
 }
 
 // One captured call replayed with new plans of the same capacities: other sequences, key counts
@@ -682,6 +804,8 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
     sp.head_dim = c.d;
     sp.scale = pool.shape.scale;
     // Both ways to the LSE (rows not used stay NaN), then the same score sums and top-k.
+    cuda::DeviceBuffer<int32_t> topk_ws(cuda::top_k_workspace_ints(c.n_cache, c.kv),
+                                        "top-k workspace");
     std::vector<std::vector<float>> lses, sums;
     std::vector<std::vector<int32_t>> picks;
     for (const bool hand_over : {true, false}) {
@@ -700,10 +824,22 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
       sp.lse = lse.get();
       cuda::mage_score_sum(sp, nullptr);
       cuda::DeviceBuffer<int32_t> sel(size_t(c.kv) * c.k, "sets");
-      cuda::sparse_top_k(scores.get(), c.n_cache, c.k, c.kv, sel.get(), nullptr);
+      cuda::sparse_top_k(scores.get(), c.n_cache, c.k, c.kv, sel.get(), topk_ws.get(), nullptr);
       lses.push_back(test::to_host(lse));
       sums.push_back(test::to_host(scores));
       picks.push_back(test::to_host(sel));
+    }
+    // The score sums merging the hand-over themselves (the forward's MAGE path) give the bits of
+    // the separate merge's.
+    {
+      cuda::ScoreSumParams fused = sp;
+      fused.lse = nullptr;
+      fused.prefix_ml = run.prefix_ml.get() + plan.prefix_row[0] * 2;
+      fused.splits = plan.splits[0];
+      fused.n_q = c.n_q;
+      DLLM_CUDA_CHECK(cudaMemset(scores.get(), 0xff, scores.size() * sizeof(float)));
+      cuda::mage_score_sum(fused, nullptr);
+      EXPECT_EQ(test::to_host(scores), sums[0]) << "the fused merge";
     }
     for (int32_t r : rows)
       for (int hq = 0; hq < c.heads; ++hq) {

@@ -2,6 +2,8 @@
 // kernel over its work list, the Hopper kernel over its own, then one combine pass over every
 // query row — with grids from the caller's capacities and everything else read from the plan.
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/attention_dispatch.h"
@@ -162,6 +164,15 @@ void launch_mma(const AttentionBatchKernelArgs& a, int items, cudaStream_t strea
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
+// AttentionBatchKernelArgs::heads_inner: DLLM_ATTN_BATCH_HEADS_INNER=1 (an experiment: same bits).
+bool heads_inner() {
+  static const bool on = [] {
+    const char* e = std::getenv("DLLM_ATTN_BATCH_HEADS_INNER");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
+
 int log2_exact(int v) {
   int s = 0;
   while ((1 << s) < v) ++s;
@@ -232,6 +243,7 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
   a.head_dim = s.head_dim;
   a.page_shift = log2_exact(s.page_size);
   a.scale = s.scale;
+  a.heads_inner = heads_inner();
   if (c.mma_items > 0) {
     switch (s.head_dim) {
       case 16:
@@ -258,7 +270,8 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
     fail("attention_batch: Hopper work items in a build without sm_90a");
 #endif
   }
-  if (merged) return;  // the Hopper kernel merged every row (no other kernel ran)
+  if (merged) return;      // the Hopper kernel merged every row (no other kernel ran)
+  if (!c.combine) return;  // every sequence of several splits is a serial item: merged already
   // One combine warp per (query row, head), scheduled while the last attention blocks finish.
   launch_combine(a, c.q_rows, stream);
 }

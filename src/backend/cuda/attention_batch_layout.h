@@ -44,17 +44,28 @@ constexpr int kKeysHeadStride = 11;
 // Its first row of prefix-only (m, l) in AttentionBatchKernelArgs::prefix_ml, or -1
 // (AttentionBatchSeq::prefix_lse).
 constexpr int kPrefixRow = 12;
-constexpr int kSeqInts = 13;
+constexpr int kKeysAtPositions = 13;  // AttentionBatchSeq::keys_at_positions
+constexpr int kSeqInts = 14;
 
 // A work item: one block per KV head of (sequence, row block, split). It carries a copy of its
 // sequence's descriptor, so that a block finds everything one load after the header.
 constexpr int kItemSeq = 0;
 constexpr int kItemRowBlock = 1;
-constexpr int kItemSplit = 2;
-constexpr int kItemPair = 3;  // Hopper items: the number of its (sequence, row block) pair
-constexpr int kItemDesc = 4;  // kSeqInts: the sequence descriptor
+constexpr int kItemSplit = 2;  // its split, or kSerialSplit
+constexpr int kItemPair = 3;   // Hopper items: the number of its (sequence, row block) pair
+constexpr int kItemDesc = 4;   // kSeqInts: the sequence descriptor
 constexpr int kItemInts = kItemDesc + kSeqInts;
 static_assert(kItemInts <= 32, "load_seq_view() reads an item with one int per lane");
+
+// A work item's split that stands for all of its sequence's splits, computed one after the other
+// by one block (attention_seq.cuh: SplitSpan) and merged by it (attention_serial_merge.cuh): the
+// same partials, merged with the same arithmetic as the combine pass, so the same bits as one
+// block per split. The planner takes it where a batch fills the GPU anyway: no combine pass, one
+// block prologue and Q load per sequence instead of per split, and a pipeline that runs on from
+// one split into the next.
+constexpr int kSerialSplit = -1;
+// Splits a serial item may have (its merge holds one weight per split in registers).
+constexpr int kMaxSerialSplits = 16;
 
 // The batch workspace starts with the in-kernel merge's counters, two per (pair, KV head).
 constexpr int kMergeCounters = 2048;
@@ -88,6 +99,12 @@ struct AttentionBatchKernelArgs {
   int32_t* counters = nullptr;  // kMergeCounters, zero between calls
   int heads = 0, kv_heads = 0, head_dim = 0, page_shift = 0;
   float scale = 1.0f;
+  // Which block of the grid (work-item capacity, KV heads) takes which (item, KV head): false,
+  // block (x, y) takes item x, head y (the heads of an item are a grid row apart in launch
+  // order); true, the blocks in launch order take item 0 head 0, item 0 head 1, ..., so the
+  // KV heads of one item run side by side and read each key row's K/V bytes (all heads' halves
+  // of one slot, adjacent in the pool) together (batch_block_item()).
+  bool heads_inner = false;
 };
 
 }  // namespace dllm::cuda

@@ -2,6 +2,7 @@
 // region (attention_batch_layout.h) the kernels read.
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 
 #include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/attention_dispatch.h"
@@ -42,6 +43,40 @@ int min_tiles() {
   return v;
 }
 
+int resident_blocks(int kind, const AttentionBatchShape& s) {
+#ifdef DLLM_HAVE_SM90A
+  if (kind == L::kSm90) return sm90_attention_batch_resident_blocks();
+#endif
+  (void)kind;
+  return attention_batch_mma_resident_blocks(s.head_dim);
+}
+
+bool may_run_serial(const AttentionBatchSeq& q, int splits) {
+  return q.n_q > 0 && splits > 1 && splits <= L::kMaxSerialSplits && !q.prefix_lse;
+}
+
+// kAuto's choice per kernel kind (attention_batch_plan()): serial items where their blocks fill
+// the GPU serial_waves() times. Fewer, and the blocks of one split each balance better: a serial
+// grid of 1.3 waves (128 sequences of 4 queries at GQA 4: 1024 one-warp blocks, 792 resident)
+// leaves most SMs idle while its last 0.3 runs.
+double serial_waves() {
+  static const double v = [] {
+    const char* e = std::getenv("DLLM_ATTN_BATCH_SERIAL_WAVES");
+    return e && *e ? std::max(std::atof(e), 0.0) : 1.5;
+  }();
+  return v;
+}
+AttentionBatchSplitMode forced_mode() {
+  static const AttentionBatchSplitMode v = [] {
+    const char* e = std::getenv("DLLM_ATTN_BATCH_SERIAL");
+    const std::string m = e ? e : "";
+    return m == "on"    ? AttentionBatchSplitMode::kSerial
+           : m == "off" ? AttentionBatchSplitMode::kParallel
+                        : AttentionBatchSplitMode::kAuto;
+  }();
+  return v;
+}
+
 void check_shape(const AttentionBatchShape& s) {
   if (s.heads <= 0 || s.kv_heads <= 0 || s.heads % s.kv_heads != 0)
     fail("attention_batch: heads ", s.heads, " not a positive multiple of kv heads ", s.kv_heads);
@@ -78,8 +113,8 @@ void check_sequence(const AttentionBatchSeq& q, size_t i) {
   if (!q.key_slots.empty() && q.key_slots.size() != static_cast<size_t>(q.n_keys))
     fail("attention_batch: sequence ", i, " has ", q.key_slots.size(), " key slots for ", q.n_keys,
          " keys");
-  if (q.device_keys && (!q.key_slots.empty() ||
-                        (q.kind == MaskKind::kCustom && !q.custom_mask_queries_only)))
+  if (q.device_keys &&
+      (!q.key_slots.empty() || (q.kind == MaskKind::kCustom && !q.custom_mask_queries_only)))
     fail("attention_batch: sequence ", i,
          " reads per-head device key lists, which combine with neither a key list nor a full "
          "custom mask");
@@ -171,8 +206,8 @@ int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& s) {
 }
 
 AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
-                                        const AttentionBatchShape& shape,
-                                        std::vector<int32_t>& st) {
+                                        const AttentionBatchShape& shape, std::vector<int32_t>& st,
+                                        AttentionBatchSplitMode mode) {
   check_shape(shape);
   AttentionBatchPlan plan;
   plan.offset = st.size();
@@ -181,15 +216,47 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   st.resize(base + L::kHeaderInts + n * L::kSeqInts, 0);
   st[base + L::kSeqCount] = static_cast<int32_t>(n);
   st[base + L::kSeqsAt] = L::kHeaderInts;
+  // Each sequence's splits, kernel kind and row blocks; then which kinds run serial items.
+  std::vector<int> kinds(n), row_blocks(n);
+  int64_t serial_blocks[2] = {0, 0};
+  for (size_t i = 0; i < n; ++i) {
+    const AttentionBatchSeq& q = seqs[i];
+    check_sequence(q, i);
+    const bool attended = q.n_q > 0 && !q.attended_elsewhere;  // else: the sparse prefill kernel's
+    const int splits = attended ? attention_batch_splits(q.n_q, q.n_keys, shape) : 1;
+    plan.splits.push_back(splits);
+    kinds[i] = takes_sm90(q.n_q, shape) ? L::kSm90 : L::kMma;
+    const int rows_per_block = kinds[i] == L::kSm90 ? L::kSm90Rows : L::kMmaWarps * 16;
+    row_blocks[i] = (rows_per_kv_head(q.n_q, shape) + rows_per_block - 1) / rows_per_block;
+    if (attended)
+      serial_blocks[kinds[i]] += int64_t{row_blocks[i]} * shape.kv_heads *
+                                 (may_run_serial(q, splits) || splits == 1 ? 1 : splits);
+  }
+  if (mode == AttentionBatchSplitMode::kAuto) mode = forced_mode();
+  bool serial_kind[2];
+  for (int kind : {L::kMma, L::kSm90})
+    serial_kind[kind] = mode == AttentionBatchSplitMode::kSerial ||
+                        (mode == AttentionBatchSplitMode::kAuto && serial_blocks[kind] > 0 &&
+                         static_cast<double>(serial_blocks[kind]) >=
+                             serial_waves() * resident_blocks(kind, shape) * device_sm_count());
+
+  // Work items: a serial item's sequence first, longest first (they are the long blocks: started
+  // early, they leave the short ones to fill the tail), then the split blocks.
+  struct Item {
+    int64_t keys;
+    std::vector<int32_t> ints;
+  };
+  std::vector<Item> serial_items[2];
   std::vector<int32_t> items[2], combine_rows;
   int64_t q_row = 0, partial_row = 0, prefix_row = 0;
   int32_t pairs = 0;  // (sequence, row block) pairs of the Hopper kernel
   for (size_t i = 0; i < n; ++i) {
     const AttentionBatchSeq& q = seqs[i];
-    check_sequence(q, i);
     const size_t desc = base + L::kHeaderInts + i * L::kSeqInts;
-    const int splits = q.n_q > 0 ? attention_batch_splits(q.n_q, q.n_keys, shape) : 1;
-    plan.splits.push_back(splits);
+    const int splits = plan.splits[i];
+    const int kind = kinds[i];
+    const bool attended = q.n_q > 0 && !q.attended_elsewhere;
+    const bool serial = serial_kind[kind] && attended && may_run_serial(q, splits);
     st[desc + L::kQRow] = static_cast<int32_t>(q_row);
     st[desc + L::kNQ] = q.n_q;
     st[desc + L::kNKeys] = q.n_keys;
@@ -198,28 +265,36 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     st[desc + L::kSplits] = splits;
     st[desc + L::kPartialRow] = static_cast<int32_t>(partial_row);
     st[desc + L::kPrefixRow] = q.prefix_lse ? static_cast<int32_t>(prefix_row) : -1;
+    st[desc + L::kKeysAtPositions] = q.keys_at_positions ? 1 : 0;
     plan.prefix_row.push_back(q.prefix_lse ? prefix_row : -1);
     if (q.prefix_lse) prefix_row += int64_t{splits} * q.n_q * shape.heads;  // one split too
     stage_keys(q, shape, i, st, base, desc);
     plan.device_keys_at.push_back(q.device_keys ? st[desc + L::kKeysAt] : -1);
     stage_mask(q, st, base, desc);
-    const int kind = takes_sm90(q.n_q, shape) ? L::kSm90 : L::kMma;
-    const int rows_per_block = kind == L::kSm90 ? L::kSm90Rows : L::kMmaWarps * 16;
-    const int row_blocks = (rows_per_kv_head(q.n_q, shape) + rows_per_block - 1) / rows_per_block;
     // The combine pass merges the rows of sequences of several splits; with one, the kernel
-    // writes the output itself (write_split_partials()).
-    if (splits > 1)
+    // writes the output itself (write_split_partials()), and a serial item merges its own.
+    if (splits > 1 && !serial)
       for (int t = 0; t < q.n_q; ++t)
         combine_rows.insert(combine_rows.end(),
                             {static_cast<int32_t>(q_row + t), static_cast<int32_t>(i)});
-    // Work items: splits outside, row blocks inside, so that the blocks sharing a key range run
+    // Split blocks: splits outside, row blocks inside, so that the blocks sharing a key range run
     // side by side and share its K/V through L2.
-    for (int sp = 0; sp < splits && q.n_q > 0; ++sp)
-      for (int rb = 0; rb < row_blocks; ++rb) {
-        items[kind].insert(items[kind].end(), {static_cast<int32_t>(i), rb, sp, pairs + rb});
-        items[kind].insert(items[kind].end(), st.begin() + desc, st.begin() + desc + L::kSeqInts);
-      }
-    if (kind == L::kSm90 && q.n_q > 0) pairs += row_blocks;
+    auto item = [&](int rb, int sp) {
+      std::vector<int32_t> w = {static_cast<int32_t>(i), rb, sp, pairs + rb};
+      w.insert(w.end(), st.begin() + desc, st.begin() + desc + L::kSeqInts);
+      return w;
+    };
+    if (serial) {
+      for (int rb = 0; rb < row_blocks[i]; ++rb)
+        serial_items[kind].push_back({q.n_keys, item(rb, L::kSerialSplit)});
+    } else {
+      for (int sp = 0; sp < splits && attended; ++sp)
+        for (int rb = 0; rb < row_blocks[i]; ++rb) {
+          const std::vector<int32_t> w = item(rb, sp);
+          items[kind].insert(items[kind].end(), w.begin(), w.end());
+        }
+    }
+    if (kind == L::kSm90 && attended) pairs += row_blocks[i];
     q_row += q.n_q;
     if (splits > 1) partial_row += int64_t{splits} * q.n_q * shape.heads;  // one: no partials
     if (q_row > INT32_MAX || partial_row > INT32_MAX || prefix_row > INT32_MAX ||
@@ -228,8 +303,13 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
            " partial rows)");
   }
   for (int kind : {L::kMma, L::kSm90}) {
-    st[base + L::kItemCount + kind] = static_cast<int32_t>(items[kind].size() / L::kItemInts);
+    std::stable_sort(serial_items[kind].begin(), serial_items[kind].end(),
+                     [](const Item& a, const Item& b) { return a.keys > b.keys; });
+    const size_t split_ints = items[kind].size();
+    st[base + L::kItemCount + kind] = static_cast<int32_t>(
+        (split_ints + serial_items[kind].size() * L::kItemInts) / L::kItemInts);
     st[base + L::kItemsAt + kind] = static_cast<int32_t>(st.size() - base);
+    for (const Item& it : serial_items[kind]) st.insert(st.end(), it.ints.begin(), it.ints.end());
     st.insert(st.end(), items[kind].begin(), items[kind].end());
   }
   st[base + L::kCombineRows] = static_cast<int32_t>(combine_rows.size() / 2);
@@ -237,10 +317,11 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   st.insert(st.end(), combine_rows.begin(), combine_rows.end());
   plan.ints = st.size() - base;
   plan.need.q_rows = static_cast<int>(q_row);
-  plan.need.mma_items = static_cast<int>(items[L::kMma].size() / L::kItemInts);
-  plan.need.sm90_items = static_cast<int>(items[L::kSm90].size() / L::kItemInts);
+  plan.need.mma_items = st[base + L::kItemCount + L::kMma];
+  plan.need.sm90_items = st[base + L::kItemCount + L::kSm90];
   plan.need.partial_rows = partial_row;
   plan.need.prefix_rows = prefix_row;
+  plan.need.combine = !combine_rows.empty();
   return plan;
 }
 

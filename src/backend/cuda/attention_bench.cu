@@ -72,9 +72,11 @@ double time_cuda_attention_kernel(int n_q, int context, int heads, int kv_heads,
   return cuda::time_calls(call, copies, reps);
 }
 
+namespace {
 
-double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int kv_heads,
-                                 int head_dim, int page_size, int reps) {
+// time_cuda_attention_batch() with each sequence's rule given: `kind` with `block_size`.
+double time_batch(int seqs, int n_q, int context, int heads, int kv_heads, int head_dim,
+                  int page_size, int reps, cuda::MaskKind kind, int block_size) {
   if (seqs <= 0 || n_q <= 0 || context < 0 || heads <= 0 || kv_heads <= 0 ||
       heads % kv_heads != 0 || reps <= 0)
     fail("time_cuda_attention_batch: bad shape (", seqs, " sequences of ", n_q,
@@ -108,8 +110,9 @@ double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int 
     descs[s].n_q = n_q;
     descs[s].n_keys = n_keys;
     descs[s].page_table = table;
-    descs[s].kind = cuda::MaskKind::kBlockCausal;
-    descs[s].block_size = n_q;
+    descs[s].kind = kind;
+    descs[s].block_size = block_size;
+    descs[s].keys_at_positions = context == 0;  // a cold prefill, as the forward marks it
   }
   cuda::AttentionBatchShape shape{
       heads, kv_heads, head_dim, page_size, slots, 1.0f / std::sqrt(static_cast<float>(head_dim))};
@@ -144,6 +147,23 @@ double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int 
         cuda::attention_batch(p, nullptr);
       },
       copies, reps);
+}
+
+}  // namespace
+
+double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int kv_heads,
+                                 int head_dim, int page_size, int reps) {
+  return time_batch(seqs, n_q, context, heads, kv_heads, head_dim, page_size, reps,
+                    cuda::MaskKind::kBlockCausal, n_q);
+}
+
+double time_cuda_dense_prefill(int n, int block_size, int heads, int kv_heads, int head_dim,
+                               int reps) {
+  if (block_size < 1)
+    fail("time_cuda_dense_prefill: block size must be >= 1 (got ", block_size, ")");
+  return time_batch(1, n, 0, heads, kv_heads, head_dim, 16, reps,
+                    block_size == 1 ? cuda::MaskKind::kCausal : cuda::MaskKind::kBlockCausal,
+                    block_size);
 }
 
 }  // namespace dllm

@@ -57,6 +57,31 @@ __device__ __forceinline__ bool key_visible(const P& p, const MaskRow& r, int j,
   return false;
 }
 
+// Whether key j sits at position j (AttentionBatchSeq::keys_at_positions); single-sequence calls
+// do not say.
+__device__ __forceinline__ bool keys_at_positions(const AttentionParams&) {
+  return false;
+}
+__device__ __forceinline__ bool keys_at_positions(const AttentionSeqView& v) {
+  return v.keys_at_positions;
+}
+
+// One past the last key that rows up to last_row (rows are query-major: row / group is the query)
+// may see, where the rule says so by key index: causal (query q sees keys up to n_cache + q), and
+// block-causal when key j sits at position j. Tiles past it are masked whole for every row of the
+// block, so a kernel may skip them with the same bits: a masked tile adds nothing to l and scales
+// o by 1 once a row has seen a key, and every row sees key 0 first (a long prefill's row blocks
+// otherwise compute the whole square and mask half of it).
+template <class P>
+__device__ __forceinline__ int visible_keys_end(const P& p, int last_row, int group, int n_cache,
+                                                int n_keys) {
+  const int q = last_row / group;
+  if (p.kind == MaskKind::kCausal) return min(n_keys, n_cache + q + 1);
+  if (p.kind == MaskKind::kBlockCausal && keys_at_positions(p))
+    return min(n_keys, (p.q_positions[q] / p.block_size + 1) * p.block_size);
+  return n_keys;
+}
+
 // Whether every key of the tile [t0, t0 + tile_keys) is visible to every row whose block index
 // is at least qblk_min (tile_max_value: the largest key_mask_value_of of the tile's keys). Such
 // tiles skip the per-key mask — every tile of the cache in a denoising step.

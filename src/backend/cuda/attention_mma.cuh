@@ -9,6 +9,7 @@
 
 #include "backend/cuda/attention_mask.cuh"
 #include "backend/cuda/attention_seq.cuh"
+#include "backend/cuda/attention_serial_merge.cuh"
 #include "backend/cuda/flash_tile.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
@@ -26,6 +27,9 @@ constexpr size_t smem_bytes() {
 // other: a block alone on its SM waits for a tile's round trip only once per STAGES - 1 tiles).
 // PREFIX (batched calls with a prefix_lse sequence): also the prefix-only (m, l) of the rows of
 // sequences that want them (flash_tile.cuh: prefix_stats_at_tile); other instances are as before.
+// split == batch_layout::kSerialSplit (a serial batch item, never a prefix_lse sequence): every
+// split of the sequence in turn, through one pipeline, each written as its own block would, then
+// merged here (attention_serial_merge.cuh).
 template <int D, int WARPS, int KT, int STAGES, class P, bool PREFIX = false>
 __device__ __forceinline__ void flash_attention_block(const P& p, int row_block, int split) {
   using namespace ptx;
@@ -40,14 +44,19 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
 
   const int group = p.heads / p.kv_heads;
   const int R = p.n_q * group;
-  const int g = blockIdx.y;
+  const int g = kv_head_of(p);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int n_keys = seq_n_keys(p);
   const int n_cache = n_keys - p.n_q;  // keys [0, n_cache) are cache entries, the rest the queries
   // The keys there are (read on the device), not the grid's max_keys, are shared out: a graph
   // captured for a power-of-two bucket of keys keeps every split busy at any length within it.
-  const KeyRange range = split_keys(n_keys, p.splits, split, kKeysPerTile);
-  const int k_begin = range.begin, k_end = range.end;
+  const SplitSpan span = split_span(n_keys, p.splits, split, kKeysPerTile);
+  const bool serial = kIsBatchView<P> && split < 0;  // (single-sequence calls: never)
+  // A split block skips the tiles no row of its block sees (a serial item keeps its splits whole).
+  const int last_row = min(R, (row_block + 1) * WARPS * 16) - 1;
+  const int k_begin = span.k_begin;
+  const int k_end =
+      serial ? span.k_end : min(span.k_end, visible_keys_end(p, last_row, group, n_cache, n_keys));
 
   const int ra = row_block * WARPS * 16 + warp * 16 + lane / 4;  // rows held by this lane
   const int rb = ra + 8;
@@ -105,6 +114,8 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
   for (int dn = 0; dn < D / 8; ++dn) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.0f;
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: base-2, scaled
   const float scale_log2 = p.scale * 1.4426950408889634f;
+  // A serial item's split being computed, and where its keys end.
+  int split_now = span.first, split_end = serial ? span.split_end(span.first) : k_end;
 
   for (int it = 0; it < n_tiles; ++it) {
     const int t0 = k_begin + it * kKeysPerTile, stage = it % STAGES;
@@ -148,21 +159,31 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
 
     if constexpr (PREFIX)  // the tile holding the prefix's last key
       if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kKeysPerTile)
-        prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split,
-                             p.kv_heads, g, R, ra);
+        prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split, p.kv_heads,
+                             g, R, ra);
     online_softmax_tile(s, o, m, l, scale_log2);
 
     tile_accumulate_pv<D, kKeysPerTile, kStride>(s, vt, o, lane);
     __syncthreads();  // this stage is refilled at the next iteration's start
+    if (serial && t0 + kKeysPerTile >= split_end) {  // its split's last tile: write it, afresh
+      write_split_partials(p, split_now, g, R, ra, m, l, o, lane);
+      reset_flash_state(m, l, o);
+      ++split_now;
+      split_end = min(n_keys, split_end + span.chunk);
+    }
   }
   cp_async_wait<0>();
   trigger_dependent_launch();
 
-  write_split_partials(p, split, g, R, ra, m, l, o, lane);
+  // The block's split (or a serial item's splits without keys: the empty state).
+  for (; split_now <= span.last; ++split_now)
+    write_split_partials(p, split_now, g, R, ra, m, l, o, lane);
   if constexpr (PREFIX)
     if (p.prefix_ml)
       prefix_stats_after_loop(m, l, k_begin, n_tiles, kKeysPerTile, n_cache, lane, p.prefix_ml,
                               split, p.kv_heads, g, R, ra);
+  if constexpr (kIsBatchView<P>)
+    if (serial) merge_serial_splits<D / 8>(p, g, R, ra, lane);
 }
 
 // Key-list entries a batched block may keep in shared memory (1 KB: six one-warp blocks with

@@ -9,6 +9,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/kernels.h"
@@ -36,15 +37,36 @@ struct AttentionSeqView {
   float* prefix_ml;  // its first prefix-only (m, l) row (AttentionBatchSeq::prefix_lse), or null
   int n_keys, n_q, heads, kv_heads, splits, block_size, page_shift;
   int row_block, split, merge_pair;  // the work item
+  int kv_head;                       // the block's KV head
   float scale;
   MaskKind kind;
   bool custom_mask_queries_only;
+  bool keys_at_positions;  // AttentionBatchSeq::keys_at_positions
   // What load_seq_view() stages: stage_count ints from stage_src[stage_first ..], or with
   // stage_expand the slots of keys stage_first .. through the page table stage_src.
   const int32_t* stage_src;
   int stage_first, stage_count;
   bool stage_expand;
 };
+
+// Whether the parameter source is a batch item's view (which may be a serial item).
+template <class P>
+constexpr bool kIsBatchView = std::is_same_v<P, AttentionSeqView>;
+
+// The block's KV head: blockIdx.y for a single-sequence call, the view's for a batch item.
+__device__ __forceinline__ int kv_head_of(const AttentionParams&) {
+  return blockIdx.y;
+}
+__device__ __forceinline__ int kv_head_of(const AttentionSeqView& v) {
+  return v.kv_head;
+}
+
+// A batched block's (work item, KV head) (AttentionBatchKernelArgs::heads_inner).
+__device__ __forceinline__ int2 batch_block_item(const AttentionBatchKernelArgs& a) {
+  if (!a.heads_inner) return make_int2(blockIdx.x, blockIdx.y);
+  const int64_t linear = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
+  return make_int2(static_cast<int>(linear / a.kv_heads), static_cast<int>(linear % a.kv_heads));
+}
 
 // Keys of the sequence (AttentionParams: read from device memory at the call).
 __device__ __forceinline__ int seq_n_keys(const AttentionParams& p) {
@@ -79,6 +101,31 @@ __device__ __forceinline__ KeyRange split_keys(int n_keys, int splits, int split
   return {begin, min(n_keys, begin + chunk)};
 }
 
+// The splits one block computes — split `split`, or with batch_layout::kSerialSplit all of them
+// in order — and the keys [k_begin, k_end) they cover: consecutive whole tiles, since every split
+// but the last ends on a tile boundary (split_keys()); split s ends at split_end(s), the next
+// `chunk` keys later. Masks may take k_end for every tile: before a split's own end they test
+// keys of that split only.
+struct SplitSpan {
+  int first, last;  // splits
+  int chunk;        // keys per split (0: no keys)
+  int k_begin, k_end;
+  int n_keys;
+  __device__ __forceinline__ int split_end(int split) const {
+    return min(n_keys, (split + 1) * chunk);
+  }
+};
+__device__ __forceinline__ SplitSpan split_span(int n_keys, int splits, int split, int tile_keys) {
+  SplitSpan s;
+  s.chunk = ((n_keys + splits - 1) / splits + tile_keys - 1) / tile_keys * tile_keys;
+  s.first = split < 0 ? 0 : split;
+  s.last = split < 0 ? splits - 1 : split;
+  s.n_keys = n_keys;
+  s.k_begin = min(n_keys, s.first * s.chunk);
+  s.k_end = min(n_keys, (s.last + 1) * s.chunk);
+  return s;
+}
+
 // Fills `v` (shared memory) with the sequence of this block's work item in the list of kernel
 // `kind` (batch_layout::kMma / kSm90); false (for the whole block) on padding items past the
 // plan's count. Reads only the plan, which the caller copied before the step's first kernel, so
@@ -95,7 +142,8 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
                                               AttentionSeqView& v, int32_t* stage) {
   namespace L = batch_layout;
   const int32_t* plan = a.plan;
-  const int item = blockIdx.x;
+  const int2 item_head = batch_block_item(a);
+  const int item = item_head.x;
   // Warp 0 reads the header, then the work item (with its descriptor), one int per lane: two
   // memory round trips before the stage's, where thread 0 alone had three (count, list offset,
   // fields) — each costs every block of a short split a good share of its life.
@@ -117,6 +165,7 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
     const int n_keys = desc(L::kNKeys), n_q = desc(L::kNQ), splits = desc(L::kSplits);
     const int block_size = desc(L::kBlockSize), mask_kind = desc(L::kKind);
     const int queries_only = desc(L::kMaskQueriesOnly);
+    const int keys_at_positions = desc(L::kKeysAtPositions);
     const int row_block = field(L::kItemRowBlock), split = field(L::kItemSplit);
     const int pair = field(L::kItemPair);
     if (lane == 0) {
@@ -142,16 +191,19 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
       v.row_block = row_block;
       v.split = split;
       v.merge_pair = pair;
+      v.kv_head = item_head.y;
       v.scale = a.scale;
       v.kind = static_cast<MaskKind>(mask_kind);
       v.custom_mask_queries_only = queries_only != 0;
+      v.keys_at_positions = keys_at_positions != 0;
       // Which addressing, and what of it this split stages: its keys' physical slots (a key
       // list's entries, or a paged range's slots computed here once) when they fit, else its
       // pages.
-      const KeyRange keys = split_keys(n_keys, max(splits, 1), split, TILE_KEYS);
-      // A per-KV-head key list (sparse attention): this block's head is blockIdx.y.
+      const KeyRange keys = split < 0 ? KeyRange{0, n_keys}  // a serial item: every split
+                                      : split_keys(n_keys, max(splits, 1), split, TILE_KEYS);
+      // A per-KV-head key list (sparse attention): this block's head's.
       const int32_t* list =
-          keys_at >= 0 ? plan + keys_at + static_cast<int64_t>(keys_head_stride) * blockIdx.y
+          keys_at >= 0 ? plan + keys_at + static_cast<int64_t>(keys_head_stride) * item_head.y
                        : nullptr;
       const int32_t* table = pages_at >= 0 ? plan + pages_at : nullptr;
       const int n = max(keys.end - keys.begin, 0);

@@ -24,6 +24,7 @@
 
 #include "backend/cuda/attention_mask.cuh"
 #include "backend/cuda/attention_seq.cuh"
+#include "backend/cuda/attention_serial_merge.cuh"
 #include "backend/cuda/attention_sm90.h"
 #include "backend/cuda/attention_sm90_merge.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -66,10 +67,13 @@ __device__ __forceinline__ uint32_t swizzled(int r, int c) {
   return (c >> 3) * half_bytes(ROWS) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
 }
 
-// One block's work: rows [row_block * 64 NWG, +64 NWG) of KV head blockIdx.y over split `split`
+// One block's work: rows [row_block * 64 NWG, +64 NWG) of KV head kv_head_of(p) over split `split`
 // of the keys. P: AttentionParams or AttentionSeqView (attention_seq.cuh). PREFIX (batched calls
 // with a prefix_lse sequence): also the prefix-only (m, l) of the rows of the sequences that want
 // them (flash_tile.cuh: prefix_stats_at_tile); the other instances are as before.
+// split == batch_layout::kSerialSplit (a serial batch item, never a prefix_lse sequence): every
+// split of the sequence in turn, through one pipeline, each written as its own block would, then
+// merged by this block (attention_serial_merge.cuh).
 template <int NWG, int KT, int STAGES, bool MERGE, class P, bool PREFIX = false>
 __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, int split,
                                                      const sm90::MergeArgs* merge_args) {
@@ -87,13 +91,18 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
 
   const int group = p.heads / p.kv_heads;
   const int R = p.n_q * group;
-  const int g = blockIdx.y;
+  const int g = kv_head_of(p);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = warp >> 2;
   const int n_keys = seq_n_keys(p);
   const int n_cache = n_keys - p.n_q;
   // As in attention.cu: the keys present (read on the device) are shared out among the splits.
-  const KeyRange range = split_keys(n_keys, p.splits, split, kKeys);
-  const int k_begin = range.begin, k_end = range.end;
+  const SplitSpan span = split_span(n_keys, p.splits, split, kKeys);
+  const bool serial = kIsBatchView<P> && split < 0;  // (single-sequence calls: never)
+  // A split block skips the tiles no row of its block sees (a serial item keeps its splits whole).
+  const int last_row = min(R, (row_block + 1) * 64 * NWG) - 1;
+  const int k_begin = span.k_begin;
+  const int k_end =
+      serial ? span.k_end : min(span.k_end, visible_keys_end(p, last_row, group, n_cache, n_keys));
   const int n_tiles = k_begin < k_end ? (k_end - k_begin + kKeys - 1) / kKeys : 0;
 
   const int row0 = row_block * 64 * NWG;
@@ -143,6 +152,8 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // m: base-2, scaled (below)
   const float scale_log2 = p.scale * 1.4426950408889634f;
   const uint32_t q_addr = sbase + L::q + wg * kQTile;
+  // A serial item's split being computed, and where its keys end.
+  int split_now = span.first, split_end = serial ? span.split_end(span.first) : k_end;
 
   for (int it = 0; it < n_tiles; ++it) {
     const int t0 = k_begin + it * kKeys, stage = it % STAGES;
@@ -194,8 +205,8 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
 
     if constexpr (PREFIX)  // the tile holding the prefix's last key
       if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kKeys)
-        prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split,
-                             p.kv_heads, g, R, ra);
+        prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split, p.kv_heads,
+                             g, R, ra);
     online_softmax_tile(s, o, m, l, scale_log2);
 
     // O += P V: P's fragments (keys 16t..16t+15) straight from S's; they must stay untouched until
@@ -220,15 +231,28 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
     for (int t = 0; t < KT / 16; ++t)
 #pragma unroll
       for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[t][i])::"memory");
+    if (serial && t0 + kKeys >= split_end) {  // its split's last tile: write it, start afresh
+      write_split_partials(p, split_now, g, R, ra, m, l, o, lane);
+      reset_flash_state(m, l, o);
+      ++split_now;
+      split_end = min(n_keys, split_end + span.chunk);
+    }
   }
   cp_async_wait<0>();
   trigger_dependent_launch();  // the next kernel (or the combine pass) may be scheduled now
 
-  write_split_partials(p, split, g, R, ra, m, l, o, lane);
+  // The block's split (or a serial item's splits without keys: the empty state).
+  for (; split_now <= span.last; ++split_now)
+    write_split_partials(p, split_now, g, R, ra, m, l, o, lane);
   if constexpr (PREFIX)
     if (p.prefix_ml)
       prefix_stats_after_loop(m, l, k_begin, n_tiles, kKeys, n_cache, lane, p.prefix_ml, split,
                               p.kv_heads, g, R, ra);
+  if constexpr (kIsBatchView<P>)
+    if (serial) {
+      merge_serial_splits<16>(p, g, R, ra, lane);
+      return;  // nothing of the in-kernel merge: its counters are for split blocks
+    }
   if constexpr (MERGE) sm90::merge_splits(merge_args, 64 * NWG, L::kv);
 #endif
 }
@@ -248,7 +272,8 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
                   p.n_q * (p.heads / p.kv_heads),
                   static_cast<int>(blockIdx.x),
                   static_cast<int>(blockIdx.z),
-                  static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x)};
+                  static_cast<int>(blockIdx.y * gridDim.x + blockIdx.x),
+                  static_cast<int>(blockIdx.y)};
   // Launched as a programmatic dependent (pdl_launch.h): the kernel before it wrote Q and K/V.
   wait_for_primary_grid();
   attention_sm90_block<NWG, KT, STAGES, MERGE>(p, blockIdx.x, blockIdx.z, &merge_args);
@@ -279,7 +304,8 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS)
                   view.n_q * (a.heads / a.kv_heads),
                   view.row_block,
                   view.split,
-                  view.merge_pair * a.kv_heads + static_cast<int>(blockIdx.y)};
+                  view.merge_pair * a.kv_heads + view.kv_head,
+                  view.kv_head};
   wait_for_primary_grid();
   attention_sm90_block<NWG, KT, STAGES, MERGE, AttentionSeqView, PREFIX>(view, view.row_block,
                                                                          view.split, &merge_args);

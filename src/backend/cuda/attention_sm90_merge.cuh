@@ -30,6 +30,7 @@ struct MergeArgs {  // what merging needs of the sequence and the block
   int splits, heads, kv_heads, rows;  // rows: per KV head (n_q x group)
   int row_block, split;               // this block's
   int counter;                        // its (arrived, merged) pair: counters[2 counter ..]
+  int kv_head;                        // its KV head
 };
 
 // What the combine pass of attention.cu does, for one row r of KV head g, by one warp: out =
@@ -130,7 +131,7 @@ __device__ __noinline__ void merge_splits(const MergeArgs* args, int rows_per_bl
   float* scratch =
       reinterpret_cast<float*>(smem_raw + ((1024u - (raw_addr & 1023u)) & 1023u) + scratch_offset);
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  const int g = blockIdx.y, split = p.split, row0 = p.row_block * rows_per_block;
+  const int g = p.kv_head, split = p.split, row0 = p.row_block * rows_per_block;
   counters += 2 * p.counter;  // (arrived, merged) of this row block and head
   __syncthreads();
   if (tid == 0) {

@@ -20,6 +20,15 @@ __device__ __forceinline__ float exp2_approx(float x) {
   return y;
 }
 
+// The state of a split before its first tile (a serial item starts each split afresh).
+template <int DN>
+__device__ __forceinline__ void reset_flash_state(float (&m)[2], float (&l)[2], float (&o)[DN][4]) {
+#pragma unroll
+  for (int dn = 0; dn < DN; ++dn) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.0f;
+  m[0] = m[1] = -INFINITY;
+  l[0] = l[1] = 0.0f;
+}
+
 // One tile's online softmax over the lane's two rows, in base 2 with the scale folded in:
 // p = 2^(s * scale_log2 - m), one FFMA and one ex2 per score (scale_log2 = scale * log2 e). s holds
 // unscaled scores, -inf where the mask hides the key; it receives p. m (base-2, scaled) and l are
@@ -70,8 +79,8 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&o
 
 // (natural-log m, l) of the lane's rows ra and ra + 8 of KV head g at row (split * kv_heads + g) *
 // rows + row of prefix_ml (rows past `rows` are padding).
-__device__ __forceinline__ void write_prefix_stats(float* prefix_ml, int split, int kv_heads,
-                                                   int g, int rows, int ra, const float (&m)[2],
+__device__ __forceinline__ void write_prefix_stats(float* prefix_ml, int split, int kv_heads, int g,
+                                                   int rows, int ra, const float (&m)[2],
                                                    const float (&l)[2], int lane) {
   if (lane % 4 != 0) return;
 #pragma unroll

@@ -150,6 +150,13 @@ struct AttentionBatchSeq {
   // selection gets each row's prefix-only log-sum-exp without a pass of its own over K
   // (mage_prefix_lse_from_attention(), sparse_select.h). The outputs are the same bits either way.
   bool prefix_lse = false;
+  // Its rows keep their place in q / out, but another kernel attends them (MMInference sparse
+  // prefill: cuda_sparse_prefill.cpp): no work items, nothing written to its rows.
+  bool attended_elsewhere = false;
+  // Key j sits at position j (a cold prefill from position 0): the block-causal rule then hides
+  // every key past an index from a row block (visible_keys_end(), attention_mask.cuh), and the
+  // kernels skip those tiles, as they do under the causal rule, which is by index anyway.
+  bool keys_at_positions = false;
 };
 struct AttentionBatchShape {
   int heads = 0, kv_heads = 0, head_dim = 0;
@@ -165,9 +172,13 @@ struct AttentionBatchCapacity {
   int sm90_items = 0;        // work items of the Hopper kernel
   int64_t partial_rows = 0;  // split partial rows (the workspace)
   int64_t prefix_rows = 0;   // prefix-only (m, l) rows (AttentionBatchParams::prefix_ml)
+  // Whether the call launches the combine pass: not where every sequence of several splits is a
+  // serial item (batch_layout::kSerialSplit), which merges its own splits.
+  bool combine = true;
   bool covers(const AttentionBatchCapacity& need) const {
     return q_rows >= need.q_rows && mma_items >= need.mma_items && sm90_items >= need.sm90_items &&
-           partial_rows >= need.partial_rows && prefix_rows >= need.prefix_rows;
+           partial_rows >= need.partial_rows && prefix_rows >= need.prefix_rows &&
+           (combine || !need.combine);
   }
 };
 struct AttentionBatchPlan {
@@ -183,9 +194,18 @@ struct AttentionBatchPlan {
   // n_q * G + r * G + gi), or -1 without prefix_lse.
   std::vector<int64_t> prefix_row;
 };
-AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
-                                        const AttentionBatchShape& shape,
-                                        std::vector<int32_t>& staging);
+// How a sequence's splits run: a block each, side by side (then merged by the combine pass or
+// the Hopper kernel's in-kernel merge), or one block per row block and KV head computing them one
+// after the other and merging them itself (a serial item: batch_layout::kSerialSplit). Both give
+// the same bits, so the planner may choose per batch: kAuto takes serial items for the sequences
+// of a kernel kind whose serial blocks fill the GPU DLLM_ATTN_BATCH_SERIAL_WAVES times (default
+// 1.5) — big batches, where split blocks only add partial traffic, a combine pass and a prologue
+// and Q load per split — and DLLM_ATTN_BATCH_SERIAL=on / off overrides it (tuning). Sequences
+// of one split, of more than batch_layout::kMaxSerialSplits, and prefix_lse ones never run serial.
+enum class AttentionBatchSplitMode { kAuto, kParallel, kSerial };
+AttentionBatchPlan attention_batch_plan(
+    std::span<const AttentionBatchSeq> seqs, const AttentionBatchShape& shape,
+    std::vector<int32_t>& staging, AttentionBatchSplitMode mode = AttentionBatchSplitMode::kAuto);
 // A sequence's key splits: enough to fill the GPU with it alone, each split at least
 // DLLM_ATTN_BATCH_MIN_TILES (default 4) key tiles and at least DLLM_ATTN_BATCH_KEYS_PER_ROW
 // (default 3) keys per row per KV head, so that its partials (written and read back: ~rows / keys
