@@ -105,6 +105,12 @@ double time_cuda_attention_kernel(int n_q, int context, int heads, int kv_heads,
 // pool), every call reading from device memory. Error when built without CUDA.
 double time_cuda_attention_batch(int seqs, int n_q, int context, int heads, int kv_heads,
                                  int head_dim, int page_size, int reps);
+// Microseconds per call of the forward's dense attention (attention_batch: the Hopper wgmma kernel
+// for head_dim 128, else mma.sync) on one prefill of n tokens from position 0, causal
+// (block_size 1) or block-causal, its K/V in a paged pool: the sparse prefill's other baseline.
+// Error when built without CUDA.
+double time_cuda_dense_prefill(int n, int block_size, int heads, int kv_heads, int head_dim,
+                               int reps);
 // Microseconds per call of the sparse prefill kernel (backend/cuda/sparse_prefill.h) for `plan`
 // on random bf16 Q/K/V of its length. Error when built without CUDA.
 double time_cuda_sparse_prefill(const SparsePrefillPlan& plan, int heads, int kv_heads,

@@ -37,6 +37,9 @@ double time_cuda_attention_batch(int, int, int, int, int, int, int, int) {
 double time_cuda_sparse_prefill(const SparsePrefillPlan&, int, int, int, int) {
   fail("this dllm was built without CUDA");
 }
+double time_cuda_dense_prefill(int, int, int, int, int, int) {
+  fail("this dllm was built without CUDA");
+}
 #else
 double measure_cuda_copy_bandwidth();  // backend/cuda/device_info.cu
 double measure_cuda_gemm_rate();

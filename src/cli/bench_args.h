@@ -37,7 +37,7 @@ struct BenchArgs {
   // The sparse prefill kernel alone (sparse_prefill_bench.h): comma-separated patterns or "all",
   // for each prompt length, under the causal (1) or block-causal rule of block prefill_block.
   std::string sparse_prefill_kernel;
-  std::string prefill_lengths = "32768,65536,131072";
+  std::string prefill_lengths = "32768,65536,131072,262144";
   int prefill_block = 1;
   std::string sparse_prefill_config;  // --sparse-prefill CONFIG.json: also time every layer of it
   std::string sparse = "none";

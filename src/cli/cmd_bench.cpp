@@ -11,7 +11,7 @@
 //   dllm bench --device cuda --shape configs/sdar-vl-8b.json --video FRAMES_DIR --frames 64
 //              --images 16                            (a video prompt end to end, vision_bench.h)
 //   dllm bench --device cuda --shape configs/sdar-8b.json --sparse-prefill-kernel all
-//              --prefill-lengths 32768,65536,131072   (MMInference sparse prefill vs dense)
+//              --prefill-lengths 32768,65536,131072,262144 (MMInference sparse prefill vs dense)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -457,7 +457,7 @@ void add_bench_command(CLI::App& app) {
                   "video-like prompt");
   cmd->add_option("--prefill-lengths", a->prefill_lengths,
                   "--sparse-prefill-kernel: comma-separated prompt lengths (default "
-                  "32768,65536,131072)");
+                  "32768,65536,131072,262144)");
   cmd->add_option("--sparse-prefill", a->sparse_prefill_config,
                   "--sparse-prefill-kernel: also time every layer of this MInference / "
                   "MMInference pattern config (JSON) against dense x layers");

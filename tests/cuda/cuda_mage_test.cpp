@@ -110,7 +110,9 @@ struct Seq {
     std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
     return f;
   }
-  SequenceResult run(const SequenceForward& f) const { return backend->forward(std::span(&f, 1))[0]; }
+  SequenceResult run(const SequenceForward& f) const {
+    return backend->forward(std::span(&f, 1))[0];
+  }
 };
 
 Seq prefilled(Backend& b, int n_prefix, int capacity) {
@@ -162,9 +164,9 @@ double recall(const std::vector<int32_t>& got, const std::vector<int32_t>& want)
 
 // The selection (MAGE: prefix-only softmax of the chosen queries; SparseD: every query's softmax
 // over every key it sees), and the gathered attention on the GPU's own sets against the CPU on
-// the very same sets (tight: only bf16 differs) and on its own (end to end). Block 32 at head_dim 128 takes
-// the Hopper kernel (128 rows per KV head), block 8 the mma.sync one, head_dim 64 both again;
-// head_dim 16 is the embedded models' (32 heads, 8 KV heads here). The last two cases are
+// the very same sets (tight: only bf16 differs) and on its own (end to end). Block 32 at head_dim
+// 128 takes the Hopper kernel (128 rows per KV head), block 8 the mma.sync one, head_dim 64 both
+// again; head_dim 16 is the embedded models' (32 heads, 8 KV heads here). The last two cases are
 // LLaDA2.x-shaped (fused QKV, partial RoPE, MoE); the SDAR case before them has the shape of the
 // last (head_dim 64, block 8: 32 rows per KV head on mma.sync), so that a failure there tells a
 // kernel shape from the family.
@@ -174,76 +176,78 @@ TEST(CudaMage, SelectionAndGatheredAttentionMatchCpu) {
     bool llada2 = false;
   };
   for (const SparseMethod method : {SparseMethod::kMage, SparseMethod::kSparseD})
-  for (const Case cs : {Case{128, 32, 1000, 64, 0}, Case{128, 8, 1000, 64, 0},
-                        Case{64, 32, 700, 100, 5}, Case{64, 4, 333, 40, 0},
-                        Case{16, 32, 600, 64, 0}, Case{64, 8, 700, 100, 5},
-                        Case{128, 32, 1000, 64, 0, true}, Case{64, 8, 700, 100, 5, true}}) {
-    SCOPED_TRACE(to_string(method) + (cs.llada2 ? " llada2" : " sdar") + " head_dim " +
-                 std::to_string(cs.head_dim) + " block " + std::to_string(cs.block) + " N " +
-                 std::to_string(cs.n_prefix));
-    auto model = random_model(cs.llada2, cs.head_dim);
-    auto gpu = make_cuda_backend(*model);
-    auto cpu = make_cpu_backend(*model);
-    const int64_t layers = model->config().num_layers, hkv = model->config().num_kv_heads;
-    Seq g = prefilled(*gpu, cs.n_prefix, cs.n_prefix + 64),
-        c = prefilled(*cpu, cs.n_prefix, cs.n_prefix + 64);
-    const std::vector<int32_t> masks(size_t(cs.block), kMask);
-    SequenceForward sg = g.request(masks, cs.n_prefix, 32), sc = c.request(masks, cs.n_prefix, 32);
-    sg.sparse = sc.sparse = mage_select(cs.k, 1, cs.select_queries, method);
-    const SequenceResult rg = g.run(sg), rc = c.run(sc);
-    EXPECT_LE(rel_error(rg.logits, rc.logits), 2e-2) << "the selecting step is exact attention";
-    ASSERT_EQ(rg.sparse_selection.size(), size_t(layers * hkv));
-    double worst = 1.0, mean = 0;
-    for (int64_t i = 0; i < layers * hkv; ++i) {
-      const SparseSet &a = rg.sparse_selection[size_t(i)], &b = rc.sparse_selection[size_t(i)];
-      EXPECT_EQ(a.prefix, b.prefix) << i;
-      EXPECT_EQ(a.dense, b.dense) << i;
-      if (i < hkv) {  // layer 0 is exact: no set
-        EXPECT_TRUE(a.slots.empty());
-        continue;
+    for (const Case cs :
+         {Case{128, 32, 1000, 64, 0}, Case{128, 8, 1000, 64, 0}, Case{64, 32, 700, 100, 5},
+          Case{64, 4, 333, 40, 0}, Case{16, 32, 600, 64, 0}, Case{64, 8, 700, 100, 5},
+          Case{128, 32, 1000, 64, 0, true}, Case{64, 8, 700, 100, 5, true}}) {
+      SCOPED_TRACE(to_string(method) + (cs.llada2 ? " llada2" : " sdar") + " head_dim " +
+                   std::to_string(cs.head_dim) + " block " + std::to_string(cs.block) + " N " +
+                   std::to_string(cs.n_prefix));
+      auto model = random_model(cs.llada2, cs.head_dim);
+      auto gpu = make_cuda_backend(*model);
+      auto cpu = make_cpu_backend(*model);
+      const int64_t layers = model->config().num_layers, hkv = model->config().num_kv_heads;
+      Seq g = prefilled(*gpu, cs.n_prefix, cs.n_prefix + 64),
+          c = prefilled(*cpu, cs.n_prefix, cs.n_prefix + 64);
+      const std::vector<int32_t> masks(size_t(cs.block), kMask);
+      SequenceForward sg = g.request(masks, cs.n_prefix, 32),
+                      sc = c.request(masks, cs.n_prefix, 32);
+      sg.sparse = sc.sparse = mage_select(cs.k, 1, cs.select_queries, method);
+      const SequenceResult rg = g.run(sg), rc = c.run(sc);
+      EXPECT_LE(rel_error(rg.logits, rc.logits), 2e-2) << "the selecting step is exact attention";
+      ASSERT_EQ(rg.sparse_selection.size(), size_t(layers * hkv));
+      double worst = 1.0, mean = 0;
+      for (int64_t i = 0; i < layers * hkv; ++i) {
+        const SparseSet &a = rg.sparse_selection[size_t(i)], &b = rc.sparse_selection[size_t(i)];
+        EXPECT_EQ(a.prefix, b.prefix) << i;
+        EXPECT_EQ(a.dense, b.dense) << i;
+        if (i < hkv) {  // layer 0 is exact: no set
+          EXPECT_TRUE(a.slots.empty());
+          continue;
+        }
+        ASSERT_EQ(a.slots.size(), size_t(cs.k)) << i;
+        EXPECT_TRUE(std::is_sorted(a.slots.begin(), a.slots.end()));
+        const double r = recall(a.slots, b.slots);
+        worst = std::min(worst, r);
+        mean += r / double((layers - 1) * hkv);
       }
-      ASSERT_EQ(a.slots.size(), size_t(cs.k)) << i;
-      EXPECT_TRUE(std::is_sorted(a.slots.begin(), a.slots.end()));
-      const double r = recall(a.slots, b.slots);
-      worst = std::min(worst, r);
-      mean += r / double((layers - 1) * hkv);
-    }
-    std::printf("  GPU vs CPU selection recall: mean %.4f, worst set %.4f (random: %.3f)\n", mean,
-                worst, double(cs.k) / cs.n_prefix);
-    // The GPU scores bf16 queries and keys of a bf16 model, the CPU fp32 ones in double: keys
-    // near the k-th score may swap (a random model's averaged attention is nearly flat). The
-    // score and top-k kernels themselves match the CPU on the same inputs (CudaSparseSelect.*).
-    EXPECT_GE(mean, 0.75);
-    EXPECT_GE(worst, 0.5);
+      std::printf("  GPU vs CPU selection recall: mean %.4f, worst set %.4f (random: %.3f)\n", mean,
+                  worst, double(cs.k) / cs.n_prefix);
+      // The GPU scores bf16 queries and keys of a bf16 model, the CPU fp32 ones in double: keys
+      // near the k-th score may swap (a random model's averaged attention is nearly flat). The
+      // score and top-k kernels themselves match the CPU on the same inputs (CudaSparseSelect.*).
+      EXPECT_GE(mean, 0.75);
+      EXPECT_GE(worst, 0.5);
 
-    const auto block = later_block(cs.block);
-    SequenceForward ag = g.request(block, cs.n_prefix, 32), ac = c.request(block, cs.n_prefix, 32);
-    ag.sparse = ac.sparse = mage_attend(cs.k, 1);
-    const auto gpu_sparse = g.run(ag).logits;
-    const auto cpu_own_sets = c.run(ac).logits;
-    // The CPU on the GPU's sets.
-    auto& cpu_state = static_cast<cpu_backend::CpuMethodState&>(*c.state);
-    cpu_state.sparse_sets = rg.sparse_selection;
-    const auto cpu_gpu_sets = c.run(ac).logits;
-    const auto gpu_exact = g.run(g.request(block, cs.n_prefix, 32)).logits;
-    // The same step exact on both backends: whatever differs beyond this is the sparse path's.
-    const double exact_vs_cpu =
-        rel_error(gpu_exact, c.run(c.request(block, cs.n_prefix, 32)).logits);
-    EXPECT_LE(exact_vs_cpu, 2e-2) << "exact attention of the later step, GPU vs CPU";
-    const double same_sets = rel_error(gpu_sparse, cpu_gpu_sets);
-    const double own_sets = rel_error(gpu_sparse, cpu_own_sets);
-    const double vs_exact = rel_error(gpu_sparse, gpu_exact);
-    std::printf(
-        "  sparse logits rel. error: vs CPU on the same sets %.2e, on its own sets %.2e; "
-        "GPU sparse vs GPU exact %.2e (exact GPU vs CPU %.2e)\n",
-        same_sets, own_sets, vs_exact, exact_vs_cpu);
-    EXPECT_LE(same_sets, 2e-2);
-    // Against the CPU's own sets the bf16 selection may swap a few keys near the k-th score
-    // (H100, 2026-11-25: recall 0.975-1.0, own-set errors 0.4-3.7e-2 where the same sets give
-    // 3.6-3.9e-3): the attention given the sets is checked above, the sets by recall.
-    EXPECT_LE(own_sets, 5e-2);
-    EXPECT_GT(vs_exact, 3 * same_sets) << "the selection must matter";
-  }
+      const auto block = later_block(cs.block);
+      SequenceForward ag = g.request(block, cs.n_prefix, 32),
+                      ac = c.request(block, cs.n_prefix, 32);
+      ag.sparse = ac.sparse = mage_attend(cs.k, 1);
+      const auto gpu_sparse = g.run(ag).logits;
+      const auto cpu_own_sets = c.run(ac).logits;
+      // The CPU on the GPU's sets.
+      auto& cpu_state = static_cast<cpu_backend::CpuMethodState&>(*c.state);
+      cpu_state.sparse_sets = rg.sparse_selection;
+      const auto cpu_gpu_sets = c.run(ac).logits;
+      const auto gpu_exact = g.run(g.request(block, cs.n_prefix, 32)).logits;
+      // The same step exact on both backends: whatever differs beyond this is the sparse path's.
+      const double exact_vs_cpu =
+          rel_error(gpu_exact, c.run(c.request(block, cs.n_prefix, 32)).logits);
+      EXPECT_LE(exact_vs_cpu, 2e-2) << "exact attention of the later step, GPU vs CPU";
+      const double same_sets = rel_error(gpu_sparse, cpu_gpu_sets);
+      const double own_sets = rel_error(gpu_sparse, cpu_own_sets);
+      const double vs_exact = rel_error(gpu_sparse, gpu_exact);
+      std::printf(
+          "  sparse logits rel. error: vs CPU on the same sets %.2e, on its own sets %.2e; "
+          "GPU sparse vs GPU exact %.2e (exact GPU vs CPU %.2e)\n",
+          same_sets, own_sets, vs_exact, exact_vs_cpu);
+      EXPECT_LE(same_sets, 2e-2);
+      // Against the CPU's own sets the bf16 selection may swap a few keys near the k-th score
+      // (H100, 2026-11-25: recall 0.975-1.0, own-set errors 0.4-3.7e-2 where the same sets give
+      // 3.6-3.9e-3): the attention given the sets is checked above, the sets by recall.
+      EXPECT_LE(own_sets, 5e-2);
+      EXPECT_GT(vs_exact, 3 * same_sets) << "the selection must matter";
+    }
 }
 
 // k >= N: the selecting and the attending forward are exact attention, bit for bit (SDAR and
@@ -372,7 +376,8 @@ TEST(CudaMage, SideStreamSelectionEqualsMainStream) {
   ASSERT_EQ(ra.sparse_selection.size(), rb.sparse_selection.size());
   for (size_t i = 0; i < ra.sparse_selection.size(); ++i)
     EXPECT_EQ(ra.sparse_selection[i].slots, rb.sparse_selection[i].slots) << i;
-  SequenceForward ga = a.request(later_block(32), 800, 32), gb = b.request(later_block(32), 800, 32);
+  SequenceForward ga = a.request(later_block(32), 800, 32),
+                  gb = b.request(later_block(32), 800, 32);
   ga.sparse = gb.sparse = mage_attend(96, 1);
   EXPECT_EQ(a.run(ga).logits, b.run(gb).logits);
 }
@@ -445,27 +450,118 @@ TEST(CudaMage, UnsupportedRequestsNameTheProblem) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
+  // Quest on the GPU takes whole pages only (100 slots are 6 pages of 16 and 4 keys).
   SequenceForward quest = g.request(later_block(32), 100, 32);
   quest.sparse = mage_attend(16, 1);
   quest.sparse->select = SparseMethod::kQuest;
-  expect_error(quest, "quest");
+  expect_error(quest, "quest on the CUDA backend needs a prefix of whole pages (100 cached slots");
   SequenceForward unselected = g.request(later_block(32), 100, 32);
   unselected.sparse = mage_attend(16, 1);
   expect_error(unselected, "no selection is stored");
 }
 
-// Greedy decoding with MAGE and SparseD on the GPU follows the CPU step for step, on the sparse
-// trajectory fixtures' MAGE and SparseD cases (k small enough that the selection changes tokens). The CPU attends
-// through the GPU's sets (copied after each selecting forward; how many equal the CPU's own is
-// printed), so that a divergence can only come from bf16 in the forward; it must then come from
-// a near-tie in the CPU's own numbers (as CudaBackend.GreedyGenerationMatchesCpu), and the test
-// prints that margin.
+// How a GPU decode tracked the CPU's (track_cpu_step_by_step).
+struct Tracked {
+  bool identical = false;
+  int sets = 0, equal_sets = 0;  // selections made, and how many of the GPU's equal the CPU's own
+};
+
+// The smallest relative gap among the CPU's decisions of one forward: a token's probability
+// against the runner-up, the unmask threshold, the editing threshold (token editing) and every
+// other row's (the order of unmasking). A bf16 forward may flip a decision only where it is small.
+double closest_decision_margin(const SequenceResult& r, const DecodeParams& d) {
+  double margin = 1e9;
+  for (size_t i = 0; i < r.stats.size(); ++i) {
+    const double ci = std::max(double(r.stats[i].p_token_tempered), 1e-9);
+    margin = std::min(margin, double(r.stats[i].margin) / ci);
+    margin = std::min(margin, std::abs(ci - d.threshold) / ci);
+    if (d.editing_threshold >= 0)
+      margin = std::min(margin, std::abs(ci - d.editing_threshold) / ci);
+    for (size_t j = i + 1; j < r.stats.size(); ++j)
+      margin = std::min(margin, std::abs(ci - r.stats[j].p_token_tempered) / ci);
+  }
+  return margin;
+}
+
+// Decodes `prompt` on both backends forward by forward, the CPU attending through the GPU's
+// sets (MAGE / SparseD: copied after each selecting forward; Quest, which selects in every
+// forward: copied before the CPU's forward, which then selects its own sets for the count only),
+// so that a divergence can only come from bf16 in the forward. At the first divergence of a
+// greedy decode the CPU's closest decision margin must be a near-tie (printed); a sampled decode
+// (temperature > 0) draws the same random numbers on both, and its divergence is printed only.
+// Stops where the CPU's final tokens reach one of stop_ids, as the engine does.
+Tracked track_cpu_step_by_step(const Model& model, Backend& gpu, Backend& cpu,
+                               const DecodeParams& d, const std::vector<int32_t>& prompt,
+                               const std::vector<int64_t>& stop_ids, const std::string& name) {
+  Tracked t;
+  auto dc = make_decoder(model.config(), d, prompt), dg = make_decoder(model.config(), d, prompt);
+  auto kc = cpu.create_cache(dc->cache_capacity()), kg = gpu.create_cache(dg->cache_capacity());
+  auto sc = cpu.create_method_state(), sg = gpu.create_method_state();
+  auto& cpu_sets = static_cast<cpu_backend::CpuMethodState&>(*sc).sparse_sets;
+  int sparse_forwards = 0;
+  for (int step = 0; step < 500; ++step) {
+    SequenceForward fc, fg;
+    fc.cache = kc.get();
+    fg.cache = kg.get();
+    fc.state = sc.get();
+    fg.state = sg.get();
+    const bool more = dc->plan(fc);
+    EXPECT_EQ(more, dg->plan(fg));
+    if (!more) break;
+    EXPECT_EQ(fc.tokens, fg.tokens) << "step " << step;
+    sparse_forwards += fg.sparse && fg.sparse->attend_selected;
+    const bool selects = fg.sparse && fg.sparse->select != SparseMethod::kNone;
+    const bool quest = selects && fg.sparse->select == SparseMethod::kQuest;
+    if (selects) fc.sparse->want_selection = fg.sparse->want_selection = true;
+    const auto rg = gpu.forward(std::span(&fg, 1))[0];
+    if (quest) {  // the CPU attends the GPU's sets of this very forward
+      cpu_sets = rg.sparse_selection;
+      fc.sparse->keep_selection = false;
+    }
+    const auto rc = cpu.forward(std::span(&fc, 1))[0];
+    if (selects) {
+      EXPECT_EQ(rg.sparse_selection.size(), rc.sparse_selection.size());
+      for (size_t i = 0; i < std::min(rg.sparse_selection.size(), rc.sparse_selection.size());
+           ++i) {
+        const SparseSet &a = rg.sparse_selection[i], &b = rc.sparse_selection[i];
+        if (a.slots.empty() && !a.dense) continue;  // an exact layer
+        ++t.sets;
+        t.equal_sets += a.slots == b.slots && a.dense == b.dense;
+      }
+      cpu_sets = rg.sparse_selection;
+    }
+    dc->observe(rc);
+    dg->observe(rg);
+    if (dc->canvas() != dg->canvas()) {
+      const double margin = closest_decision_margin(rc, d);
+      const bool sampled = d.sampler.temperature > 0;
+      std::printf(
+          "  %s: GPU and CPU diverge at forward %d; closest CPU decision margin %.4f "
+          "(relative)%s\n",
+          name.c_str(), step, margin, sampled ? ", sampled" : "");
+      if (!sampled) EXPECT_LT(margin, 0.03) << "a divergence without a near-tie is a bug, not bf16";
+      return t;  // (SparseD's exact first steps may diverge before any sparse forward)
+    }
+    const auto& fin = dc->final_tokens();
+    if (std::any_of(fin.begin(), fin.end(), [&](int32_t id) {
+          return std::find(stop_ids.begin(), stop_ids.end(), id) != stop_ids.end();
+        }))
+      break;
+  }
+  EXPECT_GT(sparse_forwards, 0);
+  EXPECT_EQ(dg->final_tokens(), dc->final_tokens());
+  t.identical = dg->final_tokens() == dc->final_tokens();
+  return t;
+}
+
+// Greedy decoding with MAGE, Quest and SparseD on the GPU follows the CPU step for step, on the
+// sparse trajectory fixtures' cases (k small enough that the selection changes tokens); any
+// divergence is at a near-tie of the CPU's own numbers (as CudaBackend.GreedyGenerationMatchesCpu).
 TEST(CudaMage, GreedyGenerationTracksCpuWithMageAndSparseD) {
   const auto fx = read_json_file(test::fixtures_dir() / "sparse" / "trajectories.json");
   int cases = 0, identical = 0, sets = 0, equal_sets = 0;
   for (const auto& c : fx["cases"]) {
     const std::string method = c["sparse"]["method"];
-    if (method == "quest") continue;  // not on the CUDA backend yet
     const std::string name = c["model"].get<std::string>() + " " + method;
     SCOPED_TRACE(name);
     const std::string model_name = c["model"];
@@ -486,100 +582,61 @@ TEST(CudaMage, GreedyGenerationTracksCpuWithMageAndSparseD) {
     d.sparse.exact_layers = sp["exact_layers"];
     d.sparse.select_queries = sp["select_queries"];
     d.sparse.dense_fraction = sp["dense_fraction"];
+    d.sparse.page_size = sp["page_size"];
     const auto prompt = c["prompt"].get<std::vector<int32_t>>();
     d = resolve_decode_params(model->config(), d, int64_t(prompt.size()));
-    auto dc = make_decoder(model->config(), d, prompt), dg = make_decoder(model->config(), d, prompt);
-    auto kc = cpu->create_cache(dc->cache_capacity()), kg = gpu->create_cache(dg->cache_capacity());
-    auto sc = cpu->create_method_state(), sg = gpu->create_method_state();
+    const Tracked t = track_cpu_step_by_step(*model, *gpu, *cpu, d, prompt, {}, name);
     ++cases;
-    bool diverged = false;
-    int sparse_forwards = 0;
-    for (int step = 0; step < 500; ++step) {
-      SequenceForward fc, fg;
-      fc.cache = kc.get();
-      fg.cache = kg.get();
-      fc.state = sc.get();
-      fg.state = sg.get();
-      const bool more = dc->plan(fc);
-      ASSERT_EQ(more, dg->plan(fg));
-      if (!more) break;
-      ASSERT_EQ(fc.tokens, fg.tokens) << "step " << step;
-      sparse_forwards += fg.sparse && fg.sparse->attend_selected;
-      const bool selects = fg.sparse && fg.sparse->select != SparseMethod::kNone;
-      if (selects) fc.sparse->want_selection = fg.sparse->want_selection = true;
-      const auto rc = cpu->forward(std::span(&fc, 1))[0];
-      const auto rg = gpu->forward(std::span(&fg, 1))[0];
-      if (selects) {
-        ASSERT_EQ(rg.sparse_selection.size(), rc.sparse_selection.size());
-        for (size_t i = 0; i < rg.sparse_selection.size(); ++i) {
-          const SparseSet &a = rg.sparse_selection[i], &b = rc.sparse_selection[i];
-          if (a.slots.empty() && !a.dense) continue;  // an exact layer
-          ++sets;
-          equal_sets += a.slots == b.slots && a.dense == b.dense;
-        }
-        static_cast<cpu_backend::CpuMethodState&>(*sc).sparse_sets = rg.sparse_selection;
-      }
-      dc->observe(rc);
-      dg->observe(rg);
-      if (dc->canvas() == dg->canvas()) continue;
-      double margin = 1e9;
-      for (size_t i = 0; i < rc.stats.size(); ++i) {
-        const double ci = rc.stats[i].p_token_tempered;
-        margin = std::min(margin, double(rc.stats[i].margin) / std::max(ci, 1e-9));
-        margin = std::min(margin, std::abs(ci - d.threshold) / std::max(ci, 1e-9));
-        for (size_t j = i + 1; j < rc.stats.size(); ++j)
-          margin = std::min(margin, std::abs(ci - rc.stats[j].p_token_tempered) / std::max(ci, 1e-9));
-      }
-      std::printf("  %s: GPU and CPU diverge at forward %d; closest CPU decision margin %.4f "
-                  "(relative)\n",
-                  name.c_str(), step, margin);
-      EXPECT_LT(margin, 0.03) << "a divergence without a near-tie is a bug, not bf16";
-      diverged = true;
-      break;
-    }
-    EXPECT_GT(sparse_forwards, 0);
-    if (!diverged) {
-      EXPECT_EQ(dg->final_tokens(), dc->final_tokens());
-      ++identical;
-    }
+    identical += t.identical;
+    sets += t.sets;
+    equal_sets += t.equal_sets;
   }
-  std::printf("  MAGE / SparseD greedy GPU trajectories identical to CPU: %d of %d; GPU sets "
-              "equal to the CPU's own: %d of %d\n",
-              identical, cases, equal_sets, sets);
-  EXPECT_EQ(cases, 4);
+  std::printf(
+      "  MAGE / Quest / SparseD greedy GPU trajectories identical to CPU: %d of %d; GPU "
+      "sets equal to the CPU's own: %d of %d\n",
+      identical, cases, equal_sets, sets);
+  EXPECT_EQ(cases, 6);
   EXPECT_GT(sets, 0);
 }
 
-// LLaDA2.x generations with MAGE and SparseD (block diffusion and token editing) on the
+// LLaDA2.x decodes with MAGE, Quest and SparseD (block diffusion and token editing) on the
 // llada2-tiny fixture (head_dim 16, two query heads per KV head), the cases of
-// sparse/llada2-trajectories.json the CUDA backend runs (no Quest): they must run on the GPU
-// and, bf16 near-ties aside, give the CPU's ids (the CPU's equal the reference's,
-// SparseTrajectory.Llada2MatchesReferenceAfterEveryForward).
+// sparse/llada2-trajectories.json, tracked forward by forward as above (the CPU's ids equal the
+// reference's, SparseTrajectory.Llada2MatchesReferenceAfterEveryForward); the whole generations
+// also run through the GPU engine.
 TEST(CudaMage, Llada2GenerationsTrackTheCpu) {
   const auto fx = read_json_file(test::fixtures_dir() / "sparse" / "llada2-trajectories.json");
   auto model = Model::load(test::model_fixture(fx["model"]));
   auto gpu = make_cuda_backend(*model);
   auto cpu = make_cpu_backend(*model);
-  EngineCore eg(*model, *gpu), ec(*model, *cpu);
-  int cases = 0, identical = 0;
+  EngineCore eg(*model, *gpu);
+  int cases = 0, identical = 0, sets = 0, equal_sets = 0;
   for (const auto& c : fx["cases"]) {
-    if (c["sparse"]["method"] == "quest") continue;  // not on the CUDA backend yet
-    SCOPED_TRACE(c["name"].get<std::string>());
+    const std::string name = "llada2 " + c["name"].get<std::string>();
+    SCOPED_TRACE(name);
     const auto& p = c["params"];
-    const DecodeParams d = test::llada2_sparse_params_from(c);
-    GenerationRequest req;
-    req.prompt = c["prompt"].get<std::vector<int32_t>>();
-    req.params = resolve_decode_params(model->config(), d, int64_t(req.prompt.size()));
-    req.stop_ids = p["stop_ids"].get<std::vector<int64_t>>();
-    const auto g = eg.generate(req);
-    const auto r = ec.generate(req);
+    const DecodeParams d = resolve_decode_params(
+        model->config(), test::llada2_sparse_params_from(c), int64_t(c["prompt"].size()));
+    const auto prompt = c["prompt"].get<std::vector<int32_t>>();
+    const auto stop_ids = p["stop_ids"].get<std::vector<int64_t>>();
+    const Tracked t = track_cpu_step_by_step(*model, *gpu, *cpu, d, prompt, stop_ids, name);
     ++cases;
-    identical += g.ids == r.ids ? 1 : 0;
+    identical += t.identical;
+    sets += t.sets;
+    equal_sets += t.equal_sets;
+    GenerationRequest req;
+    req.prompt = prompt;
+    req.params = d;
+    req.stop_ids = stop_ids;
+    const auto g = eg.generate(req);
+    EXPECT_NE(g.finish_reason, "error") << g.error;
   }
-  std::printf("  LLaDA2 MAGE / SparseD GPU generations identical to CPU: %d of %d\n", identical,
-              cases);
-  EXPECT_EQ(cases, 9);
-  EXPECT_GE(identical * 10, cases * 3);
+  std::printf(
+      "  LLaDA2 MAGE / Quest / SparseD GPU decodes identical to CPU: %d of %d; GPU sets "
+      "equal to the CPU's own: %d of %d\n",
+      identical, cases, equal_sets, sets);
+  EXPECT_EQ(cases, 11);
+  EXPECT_GT(sets, 0);
 }
 
 }  // namespace

@@ -1,12 +1,14 @@
 // The CUDA sparse prefill kernel (backend/cuda/sparse_prefill.cu) against masked dense attention
 // on the host: for every pattern (A-shape, tri-shape, vertical-slash, block-sparse, grid,
-// Q-boundary and dense), causal and block-causal (B = 4), ragged lengths, GQA, head_dim 64 and 128,
-// the output of the plan's kernel equals fp32 softmax attention over the plan's mask (plan_mask,
-// whose equality with an independent reference tests/attention/sparse_prefill_test.cpp checks) on
-// the same bf16-rounded inputs, relative L2 error <= 1e-2.
+// Q-boundary and dense), causal and block-causal (B = 4), ragged lengths, GQA, head_dim 16, 32, 64
+// and 128, the output of the plan's kernel equals fp32 softmax attention over the plan's mask
+// (plan_mask, whose equality with an independent reference tests/attention/sparse_prefill_test.cpp
+// checks) on the same bf16-rounded inputs, relative L2 error <= 1e-2.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <random>
 
 #include "attention/sparse_prefill_patterns.h"
@@ -64,7 +66,10 @@ std::vector<float> masked_dense(const SparsePrefillPlan& plan, const std::vector
   return out;
 }
 
-void check_pattern(const HeadPattern& pattern, const Shape& s, uint32_t seed) {
+// through_slots: K/V rows scattered over a larger pool by a random permutation and read through
+// the key_slots map (the forward's paged pool).
+void check_pattern(const HeadPattern& pattern, const Shape& s, uint32_t seed,
+                   bool through_slots = false) {
   SCOPED_TRACE("pattern " + to_string(pattern.kind) +
                (pattern.boundary == BoundaryKind::kQ ? "+q_boundary" : "") + " n " +
                std::to_string(s.n) + " d " + std::to_string(s.d) + " B " +
@@ -90,12 +95,28 @@ void check_pattern(const HeadPattern& pattern, const Shape& s, uint32_t seed) {
   }
   const std::vector<float> ref = masked_dense(plan, q, k, v, s);
   const cuda::DeviceSparsePlan dplan = cuda::upload_sparse_plan(plan);
-  auto dq = test::to_device(qb), dk = test::to_device(kb), dv = test::to_device(vb);
+  std::vector<int32_t> slots;
+  std::vector<uint16_t> kp = kb, vp = vb;
+  if (through_slots) {
+    const size_t row = size_t(s.kv_heads) * s.d, pool = size_t(s.n) + 37;
+    std::vector<int32_t> perm(pool);
+    std::iota(perm.begin(), perm.end(), 0);
+    std::shuffle(perm.begin(), perm.end(), rng);
+    slots.assign(perm.begin(), perm.begin() + s.n);
+    kp.assign(pool * row, 0x7fc0);  // NaN in the rows no key maps to
+    vp.assign(pool * row, 0x7fc0);
+    for (int c = 0; c < s.n; ++c) {
+      std::copy_n(&kb[size_t(c) * row], row, &kp[size_t(slots[c]) * row]);
+      std::copy_n(&vb[size_t(c) * row], row, &vp[size_t(slots[c]) * row]);
+    }
+  }
+  auto dq = test::to_device(qb), dk = test::to_device(kp), dv = test::to_device(vp);
+  auto dslots = test::to_device(through_slots ? slots : std::vector<int32_t>{0});
   cuda::DeviceBuffer<cuda::bf16> dout(q.size(), "output");
   cuda::sparse_prefill_attention(dplan, reinterpret_cast<const cuda::bf16*>(dq.get()),
                                  reinterpret_cast<const cuda::bf16*>(dk.get()),
                                  reinterpret_cast<const cuda::bf16*>(dv.get()), s.heads, s.kv_heads,
-                                 s.d, dout.get(), nullptr);
+                                 s.d, dout.get(), nullptr, through_slots ? dslots.get() : nullptr);
   const std::vector<float> got = test::bf16_to_floats(test::to_host(dout));
   EXPECT_LE(test::rel_error(got, ref), 1e-2);
 }
@@ -149,6 +170,21 @@ TEST(CudaSparsePrefill, HeadDim64AndShortRaggedSequences) {
   // Odd lengths causal, even ones block-causal (B = 4).
   for (const HeadPattern& p : all_patterns())
     for (int n : {1, 64, 65, 778}) check_pattern(p, {n, 6, 3, 64, n % 2 ? 1 : 4}, seed++);
+}
+
+// The embedded models' and the forward fixtures' head sizes (cuda_sparse_prefill_forward_test).
+TEST(CudaSparsePrefill, HeadDim32And16) {
+  uint32_t seed = 300;
+  for (const HeadPattern& p : all_patterns())
+    for (int head_dim : {32, 16})
+      check_pattern(p, {403, 4, 2, head_dim, head_dim == 32 ? 4 : 1}, seed++);
+}
+
+// K/V read through a slot map (the CUDA forward's pool), causal and block-causal.
+TEST(CudaSparsePrefill, KeysThroughPoolSlots) {
+  uint32_t seed = 400;
+  for (const HeadPattern& p : all_patterns())
+    for (int block : {1, 4}) check_pattern(p, {517, 4, 2, 128, block}, seed++, true);
 }
 
 TEST(CudaSparsePrefill, RejectsBadArguments) {

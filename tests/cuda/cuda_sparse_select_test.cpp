@@ -76,23 +76,63 @@ TEST(CudaSparseSelect, ScoreSumMatchesCpuReference) {
     p.kv_heads = s.kv_heads;
     p.head_dim = s.head_dim;
     p.scale = scale;
-    cuda::mage_score_sum(p, nullptr);
-    const auto got = test::to_host(dscores);
-    for (int h = 0; h < s.kv_heads; ++h) {
-      std::vector<const float*> keys;
-      for (int j = 0; j < s.n_prefix; ++j)
-        keys.push_back(kc.data() + size_t(slots[size_t(j)]) * kvd + h * s.head_dim);
-      const auto want =
-          cpu::mean_attention_scores(q.data() + h * group * s.head_dim, qd, rows, group, s.head_dim,
-                                     keys, s.n_prefix, s.n_prefix, {}, 0, scale);
-      double sum = 0;
-      for (int j = 0; j < s.n_prefix; ++j) {
-        EXPECT_NEAR(got[size_t(h) * s.n_prefix + j], want[size_t(j)], 1e-4 * want[size_t(j)] + 1e-9)
-            << "kv head " << h << " key " << j;
-        sum += got[size_t(h) * s.n_prefix + j];
+    // The exact attention's hand-over of the same LSE: (m, l) per split of the prefix and query
+    // row r * G + g ([splits, kv_heads, rows * G, 2]), the last split empty (m = -inf, l = 0:
+    // a split past the prefix), merged by the score-sum kernel itself.
+    const int splits = 4, split_keys = (s.n_prefix + splits - 2) / (splits - 1);
+    std::vector<float> ml(size_t(splits) * s.kv_heads * s.rows * group * 2);
+    for (int c = 0; c < splits; ++c)
+      for (int r = 0; r < s.rows; ++r)
+        for (int hq = 0; hq < s.heads; ++hq) {
+          const int h = hq / group;
+          double m = -INFINITY, l = 0;
+          for (int j = c * split_keys; j < std::min(s.n_prefix, (c + 1) * split_keys); ++j) {
+            double d = 0;
+            for (int i = 0; i < s.head_dim; ++i)
+              d += double(q[size_t(r) * qd + hq * s.head_dim + i]) *
+                   kc[size_t(slots[size_t(j)]) * kvd + h * s.head_dim + i];
+            const double x = d * scale, mn = std::max(m, x);
+            l = l * std::exp(m - mn) + std::exp(x - mn);
+            m = mn;
+          }
+          const size_t at =
+              ((size_t(c) * s.kv_heads + h) * s.rows * group + r * group + hq % group) * 2;
+          ml[at] = float(m);
+          ml[at + 1] = float(l);
+        }
+    auto dml = test::to_device(ml);
+    for (const bool handed_over : {false, true})
+      for (const int rows_per_warp : {16, 32}) {
+        SCOPED_TRACE(std::string(handed_over ? "hand-over" : "lse") + ", rows per warp " +
+                     std::to_string(rows_per_warp));
+        cuda::ScoreSumParams ps = p;
+        ps.rows_per_warp = rows_per_warp;
+        if (handed_over) {
+          ps.lse = nullptr;
+          ps.prefix_ml = dml.get();
+          ps.splits = splits;
+          ps.n_q = s.rows;
+        }
+        DLLM_CUDA_CHECK(cudaMemset(dscores.get(), 0xff, dscores.size() * sizeof(float)));
+        cuda::mage_score_sum(ps, nullptr);
+        const auto got = test::to_host(dscores);
+        for (int h = 0; h < s.kv_heads; ++h) {
+          std::vector<const float*> keys;
+          for (int j = 0; j < s.n_prefix; ++j)
+            keys.push_back(kc.data() + size_t(slots[size_t(j)]) * kvd + h * s.head_dim);
+          const auto want =
+              cpu::mean_attention_scores(q.data() + h * group * s.head_dim, qd, rows, group,
+                                         s.head_dim, keys, s.n_prefix, s.n_prefix, {}, 0, scale);
+          double sum = 0;
+          for (int j = 0; j < s.n_prefix; ++j) {
+            EXPECT_NEAR(got[size_t(h) * s.n_prefix + j], want[size_t(j)],
+                        1e-4 * want[size_t(j)] + 1e-9)
+                << "kv head " << h << " key " << j;
+            sum += got[size_t(h) * s.n_prefix + j];
+          }
+          EXPECT_NEAR(sum, 1.0, 1e-3) << "a mean of distributions over the prefix";
+        }
       }
-      EXPECT_NEAR(sum, 1.0, 1e-3) << "a mean of distributions over the prefix";
-    }
     // The prefix-only LSE on the device (what the forward's selection computes) against the
     // host's double: the used rows get it, the others are left alone.
     const float untouched = -12345.0f;
@@ -100,9 +140,9 @@ TEST(CudaSparseSelect, ScoreSumMatchesCpuReference) {
     const std::vector<float> fill(lse.size(), untouched);
     DLLM_CUDA_CHECK(cudaMemcpy(dlse_gpu.get(), fill.data(), fill.size() * sizeof(float),
                                cudaMemcpyHostToDevice));
-    cuda::DeviceBuffer<float> ws(cuda::prefix_lse_workspace_floats(s.n_prefix, int(rows.size()),
-                                                                    s.heads, s.kv_heads),
-                                 "lse workspace");
+    cuda::DeviceBuffer<float> ws(
+        cuda::prefix_lse_workspace_floats(s.n_prefix, int(rows.size()), s.heads, s.kv_heads),
+        "lse workspace");
     cuda::mage_prefix_lse(p, dlse_gpu.get(), ws.get(), nullptr);
     const auto lse_gpu = test::to_host(dlse_gpu);
     for (int r = 0; r < s.rows; ++r) {
@@ -142,25 +182,145 @@ TEST(CudaSparseSelect, UnsupportedHeadDimIsAClearError) {
   }
 }
 
+// The multi-block radix select (three histogram passes over chunks of 4096 scores, counts,
+// ordered writes) against top_k_indices on fresh random scores: one chunk and many, ragged ends,
+// k near n, ties (repeated values, also straddling the k-th, across chunk borders), negative
+// scores (Quest's bound), softmax-like scores sharing their top bits, and every score equal.
 TEST(CudaSparseSelect, TopKMatchesCpuIncludingTies) {
-  std::mt19937 rng(5);
-  for (const auto [n, k, heads] :
-       {std::tuple{131072, 1024, 2}, std::tuple{5000, 37, 3}, std::tuple{2048, 2047, 1}}) {
-    SCOPED_TRACE(n);
-    auto scores = test::random_floats(size_t(n) * heads, rng);
-    // Ties (repeated values, also straddling the k-th) and negative scores (Quest's bound).
-    for (size_t i = 0; i < scores.size(); i += 7) scores[i] = scores[i / 7 * 7 / 2];
-    for (size_t i = 3; i < scores.size(); i += 11) scores[i] = 0.25f;
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  struct Case {
+    int n, k, heads;
+    const char* kind;
+  };
+  for (const Case c :
+       {Case{131072, 1024, 2, "ties"}, Case{5000, 37, 3, "ties"}, Case{2048, 2047, 1, "ties"},
+        Case{32768, 1024, 8, "softmax"}, Case{12289, 4096, 2, "softmax"},
+        Case{4096, 100, 1, "ties"}, Case{9000, 3000, 2, "equal"}, Case{20000, 512, 3, "coarse"},
+        Case{333, 16, 2, "ties"}}) {
+    SCOPED_TRACE(std::string(c.kind) + " n " + std::to_string(c.n) + " k " + std::to_string(c.k));
+    const size_t total = size_t(c.n) * c.heads;
+    std::vector<float> scores;
+    if (std::string(c.kind) == "softmax") {  // exp of normal logits over their sum: one octave band
+      std::normal_distribution<float> z(0.0f, 1.5f);
+      for (size_t i = 0; i < total; ++i) scores.push_back(std::exp(z(rng)) * 1e-5f);
+    } else if (std::string(c.kind) == "equal") {
+      scores.assign(total, 0.125f);
+    } else if (std::string(c.kind) == "coarse") {  // a few distinct values: ties everywhere
+      std::uniform_int_distribution<int> v(-3, 4);
+      for (size_t i = 0; i < total; ++i) scores.push_back(float(v(rng)) * 0.5f);
+    } else {
+      scores = test::random_floats(total, rng);
+      for (size_t i = 0; i < scores.size(); i += 7) scores[i] = scores[i / 7 * 7 / 2];
+      for (size_t i = 3; i < scores.size(); i += 11) scores[i] = 0.25f;
+    }
     auto d = test::to_device(scores);
-    cuda::DeviceBuffer<int32_t> out(size_t(k) * heads, "top-k");
-    cuda::sparse_top_k(d.get(), n, k, heads, out.get(), nullptr);
-    const auto got = test::to_host(out);
-    for (int h = 0; h < heads; ++h) {
-      std::vector<double> sd(scores.begin() + size_t(h) * n, scores.begin() + size_t(h + 1) * n);
-      const auto want = top_k_indices(sd, k);
-      EXPECT_EQ(std::vector<int32_t>(got.begin() + size_t(h) * k, got.begin() + size_t(h + 1) * k),
-                want)
-          << "kv head " << h;
+    cuda::DeviceBuffer<int32_t> out(size_t(c.k) * c.heads, "top-k");
+    cuda::DeviceBuffer<int32_t> ws(cuda::top_k_workspace_ints(c.n, c.heads), "top-k workspace");
+    // Twice: the workspace is cleared by each call (a stale count would show the second time).
+    for (int run = 0; run < 2; ++run) {
+      DLLM_CUDA_CHECK(cudaMemset(out.get(), 0xff, out.size() * sizeof(int32_t)));
+      cuda::sparse_top_k(d.get(), c.n, c.k, c.heads, out.get(), ws.get(), nullptr);
+      const auto got = test::to_host(out);
+      for (int h = 0; h < c.heads; ++h) {
+        std::vector<double> sd(scores.begin() + size_t(h) * c.n,
+                               scores.begin() + size_t(h + 1) * c.n);
+        const auto want = top_k_indices(sd, c.k);
+        EXPECT_EQ(
+            std::vector<int32_t>(got.begin() + size_t(h) * c.k, got.begin() + size_t(h + 1) * c.k),
+            want)
+            << "kv head " << h << " run " << run;
+      }
+    }
+  }
+}
+
+// Quest's page scores (the bound of each page from its keys' per-dim max and min, averaged over
+// every row and query head) against the CPU's quest_page_scores on the same bf16 values, fresh
+// random inputs: GQA 4 and 1, pages of 16 and 4, head_dim 128 / 64 / 16, keys scattered over
+// the pool; then the pages' slots.
+TEST(CudaSparseSelect, QuestPageScoresMatchCpuReference) {
+  const unsigned seed = std::random_device{}();
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  std::mt19937 rng(seed);
+  struct Shape {
+    int rows, heads, kv_heads, head_dim, n_prefix, page;
+  };
+  for (const Shape s : {Shape{32, 8, 2, 128, 1024, 16}, Shape{8, 4, 4, 64, 400, 4},
+                        Shape{32, 32, 8, 16, 2048, 16}, Shape{5, 7, 1, 32, 96, 16}}) {
+    SCOPED_TRACE("head_dim " + std::to_string(s.head_dim) + " n_prefix " +
+                 std::to_string(s.n_prefix) + " page " + std::to_string(s.page));
+    const int group = s.heads / s.kv_heads, qd = s.heads * s.head_dim,
+              kvd = s.kv_heads * s.head_dim, pool = s.n_prefix + 40, pages = s.n_prefix / s.page;
+    auto q = test::random_floats(size_t(s.rows) * qd, rng);
+    auto kc = test::random_floats(size_t(pool) * kvd, rng, 1.5f);
+    const auto qb = test::round_bf16(q), kb = test::round_bf16(kc);  // the CPU reads these too
+    std::vector<int32_t> slots(static_cast<size_t>(pool));
+    std::iota(slots.begin(), slots.end(), 0);
+    std::shuffle(slots.begin(), slots.end(), rng);
+    slots.resize(size_t(s.n_prefix));
+    auto dq = test::to_device(qb), dk = test::to_device(kb);
+    auto dslots = test::to_device(slots);
+    cuda::DeviceBuffer<float> signs(size_t(2 * kvd), "signs"),
+        scores(size_t(s.kv_heads) * pages, "scores");
+    cuda::QuestParams p;
+    p.q = reinterpret_cast<const cuda::bf16*>(dq.get());
+    p.k_cache = reinterpret_cast<const cuda::bf16*>(dk.get());
+    p.prefix_slots = dslots.get();
+    p.signs = signs.get();
+    p.scores = scores.get();
+    p.n_rows = s.rows;
+    p.n_prefix = s.n_prefix;
+    p.page_size = s.page;
+    p.heads = s.heads;
+    p.kv_heads = s.kv_heads;
+    p.head_dim = s.head_dim;
+    cuda::quest_page_scores(p, nullptr);
+    const auto got = test::to_host(scores);
+    const std::vector<int32_t> all = selection_query_rows(s.rows, 0);
+    for (int h = 0; h < s.kv_heads; ++h) {
+      std::vector<const float*> keys;
+      for (int j = 0; j < s.n_prefix; ++j)
+        keys.push_back(kc.data() + size_t(slots[size_t(j)]) * kvd + h * s.head_dim);
+      const auto want = cpu::quest_page_scores(q.data() + h * group * s.head_dim, qd, all, group,
+                                               s.head_dim, keys, s.n_prefix, s.page);
+      ASSERT_EQ(want.size(), size_t(pages));
+      for (int t = 0; t < pages; ++t)
+        EXPECT_NEAR(got[size_t(h) * pages + t], want[size_t(t)],
+                    1e-5 * (std::abs(want[size_t(t)]) + s.head_dim))
+            << "kv head " << h << " page " << t;
+    }
+    // The pages' slots: ascending pages in, ascending slots out, per set.
+    const std::vector<int32_t> picked = {0, 3, 4, pages - 1, 1, 2, 5, pages - 2};
+    auto dpicked = test::to_device(picked);
+    cuda::DeviceBuffer<int32_t> out(picked.size() * size_t(s.page), "slots");
+    cuda::quest_expand_pages(dpicked.get(), 2, 4, s.page, out.get(), nullptr);
+    const auto expanded = test::to_host(out);
+    for (size_t i = 0; i < picked.size(); ++i)
+      for (int u = 0; u < s.page; ++u)
+        EXPECT_EQ(expanded[i * size_t(s.page) + size_t(u)], picked[i] * s.page + u);
+  }
+  cuda::QuestParams partial;
+  partial.n_prefix = 100;
+  partial.page_size = 16;
+  try {
+    cuda::quest_page_scores(partial, nullptr);
+    ADD_FAILURE() << "a partial page was accepted";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("whole pages"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CudaSparseSelect, TopKRefusesBadArguments) {
+  cuda::DeviceBuffer<float> scores(100, "scores");
+  cuda::DeviceBuffer<int32_t> out(100, "out"), ws(cuda::top_k_workspace_ints(100, 1), "ws");
+  for (const int k : {0, 100, 101}) {
+    try {
+      cuda::sparse_top_k(scores.get(), 100, k, 1, out.get(), ws.get(), nullptr);
+      ADD_FAILURE() << "k " << k << " was accepted";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("needs 0 < k < n"), std::string::npos) << e.what();
     }
   }
 }

@@ -3,7 +3,7 @@
 // by the fp32 executor (sparse_prefill_cpu.h).
 #include <algorithm>
 
-#include "attention/sparse_prefill_patterns.h"
+#include "attention/sparse_prefill_layer.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/sparse_prefill_cpu.h"
 
@@ -47,39 +47,20 @@ bool CpuBackend::attend_sparse_prefill(int64_t layer, const SequenceRun& run,
   const ModelConfig& c = config_;
   const int heads = static_cast<int>(c.num_heads), kv_heads = static_cast<int>(c.num_kv_heads);
   const int hd = static_cast<int>(c.head_dim);
-  std::vector<HeadPattern> patterns;
-  for (int h = 0; h < heads; ++h)
-    patterns.push_back(req.config->pattern(static_cast<int>(layer), h));
-  if (!is_cold_prefill(run) ||
-      std::all_of(patterns.begin(), patterns.end(), [](const HeadPattern& p) {
-        return p.kind == PatternKind::kDense && p.boundary == BoundaryKind::kNone;
-      }))
-    return false;
+  const std::vector<HeadPattern> patterns = layer_patterns(req, static_cast<int>(layer), heads);
+  if (!is_cold_prefill(run) || all_dense(patterns)) return false;
   const int32_t n = static_cast<int32_t>(run.seq->tokens.size());
-  const int64_t kvd = c.kv_dim(), qd = c.q_dim();
+  const int64_t kvd = c.kv_dim();
   std::vector<float> k(static_cast<size_t>(n * kvd)), v(k.size());
   for (int32_t j = 0; j < n; ++j) {
     std::copy_n(krows[static_cast<size_t>(j)], kvd, &k[static_cast<size_t>(j * kvd)]);
     std::copy_n(vrows[static_cast<size_t>(j)], kvd, &v[static_cast<size_t>(j * kvd)]);
   }
-  PrefillLayout layout;
-  layout.n_tokens = n;
-  layout.block_size = run.seq->rule.kind == AttentionKind::kBlockCausal
-                          ? static_cast<int32_t>(run.seq->rule.block_size)
-                          : 1;
-  layout.modality = req.modality;  // the prompt's: clipped to this forward's tokens
-  layout.modality.resize(static_cast<size_t>(n), 0);
-  layout.vision_end = std::min(req.vision_end, n);
-  layout.vision_begin = std::min(req.vision_begin, layout.vision_end);
-  layout.frame_stride = req.frame_stride;
-  SparsePrefillPlan plan;
-  plan.n_tokens = n;
-  plan.block_size = layout.block_size;
-  for (int h = 0; h < heads; ++h) {
-    const HeadQK qk{q + static_cast<int64_t>(h) * hd,
-                    k.data() + static_cast<int64_t>(h / (heads / kv_heads)) * hd, qd, kvd, hd};
-    plan.heads.push_back(build_head_plan(patterns[static_cast<size_t>(h)], layout, qk));
-  }
+  const int32_t block_size = run.seq->rule.kind == AttentionKind::kBlockCausal
+                                 ? static_cast<int32_t>(run.seq->rule.block_size)
+                                 : 1;
+  const SparsePrefillPlan plan =
+      build_layer_plan(patterns, prefill_layout(req, n, block_size), q, k.data(), kv_heads, hd);
   sparse_prefill_attention_cpu(plan, q, k.data(), v.data(), heads, kv_heads, hd, out);
   return true;
 }

@@ -3,7 +3,9 @@
 #include "backend/cuda/cuda_backend.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_query.h"
@@ -94,6 +96,8 @@ CudaBackend::CudaBackend(const Model& model, int device)
   graphs_enabled_ = cuda::env_switch_on("DLLM_CUDA_GRAPHS");
   select_side_stream_ = cuda::env_switch_on("DLLM_MAGE_SIDE_STREAM");
   mage_lse_handover_ = cuda::env_switch_on("DLLM_MAGE_LSE_HANDOVER");
+  if (const char* rows = std::getenv("DLLM_MAGE_SCORE_ROWS"); rows && std::string(rows) == "16")
+    mage_score_rows_ = 16;
 
   const ModelTensors& t = model.tensors();
   embed_ = upload_bf16({t.embed}, "the embedding");

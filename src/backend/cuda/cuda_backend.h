@@ -5,6 +5,7 @@
 //   cuda_layers.cpp       run: the layer list over the batch's rows, dLLM-Cache's reuse option
 //   cuda_outputs.cpp      LM head and token statistics on the device; collect: results, S2D2
 //   cuda_sparse.cpp       sparse attention (MAGE): planning, selection, the gathered key lists
+//   cuda_sparse_prefill.cpp  MMInference sparse prefill: the pattern kernels in a cold prefill
 // bf16 weights and K/V with fp32 accumulation; the residual stream stays fp32; cuBLAS runs the
 // GEMMs over every sequence's rows at once, our kernels the rest (kernels.h).
 #pragma once
@@ -20,6 +21,7 @@
 #include "backend/cuda/cuda_forward_plan.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/sparse_prefill.h"
 #include "model/layer_desc.h"
 
 namespace dllm::cuda_backend {
@@ -50,6 +52,7 @@ class CudaMethodState final : public MethodState {
   // [layers, kv_heads, sparse_k] (layers below sparse_first_layer unused), selected from the
   // prefix [0, sparse_prefix); sparse_dense: that prefix had at most k keys, every key is read.
   DeviceBuffer<int32_t> sparse_sets;
+  DeviceBuffer<int32_t> quest_pages;  // Quest: [layers, kv_heads, sparse_k / page], this forward's
   bool sparse_selected = false, sparse_dense = false;
   int64_t sparse_k = 0, sparse_prefix = 0, sparse_first_layer = 0;
 };
@@ -118,11 +121,19 @@ class CudaBackend final : public Backend {
   // layer's start), MAGE's selection (after the layer's K/V are written); after the forward, the
   // state takes a kept selection and the result the selected sets (want_selection).
   void plan_sparse(PlannedSequence& p, size_t index);
+  void plan_quest(PlannedSequence& p, size_t index);
   void stage_sparse(ForwardPlan& plan);
   void enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer);
   void enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer);
+  void enqueue_quest_selection(const ForwardPlan& plan, int64_t layer);
+  void expand_quest_sets(const ForwardPlan& plan, int64_t layer);
   void join_sparse_selection();
   void finish_sparse(const PlannedSequence& p, SequenceResult& r);
+  // MMInference sparse prefill (cuda_sparse_prefill.cpp): which layers of a cold prefill the
+  // sparse kernel attends (prepare), and its plans and launches after the layer's batched
+  // attention.
+  void plan_sparse_prefill(PlannedSequence& p);
+  void enqueue_sparse_prefill(const ForwardPlan& plan, int64_t layer);
   const cuda::AttentionBatchPlan& layer_attention(const ForwardPlan& plan, int64_t layer) const;
   // collect (cuda_outputs.cpp): S2D2 verification and kept rows, host copies, results.
   std::vector<SequenceResult> collect(ForwardPlan& plan,
@@ -171,9 +182,13 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> dlc_sim_;     // dLLM-Cache: V similarities
   DeviceBuffer<float> rollout_ws_;  // d2Cache rollout: importance first, then scratch
   // Sparse selection's scratch: prefix LSE of the selection rows, its chunk partials, the score
-  // sums, and the sets of a selection not kept (want_selection only).
+  // sums, the top-k's histograms and counts, and the sets of a selection not kept
+  // (want_selection only).
   DeviceBuffer<float> sel_lse_, sel_ws_, sel_scores_;
-  DeviceBuffer<int32_t> sel_sets_;
+  DeviceBuffer<int32_t> sel_topk_ws_, sel_sets_;
+  // Query rows per warp of the score sums (ScoreSumParams::rows_per_warp): 32, or 16 with
+  // DLLM_MAGE_SCORE_ROWS=16 (comparisons).
+  int mage_score_rows_ = 32;
   // MAGE's dual-stream design (method-specs §1.6): layer l's selection runs on its own stream
   // beside layers l, l + 1, ... of the main one, from a copy of the selecting sequences' query
   // rows (sel_q_, [layers, rows, q_dim]: the next layer overwrites q_); an event per layer hands
@@ -190,6 +205,9 @@ class CudaBackend final : public Backend {
   bool mage_lse_handover_ = true;
   DeviceBuffer<float> sel_prefix_ml_;
   float* layer_prefix_ml(const ForwardPlan& plan, int64_t layer);
+  // Sparse prefill: the layer's plan on the device and the keys read back for estimation.
+  cuda::DeviceSparsePlan sp_prefill_plan_;
+  DeviceBuffer<bf16> sp_prefill_k_;
   DeviceBuffer<int32_t> verify_in_;  // S2D2 verify: draft rows | tokens | uniforms (bits)
   DeviceBuffer<cuda::DeviceVerifyRow> verify_out_;
   cuda::PinnedBuffer<int32_t> pinned_ints_;

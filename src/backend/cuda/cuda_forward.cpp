@@ -16,9 +16,9 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
   ForwardPlan plan = prepare(batch);
   ensure_buffers(plan);
   if (profiling_)  // the host's share: planning and staging the batch
-    add_profile("host: prepare",
-                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0)
-                    .count());
+    add_profile(
+        "host: prepare",
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
   std::vector<cuda::DeviceTokenStats> stats(static_cast<size_t>(plan.padded_out));
   run_graph_or_direct(plan, stats);
   return collect(plan, stats);
@@ -68,10 +68,10 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
   size_t rows_ws = 0;
   for (const PlannedSequence& p : plan.seqs)
     if (p.attention_width > 0)
-      rows_ws = std::max(rows_ws, cuda::attention_rows_workspace_floats(
-                                      static_cast<int>(p.rows), static_cast<int>(p.n_keys),
-                                      static_cast<int>(c.num_heads),
-                                      static_cast<int>(c.num_kv_heads)));
+      rows_ws =
+          std::max(rows_ws, cuda::attention_rows_workspace_floats(
+                                static_cast<int>(p.rows), static_cast<int>(p.n_keys),
+                                static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads)));
   moved |= cuda::attention_batch_workspace_ensure(
       attn_ws_,
       cuda::attention_batch_workspace_floats(plan.capacity.partial_rows,
@@ -83,6 +83,15 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
     moved |= sel_prefix_ml_.ensure(
         static_cast<size_t>(c.num_layers * plan.capacity.prefix_rows * 2), "sparse selection");
   for (const PlannedSequence& p : plan.seqs) {
+    if (p.quest_select) {  // page scores, their top-k, the query signs
+      const int64_t pages = p.sparse_prefix / p.quest_page;
+      moved |= sel_scores_.ensure(static_cast<size_t>(pages * c.num_kv_heads), "sparse selection");
+      moved |= sel_topk_ws_.ensure(
+          cuda::top_k_workspace_ints(static_cast<int>(pages), static_cast<int>(c.num_kv_heads)),
+          "sparse selection");
+      moved |=
+          sel_ws_.ensure(static_cast<size_t>(2 * c.num_kv_heads * c.head_dim), "sparse selection");
+    }
     if (!p.sparse_select) continue;
     const int rows_used = static_cast<int>(p.select_rows.size());
     moved |= sel_lse_.ensure(static_cast<size_t>(p.rows * c.num_heads), "sparse selection");
@@ -92,9 +101,12 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
                             "sparse selection");
     moved |= sel_scores_.ensure(static_cast<size_t>(p.sparse_prefix * c.num_kv_heads),
                                 "sparse selection");
+    moved |= sel_topk_ws_.ensure(cuda::top_k_workspace_ints(static_cast<int>(p.sparse_prefix),
+                                                            static_cast<int>(c.num_kv_heads)),
+                                 "sparse selection");
     if (select_side_stream_)
-      moved |= sel_q_.ensure(
-          static_cast<size_t>(c.num_layers * plan.select_q_rows * c.q_dim()), "sparse selection");
+      moved |= sel_q_.ensure(static_cast<size_t>(c.num_layers * plan.select_q_rows * c.q_dim()),
+                             "sparse selection");
     if (!p.seq->sparse->keep_selection)
       moved |= sel_sets_.ensure(static_cast<size_t>(c.num_layers * c.num_kv_heads * p.sparse_k),
                                 "sparse selection");
@@ -135,16 +147,18 @@ void CudaBackend::enqueue(ForwardPlan& plan, const int32_t* ints,
   DLLM_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), ints, plan.ints.size() * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, stream_));
   if (plan.attn_rows_total > 0)
-    DLLM_CUDA_CHECK(cudaMemsetAsync(attn_rows_out_.get(), 0,
-                                    plan.attn_rows_total * sizeof(float), stream_));
+    DLLM_CUDA_CHECK(
+        cudaMemsetAsync(attn_rows_out_.get(), 0, plan.attn_rows_total * sizeof(float), stream_));
   op_begin("embedding");
   cuda::embed(ints_.get(), embed_.get(), x_.get(), static_cast<int>(plan.padded_rows),
               static_cast<int>(config_.hidden_size), stream_);
   op_end();
   if (plan.any_input_embeddings) splice_input_embeddings(plan);
   for (int64_t li = 0; li < config_.num_layers; ++li) enqueue_layer(plan, li);
-  if (plan.any_sparse_select) join_sparse_selection();
   enqueue_outputs(plan, stats_dst);
+  // After the outputs: the last layers' selections run beside the LM head instead of before it
+  // (nothing in this forward reads the sets; the host syncs the main stream, which waits here).
+  if (plan.any_sparse_select) join_sparse_selection();
 }
 
 void CudaBackend::run_graph_or_direct(ForwardPlan& plan,
@@ -164,7 +178,7 @@ void CudaBackend::run_graph_or_direct(ForwardPlan& plan,
   std::string key = std::to_string(plan.padded_rows) + "/" + std::to_string(M) + "/" +
                     std::to_string(plan.ints.size()) + "/" + std::to_string(cap.mma_items) + "/" +
                     std::to_string(cap.sm90_items) + "/" + std::to_string(cap.partial_rows) + "/" +
-                    std::to_string(plan.attention.offset);
+                    std::to_string(cap.combine) + "/" + std::to_string(plan.attention.offset);
   for (const LayerAttention& la : plan.layer_attentions)  // sparse layers' plans
     key += "/" + std::to_string(la.plan.offset) + ":" + std::to_string(la.sparse_table_at) + ":" +
            std::to_string(la.sparse_count);

@@ -62,6 +62,12 @@ cuda::MaskKind mask_kind(AttentionKind k) {
 
 // Capacities of captured graphs: n rounded up to a power of two (at least 64), or for large n to
 // a multiple of an eighth of that power (little waste, few distinct graphs).
+bool positions_from_zero(const SequenceForward& seq) {
+  for (size_t i = 0; i < seq.positions.size(); ++i)
+    if (seq.positions[i] != static_cast<int32_t>(i)) return false;
+  return true;
+}
+
 int64_t bucket(int64_t n) {
   int64_t b = 64;
   while (b < n) b *= 2;
@@ -91,8 +97,6 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
   ForwardPlan plan;
   for (size_t i = 0; i < batch.size(); ++i) {
     validate_forward(c, batch[i], i);
-    if (batch[i].sparse_prefill)  // the kernel exists (sparse_prefill.h); the forward's use not yet
-      fail("forward request ", i, ": sparse prefill runs on the CPU backend only so far");
     if (batch[i].want_layer_qk)
       fail("forward request ", i, ": want_layer_qk (pattern search) runs on the CPU backend");
     plan.any_input_embeddings = plan.any_input_embeddings || batch[i].input_embeddings;
@@ -141,9 +145,15 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
       // then the queries' own fresh slots right after them.
       p.query_slots = query_slots_of(seq, p.cache);
       p.n_keys = p.cache->length() + p.rows;
+      p.cold_prefill = p.cache->length() == 0 && positions_from_zero(seq);
       if (seq.sparse) {  // validate_forward() sent sparse requests here
         plan_sparse(p, si);
         plan.any_sparse_select = plan.any_sparse_select || p.sparse_select;
+        plan.any_quest = plan.any_quest || p.quest_select;
+      }
+      if (seq.sparse_prefill) {
+        plan_sparse_prefill(p);
+        plan.any_sparse_prefill = plan.any_sparse_prefill || !p.sparse_prefill_layers.empty();
       }
       prepare_cache_writes(*p.cache, p.query_slots, p.n_keys);
     } else {
@@ -181,7 +191,8 @@ void CudaBackend::stage(ForwardPlan& plan) {
   std::vector<int32_t>& ints = plan.ints;
   // Input embeddings are copied from host memory each forward: never part of a captured graph.
   plan.graphable = graphs_enabled_ && !profiling_ && !plan.any_reuse && plan.attn_rows_total == 0 &&
-                   !plan.any_input_embeddings && !plan.any_sparse_select;
+                   !plan.any_input_embeddings && !plan.any_sparse_select && !plan.any_quest &&
+                   !plan.any_sparse_prefill;
   const int64_t T = plan.total_rows;
   const int64_t Tp = plan.padded_rows = plan.graphable ? row_bucket(T) : T;
   // tokens | positions | pool slots, each padded_rows long (padding: token 0, position 0, the
@@ -219,6 +230,7 @@ void CudaBackend::stage(ForwardPlan& plan) {
     // MAGE / SparseD selecting: the exact pass hands each row's prefix-only LSE over (§1.6),
     // unless a dLLM-Cache sequence makes the layers re-plan (the selection's own pass then).
     a.prefix_lse = p.sparse_select && !plan.any_reuse && mage_lse_handover_;
+    a.keys_at_positions = p.cold_prefill && !p.reuse;
     plan.attention_seqs.push_back(a);
   }
   plan.attention = cuda::attention_batch_plan(plan.attention_seqs, attention_shape(), ints);

@@ -16,7 +16,7 @@ namespace dllm::cuda_backend {
 struct PlannedSequence {
   const SequenceForward* seq = nullptr;
   KvCache* cache = nullptr;
-  std::unique_ptr<KvCache> owned;  // cache-less requests get a scratch cache from the pool
+  std::unique_ptr<KvCache> owned;    // cache-less requests get a scratch cache from the pool
   int64_t row_offset = 0, rows = 0;  // its rows in the batch
   int64_t out_offset = 0;            // its first output row among the batch's output rows
   std::vector<int32_t> query_slots;  // logical slot of each query's fresh K/V
@@ -24,15 +24,19 @@ struct PlannedSequence {
   // range [0, n_keys) (the common case: attention reads them through the page table alone).
   std::vector<int32_t> key_slots;
   int64_t n_keys = 0;
+  // A cold prefill: nothing cached before it and positions 0..rows-1, so key j sits at position j
+  // (the attention skips the tiles past a row block's last visible key, the sparse prefill
+  // applies).
+  bool cold_prefill = false;
   // Custom masks: the query columns only when every query sees the whole cache.
   std::vector<uint8_t> mask;
   bool mask_queries_only = false;
   // want_attention_rows / rollout (per-sequence kernel): staging offsets of the keys' physical
   // slots and of their logical slots (the output columns).
   size_t keys_at = 0, logical_keys_at = 0;
-  bool reuse = false;        // dLLM-Cache: per-layer reuse of kept outputs
-  bool reuse_first = false;  // ... and this forward fills the empty cache
-  bool host_rows = false;    // its logits rows go to the host (filters, want_logits, verify)
+  bool reuse = false;           // dLLM-Cache: per-layer reuse of kept outputs
+  bool reuse_first = false;     // ... and this forward fills the empty cache
+  bool host_rows = false;       // its logits rows go to the host (filters, want_logits, verify)
   int64_t attention_width = 0;  // want_attention_rows / rollout: 1 + the largest key slot
   size_t attn_rows_at = 0, attn_rows_count = 0;  // its rows in the attention-rows buffer
   // Sparse attention (cuda_sparse.cpp). Selecting: MAGE's selection runs in layers >=
@@ -40,19 +44,29 @@ struct PlannedSequence {
   // select_rows_at; the prefix's physical slots at prefix_slots_at) into sparse_sets_out.
   // Attending: layers >= sparse_first_layer read sparse_keys keys per KV head through the
   // stored sets (cache pages staged at sparse_pages_at).
-  bool sparse_select = false, sparse_attend = false;
+  // Quest (quest_select): every sparse layer selects sparse_k / quest_page pages from this
+  // forward's rows on the main stream right before its attention, which reads them.
+  bool sparse_select = false, sparse_attend = false, quest_select = false;
   bool sparse_full_softmax = false;  // SparseD: the rows' softmax over every key they see
+  int64_t quest_page = 0;
   int64_t sparse_first_layer = 0, sparse_prefix = 0, sparse_k = 0, sparse_keys = 0;
   std::vector<int32_t> select_rows;
   size_t select_rows_at = 0, prefix_slots_at = 0, sparse_pages_at = 0;
   int64_t select_q_row = 0;  // its first row among the selecting sequences' (sel_q_)
   int32_t* sparse_sets_out = nullptr;
+  // MMInference sparse prefill (cuda_sparse_prefill.cpp): per layer, 1 where the sparse prefill
+  // kernel attends its rows (a cold prefill, some head of the layer's patterns sparse); empty
+  // when the request has no sparse prefill or the forward is not a cold prefill.
+  std::vector<uint8_t> sparse_prefill_layers;
+  bool sparse_prefill_at(int64_t layer) const;
 };
 
 // One batched-attention plan of the step: layers whose sequences attend alike share one (every
 // layer shares plan 0 without sparse attention; sparse sequences' exact layers differ from their
 // sparse ones). Sparse sequences' key lists are filled on the device from the table at
 // sparse_table_at (sparse_keys:: entries, sparse_count of them) at the start of each layer.
+// Sequences whose rows the sparse prefill kernel attends in a layer are in its plan as
+// attended_elsewhere.
 struct LayerAttention {
   cuda::AttentionBatchPlan plan;
   size_t sparse_table_at = 0;
@@ -88,9 +102,10 @@ struct ForwardPlan {
   // layer's; whether some sequence selects (not graphable: its launches depend on the prefix).
   std::vector<LayerAttention> layer_attentions;
   std::vector<int32_t> attention_of_layer;
-  bool any_sparse_select = false;
-  int64_t select_q_rows = 0;  // the selecting sequences' rows
-  bool graphable = false;  // one captured CUDA graph can replay it (see cuda_forward.cpp)
+  bool any_sparse_select = false, any_quest = false;
+  bool any_sparse_prefill = false;  // some sequence's layers run the sparse prefill kernel
+  int64_t select_q_rows = 0;        // the selecting sequences' rows
+  bool graphable = false;           // one captured CUDA graph can replay it (see cuda_forward.cpp)
 };
 
 // The rows one layer recomputes: every row of the batch, or — with a dLLM-Cache sequence in

@@ -13,7 +13,6 @@
 
 namespace dllm::cuda_backend {
 
-
 // dLLM-Cache: V of every response row (written to the pool), then the least similar rows
 // refresh. The similarities come back to the host (a sync per layer — this is a baseline, as the
 // reference's torch.topk on the device).
@@ -26,7 +25,8 @@ std::vector<int32_t> CudaBackend::rows_by_similarity(const PlannedSequence& p, i
   std::vector<int32_t> staged(static_cast<size_t>(2 * g_len));  // batch rows | pool slots
   for (int64_t g = 0; g < g_len; ++g) {
     staged[static_cast<size_t>(g)] = static_cast<int32_t>(p.row_offset + p_len + g);
-    staged[static_cast<size_t>(g_len + g)] = static_cast<int32_t>(p.cache->physical_slot(p_len + g));
+    staged[static_cast<size_t>(g_len + g)] =
+        static_cast<int32_t>(p.cache->physical_slot(p_len + g));
   }
   DLLM_CUDA_CHECK(cudaMemcpyAsync(layer_ints_.get(), staged.data(), staged.size() * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, stream_));
@@ -80,8 +80,8 @@ LayerRows CudaBackend::layer_rows(ForwardPlan& plan, int64_t layer) {
     for (int32_t i : mine) {
       rows.push_back(static_cast<int32_t>(p.row_offset + i));
       positions.push_back(p.seq->positions[static_cast<size_t>(i)]);
-      slots.push_back(static_cast<int32_t>(
-          p.cache->physical_slot(p.query_slots[static_cast<size_t>(i)])));
+      slots.push_back(
+          static_cast<int32_t>(p.cache->physical_slot(p.query_slots[static_cast<size_t>(i)])));
     }
   }
   r.count = static_cast<int64_t>(rows.size());
@@ -132,6 +132,9 @@ void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const Laye
   op_begin("attention");
   cuda::attention_batch(ap, stream_);
   op_end();
+  // MMInference sparse prefill: the rows the batched kernel left to it (a layer with
+  // attended_elsewhere sequences; never with dLLM-Cache rows, stage_sparse() refuses those).
+  if (rows.all && plan.any_sparse_prefill) enqueue_sparse_prefill(plan, layer);
   // d2Cache's head-averaged attention rows, per sequence that wants them.
   for (size_t si = 0; si < plan.seqs.size(); ++si) {
     PlannedSequence& p = plan.seqs[si];
@@ -148,8 +151,7 @@ void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const Laye
     rp.head_dim = ap.shape.head_dim;
     rp.width = static_cast<int>(p.attention_width);
     rp.scale = ap.shape.scale;
-    rp.out = attn_rows_out_.get() + p.attn_rows_at +
-             static_cast<size_t>(layer) * rp.n_q * rp.width;
+    rp.out = attn_rows_out_.get() + p.attn_rows_at + static_cast<size_t>(layer) * rp.n_q * rp.width;
     rp.workspace = attn_rows_ws_.get();
     op_begin("attention rows");
     cuda::attention_rows(rp, stream_);
@@ -193,8 +195,9 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
   const LayerRows rows = layer_rows(plan, li);
   const int M = static_cast<int>(rows.count);
   // Sparse sequences' key lists for this layer: enqueued here, several kernels before the
-  // attention call, which reads its plan before its programmatic-launch wait.
-  enqueue_sparse_keys(plan, li);
+  // attention call, which reads its plan before its programmatic-launch wait (with Quest in the
+  // batch: after its selection, which needs this layer's queries).
+  if (!plan.any_quest) enqueue_sparse_keys(plan, li);
   // Outputs go straight into the residual stream when every row is recomputed.
   auto block_out = [&]() -> float* { return rows.all ? x_.get() : block_out_.get(); };
   if (M > 0) {
@@ -228,12 +231,17 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
     op_begin("qk-norm+rope+cache write");
     cuda::qkv_post(qp, stream_);
     op_end();
+    if (plan.any_quest) {
+      enqueue_quest_selection(plan, li);
+      enqueue_sparse_keys(plan, li);
+      expand_quest_sets(plan, li);  // a kernel between the key lists and the attention
+    }
     enqueue_attention(plan, li, rows);
     // After the attention, which hands the selection each row's prefix-only LSE over.
     if (plan.any_sparse_select) enqueue_sparse_selection(plan, li);
     op_begin("gemm");
-    cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), block_out(), CUDA_R_32F, M,
-                  static_cast<int>(h), static_cast<int>(qd), rows.all);
+    cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), block_out(), CUDA_R_32F, M, static_cast<int>(h),
+                  static_cast<int>(qd), rows.all);
     op_end();
   }
   if (!rows.all) add_block_output(plan, li, rows, /*ffn=*/false);

@@ -28,16 +28,16 @@ void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
   const SparseStep& sp = *seq.sparse;
   auto& st = static_cast<CudaMethodState&>(*seq.state);
   const int64_t n_prefix = p.cache->length();
-  if (sp.select == SparseMethod::kQuest)
-    fail("forward request ", index,
-         ": sparse selection quest is not implemented on the CUDA backend yet (mage and sparsed "
-         "are; use --device cpu for quest)");
+  if (seq.rule.kind == AttentionKind::kCustom)
+    fail("forward request ", index, ": sparse attention takes no custom attention mask");
+  if (sp.select == SparseMethod::kQuest) {
+    plan_quest(p, index);
+    return;
+  }
   if (sp.select != SparseMethod::kNone && sp.attend_selected)
     fail("forward request ", index,
          ": on the CUDA backend a forward either selects or attends through stored sets, not both "
          "(MAGE's schedule)");
-  if (seq.rule.kind == AttentionKind::kCustom)
-    fail("forward request ", index, ": sparse attention takes no custom attention mask");
   p.sparse_first_layer = sp.exact_layers;
   if (sp.select != SparseMethod::kNone) {
     p.sparse_prefix = n_prefix;
@@ -48,8 +48,8 @@ void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
     p.sparse_select = n_prefix > sp.k;
     p.sparse_full_softmax = sp.select == SparseMethod::kSparseD;
     if (p.sparse_select)
-      p.select_rows = selection_query_rows(
-          p.rows, sp.select == SparseMethod::kMage ? sp.select_queries : 0);
+      p.select_rows =
+          selection_query_rows(p.rows, sp.select == SparseMethod::kMage ? sp.select_queries : 0);
     return;
   }
   if (!sp.attend_selected) return;
@@ -65,6 +65,31 @@ void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
   p.sparse_k = st.sparse_k;
   p.sparse_prefix = st.sparse_prefix;
   p.sparse_keys = st.sparse_k + (n_prefix - st.sparse_prefix) + p.rows;
+}
+
+// Quest (§6.1) selects and attends in every forward: each sparse layer picks k / page pages
+// from its own queries right before its attention. A prefix of at most k keys is attended
+// densely (the exact plan), as on the CPU.
+void CudaBackend::plan_quest(PlannedSequence& p, size_t index) {
+  const SparseStep& sp = *p.seq->sparse;
+  const int64_t n_prefix = p.cache->length();
+  if (!sp.attend_selected || !sp.keep_selection)
+    fail("forward request ", index,
+         ": on the CUDA backend quest selects, keeps and attends its sets in the same forward");
+  if (sp.page_size <= 0) fail("forward request ", index, ": quest needs a positive page size");
+  p.sparse_first_layer = sp.exact_layers;
+  p.sparse_prefix = n_prefix;
+  if (n_prefix <= sp.k) return;  // dense: the exact plan
+  if (n_prefix % sp.page_size != 0)
+    fail("forward request ", index, ": quest on the CUDA backend needs a prefix of whole pages (",
+         n_prefix, " cached slots, page size ", sp.page_size,
+         "; the CPU backend takes a partial last page)");
+  const int64_t pages = std::max<int64_t>(1, sp.k / sp.page_size);
+  p.quest_select = true;
+  p.quest_page = sp.page_size;
+  p.sparse_attend = true;
+  p.sparse_k = pages * sp.page_size;
+  p.sparse_keys = p.sparse_k + p.rows;
 }
 
 const cuda::AttentionBatchPlan& CudaBackend::layer_attention(const ForwardPlan& plan,
@@ -98,12 +123,26 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     for (int64_t j = 0; j < p.sparse_prefix; ++j)
       ints.push_back(static_cast<int32_t>(p.cache->physical_slot(j)));
   }
-  // Attending: per layer, which sequences read gathered keys; one plan per distinct pattern.
+  // Quest: the prefix's physical slots, and the sequence's pages and slots of this forward.
+  for (PlannedSequence& p : plan.seqs) {
+    if (!p.quest_select) continue;
+    auto& st = static_cast<CudaMethodState&>(*p.seq->state);
+    const size_t sets = static_cast<size_t>(c.num_layers * c.num_kv_heads);
+    st.sparse_sets.ensure(sets * static_cast<size_t>(p.sparse_k), "sparse index sets");
+    st.quest_pages.ensure(sets * static_cast<size_t>(p.sparse_k / p.quest_page), "quest pages");
+    p.prefix_slots_at = ints.size();
+    for (int64_t j = 0; j < p.sparse_prefix; ++j)
+      ints.push_back(static_cast<int32_t>(p.cache->physical_slot(j)));
+  }
+  // Attending: per layer, which sequences read gathered keys (1) or leave their rows to the
+  // sparse prefill kernel (2, cuda_sparse_prefill.cpp); one plan per distinct pattern.
   bool any_attend = false;
   for (const PlannedSequence& p : plan.seqs) any_attend = any_attend || p.sparse_attend;
-  if (!any_attend) return;
+  if (!any_attend && !plan.any_sparse_prefill) return;
   if (plan.any_reuse)  // its layers re-plan from plan.attention_seqs (cuda_layers.cpp)
-    fail("forward: sparse attention and dLLM-Cache cannot share a CUDA batch yet");
+    fail(
+        "forward: sparse attention (MAGE, SparseD or sparse prefill) and dLLM-Cache cannot share "
+        "a CUDA batch yet");
   for (PlannedSequence& p : plan.seqs) {
     if (!p.sparse_attend) continue;
     p.sparse_pages_at = ints.size();
@@ -111,20 +150,24 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     const auto table = p.cache->pages();
     ints.insert(ints.end(), table.begin(), table.begin() + pages);
   }
-  std::vector<std::vector<bool>> patterns;
+  constexpr uint8_t kGathered = 1, kElsewhere = 2;
+  std::vector<std::vector<uint8_t>> patterns;
   plan.attention_of_layer.resize(static_cast<size_t>(c.num_layers));
   for (int64_t li = 0; li < c.num_layers; ++li) {
-    std::vector<bool> pattern;
+    std::vector<uint8_t> pattern;
     for (const PlannedSequence& p : plan.seqs)
-      pattern.push_back(p.sparse_attend && li >= p.sparse_first_layer);
+      pattern.push_back(p.sparse_attend && li >= p.sparse_first_layer ? kGathered
+                        : p.sparse_prefill_at(li)                     ? kElsewhere
+                                                                      : 0);
     auto it = std::find(patterns.begin(), patterns.end(), pattern);
     if (it == patterns.end()) it = patterns.insert(patterns.end(), pattern);
     plan.attention_of_layer[static_cast<size_t>(li)] = static_cast<int32_t>(it - patterns.begin());
   }
-  for (const std::vector<bool>& pattern : patterns) {
+  for (const std::vector<uint8_t>& pattern : patterns) {
     std::vector<cuda::AttentionBatchSeq> seqs = plan.attention_seqs;
     for (size_t si = 0; si < seqs.size(); ++si) {
-      if (!pattern[si]) continue;
+      seqs[si].attended_elsewhere = pattern[si] == kElsewhere;
+      if (pattern[si] != kGathered) continue;
       seqs[si].n_keys = static_cast<int>(plan.seqs[si].sparse_keys);
       seqs[si].device_keys = true;
     }
@@ -132,11 +175,12 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     la.plan = cuda::attention_batch_plan(seqs, attention_shape(), ints);
     la.sparse_table_at = ints.size();
     for (size_t si = 0; si < seqs.size(); ++si) {
-      if (!pattern[si]) continue;
+      if (pattern[si] != kGathered) continue;
       const PlannedSequence& p = plan.seqs[si];
       namespace S = cuda::sparse_keys;
       int32_t e[S::kInts] = {};
-      const auto* sets = static_cast<CudaMethodState&>(*p.seq->state).sparse_sets.get();
+      const auto& st = static_cast<CudaMethodState&>(*p.seq->state);
+      const int32_t* sets = p.quest_select ? st.quest_pages.get() : st.sparse_sets.get();
       const uint64_t addr = reinterpret_cast<uintptr_t>(sets);
       e[S::kSetsLo] = static_cast<int32_t>(static_cast<uint32_t>(addr));
       e[S::kSetsHi] = static_cast<int32_t>(static_cast<uint32_t>(addr >> 32));
@@ -146,6 +190,7 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
       e[S::kKeysAt] = static_cast<int32_t>(la.plan.offset + la.plan.device_keys_at[si]);
       e[S::kPagesAt] = static_cast<int32_t>(p.sparse_pages_at);
       e[S::kFirstLayer] = 0;  // the pattern already says which layers
+      e[S::kSetPage] = p.quest_select ? static_cast<int32_t>(p.quest_page) : 1;
       ints.insert(ints.end(), e, e + S::kInts);
       ++la.sparse_count;
     }
@@ -155,6 +200,7 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     plan.capacity.sm90_items = std::max(plan.capacity.sm90_items, n.sm90_items);
     plan.capacity.partial_rows = std::max(plan.capacity.partial_rows, n.partial_rows);
     plan.capacity.prefix_rows = std::max(plan.capacity.prefix_rows, n.prefix_rows);
+    plan.capacity.combine = plan.capacity.combine || n.combine;
     plan.layer_attentions.push_back(std::move(la));
   }
 }
@@ -186,8 +232,7 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     if (!select_stream_) {
       int least = 0, greatest = 0;  // the lowest priority: behind the forward (cuda_backend.cpp)
       DLLM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      DLLM_CUDA_CHECK(
-          cudaStreamCreateWithPriority(&select_stream_, cudaStreamNonBlocking, least));
+      DLLM_CUDA_CHECK(cudaStreamCreateWithPriority(&select_stream_, cudaStreamNonBlocking, least));
       select_events_.resize(static_cast<size_t>(c.num_layers + 1));
       for (cudaEvent_t& e : select_events_)
         DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -199,7 +244,8 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
             q_.get() + p.row_offset * qd, static_cast<size_t>(p.rows * qd) * sizeof(bf16),
             cudaMemcpyDeviceToDevice, stream_));
     DLLM_CUDA_CHECK(cudaEventRecord(select_events_[static_cast<size_t>(layer)], stream_));
-    DLLM_CUDA_CHECK(cudaStreamWaitEvent(select_stream_, select_events_[static_cast<size_t>(layer)]));
+    DLLM_CUDA_CHECK(
+        cudaStreamWaitEvent(select_stream_, select_events_[static_cast<size_t>(layer)]));
     s = select_stream_;
   }
   for (const PlannedSequence& p : plan.seqs) {
@@ -218,6 +264,7 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     sp.kv_heads = hkv;
     sp.head_dim = static_cast<int>(c.head_dim);
     sp.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    sp.rows_per_warp = mage_score_rows_;
     int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get();
     // Profiled on the main stream only (DLLM_MAGE_SIDE_STREAM=0), per part.
     auto part = [&](const char* op) {
@@ -228,12 +275,20 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     if (!select_side_stream_) op_begin("sparse selection: prefix lse");
     const size_t si = static_cast<size_t>(&p - plan.seqs.data());
     const cuda::AttentionBatchPlan& ap = layer_attention(plan, layer);
-    if (plan.attention_seqs[si].prefix_lse)  // the exact pass's hand-over (§1.6 step 1)
-      cuda::mage_prefix_lse_from_attention(sp, layer_prefix_ml(plan, layer) + ap.prefix_row[si] * 2,
-                                           ap.splits[si], static_cast<int>(p.rows), sel_lse_.get(),
-                                           s);
-    else
+    const bool handed_over = plan.attention_seqs[si].prefix_lse;  // §1.6 step 1
+    const float* prefix_ml =
+        handed_over ? layer_prefix_ml(plan, layer) + ap.prefix_row[si] * 2 : nullptr;
+    if (handed_over && !p.sparse_full_softmax) {
+      // MAGE: the score sums merge the hand-over themselves (no kernel of its own).
+      sp.prefix_ml = prefix_ml;
+      sp.splits = ap.splits[si];
+      sp.n_q = static_cast<int>(p.rows);
+    } else if (handed_over) {
+      cuda::mage_prefix_lse_from_attention(sp, prefix_ml, ap.splits[si], static_cast<int>(p.rows),
+                                           sel_lse_.get(), s);
+    } else {
       cuda::mage_prefix_lse(sp, sel_lse_.get(), sel_ws_.get(), s);
+    }
     if (p.sparse_full_softmax) {  // SparseD: the block's own keys join each row's softmax
       cuda::BlockKeys b;
       b.slots = ints_.get() + plan.slots_at + p.row_offset;
@@ -247,8 +302,55 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     cuda::mage_score_sum(sp, s);
     part("sparse selection: top-k");
     cuda::sparse_top_k(sel_scores_.get(), sp.n_prefix, static_cast<int>(p.sparse_k), hkv,
-                       sets + layer * hkv * p.sparse_k, s);
+                       sets + layer * hkv * p.sparse_k, sel_topk_ws_.get(), s);
     if (!select_side_stream_) op_end();
+  }
+}
+
+// Quest's selection of one layer, on the main stream after the layer's queries and before its
+// attention: page scores from the page bounds, the top k / page pages per KV head (the key
+// lists read them: enqueue_sparse_keys after this), and their slots for the results.
+void CudaBackend::enqueue_quest_selection(const ForwardPlan& plan, int64_t layer) {
+  const ModelConfig& c = config_;
+  const int hkv = static_cast<int>(c.num_kv_heads);
+  for (const PlannedSequence& p : plan.seqs) {
+    if (!p.quest_select || layer < p.sparse_first_layer) continue;
+    auto& st = static_cast<CudaMethodState&>(*p.seq->state);
+    cuda::QuestParams qp;
+    qp.q = q_.get() + p.row_offset * c.q_dim();
+    qp.k_cache = k_pool(layer);
+    qp.prefix_slots = ints_.get() + p.prefix_slots_at;
+    qp.signs = sel_ws_.get();
+    qp.scores = sel_scores_.get();
+    qp.n_rows = static_cast<int>(p.rows);
+    qp.n_prefix = static_cast<int>(p.sparse_prefix);
+    qp.page_size = static_cast<int>(p.quest_page);
+    qp.heads = static_cast<int>(c.num_heads);
+    qp.kv_heads = hkv;
+    qp.head_dim = static_cast<int>(c.head_dim);
+    const int n_top = static_cast<int>(p.sparse_k / p.quest_page);
+    op_begin("quest selection");
+    cuda::quest_page_scores(qp, stream_);
+    cuda::sparse_top_k(sel_scores_.get(), qp.n_prefix / qp.page_size, n_top, hkv,
+                       st.quest_pages.get() + layer * hkv * n_top, sel_topk_ws_.get(), stream_);
+    op_end();
+  }
+}
+
+// After the key lists (which read the pages) and before the attention: the pages' slots, the
+// sets the results and the state report (one kernel between the lists and the attention, which
+// reads its lists before its programmatic-launch wait).
+void CudaBackend::expand_quest_sets(const ForwardPlan& plan, int64_t layer) {
+  const int hkv = static_cast<int>(config_.num_kv_heads);
+  for (const PlannedSequence& p : plan.seqs) {
+    if (!p.quest_select || layer < p.sparse_first_layer) continue;
+    auto& st = static_cast<CudaMethodState&>(*p.seq->state);
+    const int n_top = static_cast<int>(p.sparse_k / p.quest_page);
+    op_begin("quest selection");
+    cuda::quest_expand_pages(st.quest_pages.get() + layer * hkv * n_top, hkv, n_top,
+                             static_cast<int>(p.quest_page),
+                             st.sparse_sets.get() + layer * hkv * p.sparse_k, stream_);
+    op_end();
   }
 }
 
@@ -267,10 +369,12 @@ void CudaBackend::finish_sparse(const PlannedSequence& p, SequenceResult& r) {
     if (sp.want_selection) r.sparse_selection.assign(static_cast<size_t>(c.num_layers * hkv), {});
     return;
   }
+  // MAGE / SparseD select into sparse_sets_out (or scratch), Quest into its state's sets.
+  const bool selected = p.sparse_select || p.quest_select;
+  auto& st = static_cast<CudaMethodState&>(*p.seq->state);
   if (sp.keep_selection) {
-    auto& st = static_cast<CudaMethodState&>(*p.seq->state);
     st.sparse_selected = true;
-    st.sparse_dense = !p.sparse_select;
+    st.sparse_dense = !selected;
     st.sparse_k = p.sparse_k;
     st.sparse_prefix = p.sparse_prefix;
     st.sparse_first_layer = p.sparse_first_layer;
@@ -278,18 +382,20 @@ void CudaBackend::finish_sparse(const PlannedSequence& p, SequenceResult& r) {
   if (!sp.want_selection) return;
   r.sparse_selection.assign(static_cast<size_t>(c.num_layers * hkv), SparseSet{});
   std::vector<int32_t> host;
-  if (p.sparse_select) {
-    const int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get();
+  if (selected) {
+    const int32_t* sets = p.quest_select      ? st.sparse_sets.get()
+                          : p.sparse_sets_out ? p.sparse_sets_out
+                                              : sel_sets_.get();
     host.resize(static_cast<size_t>(c.num_layers * hkv * p.sparse_k));
-    DLLM_CUDA_CHECK(cudaMemcpy(host.data(), sets, host.size() * sizeof(int32_t),
-                               cudaMemcpyDeviceToHost));
+    DLLM_CUDA_CHECK(
+        cudaMemcpy(host.data(), sets, host.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
   }
   for (int64_t li = p.sparse_first_layer; li < c.num_layers; ++li)
     for (int64_t h = 0; h < hkv; ++h) {
       SparseSet& s = r.sparse_selection[static_cast<size_t>(li * hkv + h)];
       s.prefix = p.sparse_prefix;
-      s.dense = !p.sparse_select;
-      if (!p.sparse_select) continue;
+      s.dense = !selected;
+      if (!selected) continue;
       const auto first = host.begin() + (li * hkv + h) * p.sparse_k;
       s.slots.assign(first, first + p.sparse_k);
     }

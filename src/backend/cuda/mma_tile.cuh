@@ -48,6 +48,42 @@ __device__ __forceinline__ void tile_scores(const uint32_t (&qf)[D / 16][4], con
   }
 }
 
+// tile_scores for MT row tiles of 16 at once (rows m * 16 .. of qf[m] into s[m]): each key
+// fragment is loaded from shared memory once for MT MMAs (the selection's score sums, whose
+// shared-memory reads bound them with one row tile per warp).
+template <int D, int KT, int kStride, int MT>
+__device__ __forceinline__ void tile_scores_rows(const uint32_t (&qf)[MT][D / 16][4],
+                                                 const bf16* kt, float (&s)[MT][KT / 8][4],
+                                                 int lane) {
+  using namespace ptx;
+#pragma unroll
+  for (int nt = 0; nt < KT / 8; ++nt) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m) s[m][nt][0] = s[m][nt][1] = s[m][nt][2] = s[m][nt][3] = 0.0f;
+    const bf16* krow = b_fragment_row<kStride>(kt, nt, lane);
+    if constexpr (D % 32 == 0) {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; kk += 2) {
+        uint32_t b[4];
+        ldmatrix_x4(b, krow + kk * 16);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) {
+          mma_bf16(s[m][nt], qf[m][kk], b[0], b[1]);
+          mma_bf16(s[m][nt], qf[m][kk + 1], b[2], b[3]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t b[2];
+        ldmatrix_x2(b, krow + kk * 16);
+#pragma unroll
+        for (int m = 0; m < MT; ++m) mma_bf16(s[m][nt], qf[m][kk], b[0], b[1]);
+      }
+    }
+  }
+}
+
 // o += P V over the tile's keys, P = s after online_softmax_tile (rounded to bf16).
 template <int D, int KT, int kStride>
 __device__ __forceinline__ void tile_accumulate_pv(const float (&s)[KT / 8][4], const bf16* vt,

@@ -26,6 +26,7 @@ struct SparsePrefillArgs {
   const int32_t* rows;
   const KeySpan* spans;
   const int32_t* key_map;
+  const int32_t* key_slots;  // null: key c is row c of k / v
   const bf16 *q, *k, *v;
   bf16* out;
   int n_tokens, block_size, heads, kv_heads;
@@ -98,7 +99,8 @@ __global__ void __launch_bounds__(kWarps * 32) sparse_prefill_kernel(SparsePrefi
         const int at = sp.begin + idx * sp.step;
         key = sp.map_offset >= 0 ? a.key_map[sp.map_offset + at] : at;
       }
-      const int64_t off = static_cast<int64_t>(key) * kv_row + g * D + piece * 8;
+      const int slot = valid && a.key_slots ? a.key_slots[key] : key;
+      const int64_t off = static_cast<int64_t>(slot) * kv_row + g * D + piece * 8;
       cp_async16(&ks[stage * kTileElems + kr * kStride + piece * 8], a.k + off, valid);
       cp_async16(&vs[stage * kTileElems + kr * kStride + piece * 8], a.v + off, valid);
       if (piece == 0) kpos[stage * kChunk + kr] = valid ? key : -1;
@@ -181,16 +183,43 @@ void launch(const SparsePrefillArgs& args, int n_tiles, cudaStream_t stream) {
   DLLM_CUDA_CHECK(cudaGetLastError());
 }
 
+// Pageable host memory: cudaMemcpyAsync returns once the source is staged, so `h` may go.
 template <class T>
-void upload(DeviceBuffer<T>& d, const std::vector<T>& h, const char* what) {
-  d.resize(std::max<size_t>(h.size(), 1), what);
+void upload(DeviceBuffer<T>& d, const std::vector<T>& h, const char* what, cudaStream_t stream) {
+  d.ensure(std::max<size_t>(h.size(), 1), what);
   if (!h.empty())
-    DLLM_CUDA_CHECK(cudaMemcpy(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice));
+    DLLM_CUDA_CHECK(
+        cudaMemcpyAsync(d.get(), h.data(), h.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+}
+
+__global__ void gather_rows_kernel(const bf16* src, const int32_t* slots, bf16* dst, int n,
+                                   int dim) {
+  const int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x, total = int64_t{n} * dim;
+  if (i >= total) return;
+  const int64_t r = i / dim, c = i % dim;
+  dst[i] = src[static_cast<int64_t>(slots[r]) * dim + c];
 }
 
 }  // namespace
 
+void gather_rows_bf16(const bf16* src, const int32_t* slots, bf16* dst, int n, int dim,
+                      cudaStream_t stream) {
+  const int64_t total = int64_t{n} * dim;
+  if (total == 0) return;
+  constexpr int kThreads = 256;
+  gather_rows_kernel<<<static_cast<unsigned>((total + kThreads - 1) / kThreads), kThreads, 0,
+                       stream>>>(src, slots, dst, n, dim);
+  DLLM_CUDA_CHECK(cudaGetLastError());
+}
+
 DeviceSparsePlan upload_sparse_plan(const SparsePrefillPlan& plan) {
+  DeviceSparsePlan d;
+  upload_sparse_plan(plan, d, nullptr);
+  DLLM_CUDA_CHECK(cudaStreamSynchronize(nullptr));
+  return d;
+}
+
+void upload_sparse_plan(const SparsePrefillPlan& plan, DeviceSparsePlan& d, cudaStream_t stream) {
   std::vector<SparseTileDesc> tiles;
   std::vector<int32_t> rows, key_map;
   std::vector<KeySpan> spans;
@@ -209,21 +238,19 @@ DeviceSparsePlan upload_sparse_plan(const SparsePrefillPlan& plan) {
     }
     key_map.insert(key_map.end(), hp.key_map.begin(), hp.key_map.end());
   }
-  DeviceSparsePlan d;
-  upload(d.tiles, tiles, "sparse prefill tiles");
-  upload(d.rows, rows, "sparse prefill rows");
-  upload(d.spans, spans, "sparse prefill spans");
-  upload(d.key_map, key_map, "sparse prefill key map");
+  upload(d.tiles, tiles, "sparse prefill tiles", stream);
+  upload(d.rows, rows, "sparse prefill rows", stream);
+  upload(d.spans, spans, "sparse prefill spans", stream);
+  upload(d.key_map, key_map, "sparse prefill key map", stream);
   d.n_tiles = static_cast<int32_t>(tiles.size());
   d.n_tokens = plan.n_tokens;
   d.block_size = plan.block_size;
   d.heads = static_cast<int32_t>(plan.heads.size());
-  return d;
 }
 
 void sparse_prefill_attention(const DeviceSparsePlan& plan, const bf16* q, const bf16* k,
                               const bf16* v, int heads, int kv_heads, int head_dim, bf16* out,
-                              cudaStream_t stream) {
+                              cudaStream_t stream, const int32_t* key_slots) {
   if (heads != plan.heads || kv_heads < 1 || heads % kv_heads != 0)
     fail("sparse_prefill_attention: heads (", heads, ") must equal the plan's (", plan.heads,
          ") and be a multiple of kv_heads (", kv_heads, ")");
@@ -232,6 +259,7 @@ void sparse_prefill_attention(const DeviceSparsePlan& plan, const bf16* q, const
                          plan.rows.get(),
                          plan.spans.get(),
                          plan.key_map.get(),
+                         key_slots,
                          q,
                          k,
                          v,
@@ -241,13 +269,17 @@ void sparse_prefill_attention(const DeviceSparsePlan& plan, const bf16* q, const
                          heads,
                          kv_heads,
                          1.4426950408889634f / std::sqrt(static_cast<float>(head_dim))};
-  switch (head_dim) {
+  switch (head_dim) {  // 16 and 32: the embedded models' and the test fixtures'
+    case 16:
+      return launch<16>(args, plan.n_tiles, stream);
+    case 32:
+      return launch<32>(args, plan.n_tiles, stream);
     case 64:
       return launch<64>(args, plan.n_tiles, stream);
     case 128:
       return launch<128>(args, plan.n_tiles, stream);
     default:
-      fail("sparse_prefill_attention: head_dim must be 64 or 128 (got ", head_dim, ")");
+      fail("sparse_prefill_attention: head_dim must be 16, 32, 64 or 128 (got ", head_dim, ")");
   }
 }
 

@@ -25,21 +25,35 @@ using bf16 = __nv_bfloat16;
 // mage_prefix_lse_from_attention()); mage_prefix_lse() computes it with a pass over K of its own
 // (the reference of the hand-over, and the path of layers the batch re-plans: dLLM-Cache).
 struct ScoreSumParams {
-  const bf16* q = nullptr;                // [rows, heads * head_dim], after RoPE
-  const float* lse = nullptr;             // [rows, heads]
+  const bf16* q = nullptr;     // [rows, heads * head_dim], after RoPE
+  const float* lse = nullptr;  // [rows, heads]
+  // mage_score_sum only: with prefix_ml set, each row's lse is merged from the exact attention's
+  // hand-over inside the score-sum kernel (as mage_prefix_lse_from_attention(prefix_ml, splits,
+  // n_q) would write it; `lse` unused): one kernel less per layer on the selection's path.
+  const float* prefix_ml = nullptr;
+  int splits = 0, n_q = 0;
   const bf16* k_cache = nullptr;          // one layer of the pool: [slots, kv_heads * head_dim]
   const int32_t* prefix_slots = nullptr;  // [n_prefix]: physical slot of each prefix key
   const int32_t* rows_used = nullptr;     // [n_rows_used]: the block rows averaged over
   float* scores = nullptr;                // [kv_heads, n_prefix]
   int n_rows_used = 0, n_prefix = 0, heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
+  // mage_score_sum: query rows per warp, 16 or 32 (head_dim <= 128). A warp of 32 rows loads
+  // each key fragment once for two MMAs: half the shared-memory reads and shuffles per key,
+  // which bounded the kernel at ~1.2 TB/s with 16 (H100, SDAR-8B shape, 32K).
+  int rows_per_warp = 32;
 };
 void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream);
 
 // Top-k per KV head (§1.6 step 3): out[h, 0..k) = the indices of the k largest scores[h, :]
 // (ties to the lower index, as top_k_indices), ascending. A radix select over the scores' bits
-// (four 8-bit passes), then one ordered compaction pass. Needs 0 < k < n.
-void sparse_top_k(const float* scores, int n, int k, int kv_heads, int32_t* out,
+// spread over chunks of 4096 scores, one block each (a single block per KV head left the
+// selection latency-bound: ~45 µs a layer at 32K): three histogram passes of 11, 11 and 10 bits,
+// each finished by its last block, which picks the bin holding the k-th largest; a count pass
+// whose last block turns the chunks' counts into output offsets; an ordered compaction pass.
+// workspace: top_k_workspace_ints(n, kv_heads) ints (cleared here). Needs 0 < k < n.
+size_t top_k_workspace_ints(int n, int kv_heads);
+void sparse_top_k(const float* scores, int n, int k, int kv_heads, int32_t* out, int32_t* workspace,
                   cudaStream_t stream);
 
 // The prefix-only log-sum-exp the score sums need (§1.5: each row's softmax over the prefix keys
@@ -78,25 +92,50 @@ struct BlockKeys {
 void fold_block_keys_lse(const ScoreSumParams& p, const BlockKeys& b, float* lse,
                          cudaStream_t stream);
 
+// Quest with MAGE's per-block averaging (method-specs §6.1; the CPU's quest_page_scores): for
+// KV head h and page t of page_size prefix keys (whole pages only),
+//   scores[h, t] = mean over the rows r and the G query heads g of h of
+//                  sum_d max(q_d * max_d, q_d * min_d)   (max_d, min_d over the page's keys)
+// = (sum_d max_d * P_d + min_d * N_d) / (rows * G), P_d / N_d the sums of the positive /
+// negative q_d over the rows and heads (max >= min). One kernel sums P and N per KV head, one
+// warp a page takes the page's bounds from K and its score. signs: 2 * kv_heads * head_dim
+// floats of scratch.
+struct QuestParams {
+  const bf16* q = nullptr;                // [n_rows, heads * head_dim], after RoPE
+  const bf16* k_cache = nullptr;          // one layer of the pool: [slots, kv_heads * head_dim]
+  const int32_t* prefix_slots = nullptr;  // [n_prefix]: physical slot of each prefix key
+  float* signs = nullptr;                 // scratch: [kv_heads, 2, head_dim]
+  float* scores = nullptr;                // [kv_heads, n_prefix / page_size]
+  int n_rows = 0, n_prefix = 0, page_size = 16, heads = 0, kv_heads = 0, head_dim = 0;
+};
+void quest_page_scores(const QuestParams& p, cudaStream_t stream);
+
+// A Quest set's slots from its pages: slots[i, t * page_size + u] = pages[i, t] * page_size + u
+// for the n_sets sets of n_pages ascending pages each (ascending slots out).
+void quest_expand_pages(const int32_t* pages, int n_sets, int n_pages, int page_size,
+                        int32_t* slots, cudaStream_t stream);
+
 // The gathered attention's key lists for one layer (AttentionBatchSeq::device_keys), for every
 // sequence attending through stored sets: KV head h of a sequence reads the physical slots of
 //   [its k selected prefix slots (ascending) | the slots committed since: sel_prefix .. |
 //    its queries' own fresh slots]
+// (Quest's sets hold k / page pages, each standing for its page's slots)
 // — the logical slots j - k + sel_prefix past the first k, which is where the cache holds them.
 // table: kSparseKeysInts ints per sequence (below); `staging`: the device staging the offsets
 // count from. Sequences whose first sparse layer is past `layer` are skipped.
 namespace sparse_keys {
-constexpr int kSetsLo = 0;       // device address of the sets: int32 [layers, kv_heads, k]
+constexpr int kSetsLo = 0;  // device address of the sets: int32 [layers, kv_heads, k]
 constexpr int kSetsHi = 1;
-constexpr int kK = 2;            // selected slots per KV head
-constexpr int kSelPrefix = 3;    // the prefix the sets were selected from
-constexpr int kNKeys = 4;        // keys per KV head (k + committed since + queries)
-constexpr int kKeysAt = 5;       // where the kv_heads lists go, int32 from `staging`
-constexpr int kPagesAt = 6;      // its page table, int32 from `staging`
-constexpr int kFirstLayer = 7;   // its first sparse layer
-constexpr int kInts = 8;
+constexpr int kK = 2;           // selected slots per KV head
+constexpr int kSelPrefix = 3;   // the prefix the sets were selected from
+constexpr int kNKeys = 4;       // keys per KV head (k + committed since + queries)
+constexpr int kKeysAt = 5;      // where the kv_heads lists go, int32 from `staging`
+constexpr int kPagesAt = 6;     // its page table, int32 from `staging`
+constexpr int kFirstLayer = 7;  // its first sparse layer
+constexpr int kSetPage = 8;     // slots per set entry: 1, or Quest's page size (sets of pages)
+constexpr int kInts = 9;
 }  // namespace sparse_keys
-void sparse_gather_keys(int32_t* staging, const int32_t* table, int n_seqs, int kv_heads,
-                        int layer, int page_shift, cudaStream_t stream);
+void sparse_gather_keys(int32_t* staging, const int32_t* table, int n_seqs, int kv_heads, int layer,
+                        int page_shift, cudaStream_t stream);
 
 }  // namespace dllm::cuda
