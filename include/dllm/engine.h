@@ -51,9 +51,14 @@ struct EngineConfig {
   std::string random_weights;
   // MMInference / MInference sparse prefill: a pattern config (JSON, either published format;
   // docs/mminference.md) applied to every prompt's prefill from position 0 under the causal or
-  // block-causal rule. CPU backend only so far; turns prefix sharing off (a shared prefix's K/V
-  // would come from a different attention than the rest of the prompt).
+  // block-causal rule, on the CPU and the CUDA backend; turns prefix sharing off (a shared
+  // prefix's K/V would come from a different attention than the rest of the prompt).
   std::string sparse_prefill;
+  // Sparse prefill configs requests may choose by name (Request::sparse_prefill): every *.json
+  // file of this directory, loaded and checked against the model at construction, named by its
+  // file name without .json. As vLLM's --lora-modules, a request names a config the server was
+  // started with, never a path. Also turns prefix sharing off.
+  std::string sparse_prefill_dir;
 };
 
 // An encoded image or video (the bytes of a JPEG / PNG / WebP file, or of any video container
@@ -68,10 +73,10 @@ using VideoBytes = MediaBytes;
 
 struct Request {
   // The prompt, given exactly one way:
-  std::vector<int32_t> prompt_ids;  // token ids, used as they are
-  std::string prompt;               // raw text, tokenized without special tokens added
-  std::string messages_json;        // chat: a JSON array of {"role", "content"} messages,
-                                    // rendered by the checkpoint's chat template
+  std::vector<int32_t> prompt_ids;        // token ids, used as they are
+  std::string prompt;                     // raw text, tokenized without special tokens added
+  std::string messages_json;              // chat: a JSON array of {"role", "content"} messages,
+                                          // rendered by the checkpoint's chat template
   std::string chat_template_kwargs_json;  // extra template variables, e.g. {"enable_thinking":
                                           // false}
   // Vision-language models (SDAR-VL): pictures and videos for the prompt's <|image_pad|> and
@@ -86,23 +91,27 @@ struct Request {
   std::vector<VideoBytes> video_bytes;   // encoded videos held in memory
   int32_t video_frames = 32;             // frames sampled uniformly from each video, 1..1024
 
-  std::string strategy;                  // empty: the family's default (block, full, wedlm, ...)
-  std::optional<int32_t> max_tokens;     // generated tokens at most (full diffusion: the canvas)
-  std::optional<float> temperature;      // 0: greedy (the default)
-  std::optional<int32_t> top_k;          // 0: off
-  std::optional<float> top_p;            // 1: off
+  std::string strategy;               // empty: the family's default (block, full, wedlm, ...)
+  std::optional<int32_t> max_tokens;  // generated tokens at most (full diffusion: the canvas)
+  std::optional<float> temperature;   // 0: greedy (the default)
+  std::optional<int32_t> top_k;       // 0: off
+  std::optional<float> top_p;         // 1: off
   // Sampling seed: repeated requests with the same seed give the same result; without one each
   // request draws from its own random stream. Either way the result does not depend on what
   // else runs in the same batch.
   std::optional<uint64_t> seed;
-  std::vector<std::string> stop;         // stop strings, excluded from the output
-  std::vector<int32_t> stop_token_ids;   // in addition to the checkpoint's own stop ids
-  bool ignore_eos = false;               // generate max_tokens tokens whatever comes
+  std::vector<std::string> stop;        // stop strings, excluded from the output
+  std::vector<int32_t> stop_token_ids;  // in addition to the checkpoint's own stop ids
+  bool ignore_eos = false;              // generate max_tokens tokens whatever comes
   // Strategy knobs by name, values as on the command line: {"block-length", "32"},
   // {"threshold", "0.9"}, {"verify-policy", "score"}, ... ('_' and '-' are the same);
   // option_names() lists them.
   std::map<std::string, std::string> options;
   bool trace = false;  // emit the decoder's canvas after every forward (RequestOutput::canvas)
+  // MMInference sparse prefill of this request's prompt: empty, the engine's
+  // (EngineConfig::sparse_prefill, if any); "none", a dense prefill; otherwise the name of a
+  // config of EngineConfig::sparse_prefill_dir (Engine::sparse_prefill_names()).
+  std::string sparse_prefill;
 };
 
 struct Metric {
@@ -114,14 +123,14 @@ struct Metric {
 struct RequestStats {
   int64_t prompt_tokens = 0;
   int64_t generated_tokens = 0;
-  int64_t forwards = 0;                // model forwards this request took part in
-  int64_t query_rows = 0;              // query rows it forwarded
-  int64_t prefix_cached_tokens = 0;    // prompt tokens reused from the prefix cache
-  int64_t preemptions = 0;             // times it was preempted and recomputed
-  double queue_seconds = 0;            // submit to first scheduled
-  double first_token_seconds = -1;     // submit to the first streamed token (-1: none)
-  double seconds = 0;                  // submit to finish
-  std::vector<Metric> metrics;         // strategy-specific (WeDLM's p_cache, ...)
+  int64_t forwards = 0;              // model forwards this request took part in
+  int64_t query_rows = 0;            // query rows it forwarded
+  int64_t prefix_cached_tokens = 0;  // prompt tokens reused from the prefix cache
+  int64_t preemptions = 0;           // times it was preempted and recomputed
+  double queue_seconds = 0;          // submit to first scheduled
+  double first_token_seconds = -1;   // submit to the first streamed token (-1: none)
+  double seconds = 0;                // submit to finish
+  std::vector<Metric> metrics;       // strategy-specific (WeDLM's p_cache, ...)
   // Speculative decoding (S2D2): verification forwards (forwards = draft + verify), tokens
   // accepted as drafted, rejections.
   bool speculative = false;
@@ -138,8 +147,8 @@ struct RequestOutput {
   int64_t trace_forward = 0;
   std::vector<int32_t> canvas;
   bool finished = false;
-  std::string finish_reason;       // finished: stop | length | cancelled | error
-  std::string error;               // finish_reason error: what went wrong
+  std::string finish_reason;  // finished: stop | length | cancelled | error
+  std::string error;          // finish_reason error: what went wrong
 };
 
 struct RequestResult {
@@ -149,17 +158,17 @@ struct RequestResult {
   std::string text;                // their text, special tokens skipped, cut before a stop string
   std::string finish_reason;       // stop | length | cancelled | error
   std::string error;
-  std::string strategy;            // as resolved
+  std::string strategy;  // as resolved
   RequestStats stats;
 };
 
 struct EngineStats {
   int64_t waiting = 0, running = 0;  // requests now
   int64_t finished = 0, cancelled = 0, errors = 0;
-  int64_t steps = 0;                 // forwards run
-  int64_t rows = 0;                  // query rows forwarded
-  double sequences_per_step = 0;     // mean sequences sharing a forward
-  int64_t committed_tokens = 0;      // tokens streamed to requests
+  int64_t steps = 0;              // forwards run
+  int64_t rows = 0;               // query rows forwarded
+  double sequences_per_step = 0;  // mean sequences sharing a forward
+  int64_t committed_tokens = 0;   // tokens streamed to requests
   int64_t preemptions = 0;
   int64_t prompt_tokens = 0, prefix_cached_tokens = 0;
   int64_t kv_pages = 0, kv_pages_used = 0, kv_page_size = 0;
@@ -212,6 +221,9 @@ class Engine {
 
   // Names of the strategy knobs Request::options accepts.
   static std::vector<std::string> option_names();
+  // Values Request::sparse_prefill accepts besides empty: "none" and the configs loaded from
+  // EngineConfig::sparse_prefill_dir, sorted.
+  std::vector<std::string> sparse_prefill_names() const;
 
   struct Impl;
 

@@ -28,9 +28,10 @@ std::string default_model_dir() {
     if (fs::is_regular_file(c / "config.json", ec)) return c.string();
   std::string tried;
   for (const auto& c : candidates) tried += "\n  " + c.string();
-  fail("no -m MODEL_DIR given and the embedded default model models/tiny-block was not found; "
-       "tried:",
-       tried);
+  fail(
+      "no -m MODEL_DIR given and the embedded default model models/tiny-block was not found; "
+      "tried:",
+      tried);
 }
 
 CLI::Option* add_threads_option(CLI::App& cmd, int32_t& threads) {
@@ -86,9 +87,14 @@ void add_engine_options(CLI::App& cmd, EngineConfig& c) {
       ->group(g);
   cmd.add_option("--sparse-prefill", c.sparse_prefill,
                  "MMInference / MInference sparse prefill: a pattern config (JSON; "
-                 "docs/mminference.md) for the prompt's prefill (CPU backend; turns prefix "
-                 "sharing off)")
+                 "docs/mminference.md) for the prompt's prefill (CPU and CUDA backends; turns "
+                 "prefix sharing off)")
       ->check(CLI::ExistingFile)
+      ->group(g);
+  cmd.add_option("--sparse-prefill-dir", c.sparse_prefill_dir,
+                 "Sparse prefill configs requests may name (the server's \"sparse_prefill\" "
+                 "field): every DIR/NAME.json, loaded at start (turns prefix sharing off)")
+      ->check(CLI::ExistingDirectory)
       ->group(g);
   cmd.add_option("--random-weights", c.random_weights,
                  "Benchmarks: random weights of this config.json's shape (configs/sdar-8b.json); "

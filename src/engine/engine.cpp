@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -39,8 +40,8 @@ int64_t kv_pool_pages(const EngineConfig& cfg, Backend& backend) {
     bytes = static_cast<int64_t>(cfg.gpu_memory_utilization * double(total)) - used -
             backend.activation_bytes(cfg.max_batch_rows);
     if (bytes <= 0)
-      fail("no GPU memory is left for the KV cache (", used >> 20, " MiB in use of ",
-           total >> 20, " MiB, --gpu-memory-utilization ", cfg.gpu_memory_utilization,
+      fail("no GPU memory is left for the KV cache (", used >> 20, " MiB in use of ", total >> 20,
+           " MiB, --gpu-memory-utilization ", cfg.gpu_memory_utilization,
            "); raise it or lower --max-batch-rows");
   } else if (bytes == 0) {
     bytes = int64_t{1} << 30;
@@ -113,8 +114,10 @@ struct Engine::Impl {
   std::unique_ptr<Model> model;
   std::unique_ptr<Backend> backend;
   std::unique_ptr<TextCodec> text;
-  VisionSide vision;  // vision-language models only
+  VisionSide vision;                                          // vision-language models only
   std::shared_ptr<const SparsePrefillConfig> sparse_prefill;  // --sparse-prefill
+  // --sparse-prefill-dir: the configs requests choose by name (Request::sparse_prefill).
+  std::map<std::string, std::shared_ptr<const SparsePrefillConfig>> named_sparse_prefill;
   std::unique_ptr<EngineCore> core;
   bool on_gpu = false;
 
@@ -132,7 +135,46 @@ struct Engine::Impl {
   void loop();
   void publish_stats();
   SequenceRequest make_sequence(const Request& request, uint64_t id, OutputCallback cb);
+  std::shared_ptr<const SparsePrefillConfig> request_sparse_prefill(const Request& r) const;
+  void load_sparse_prefill(const EngineConfig& config);
 };
+
+std::shared_ptr<const SparsePrefillConfig> Engine::Impl::request_sparse_prefill(
+    const Request& r) const {
+  if (r.sparse_prefill.empty()) return sparse_prefill;
+  if (r.sparse_prefill == "none") return nullptr;
+  const auto it = named_sparse_prefill.find(r.sparse_prefill);
+  if (it != named_sparse_prefill.end()) return it->second;
+  std::string names = "none";
+  for (const auto& [name, config] : named_sparse_prefill) names += ", " + name;
+  fail("sparse_prefill: unknown config '", r.sparse_prefill, "' (accepted: ", names,
+       named_sparse_prefill.empty() ? "; start the engine with --sparse-prefill-dir to add some"
+                                    : "",
+       ")");
+}
+
+// --sparse-prefill and --sparse-prefill-dir, each config checked against the model.
+void Engine::Impl::load_sparse_prefill(const EngineConfig& config) {
+  const auto load = [&](const std::filesystem::path& path) {
+    auto sp = std::make_shared<SparsePrefillConfig>(load_sparse_prefill_config(path));
+    check_config_fits(*sp, static_cast<int>(model->config().num_layers),
+                      static_cast<int>(model->config().num_heads), path.string());
+    return sp;
+  };
+  if (!config.sparse_prefill.empty()) sparse_prefill = load(config.sparse_prefill);
+  if (config.sparse_prefill_dir.empty()) return;
+  const std::filesystem::path dir = config.sparse_prefill_dir;
+  if (!std::filesystem::is_directory(dir))
+    fail("--sparse-prefill-dir: '", dir.string(), "' is not a directory");
+  for (const auto& entry : std::filesystem::directory_iterator(dir))
+    if (entry.is_regular_file() && entry.path().extension() == ".json") {
+      const std::string name = entry.path().stem().string();
+      if (name == "none")
+        fail("--sparse-prefill-dir: '", entry.path().string(),
+             "' is named 'none', which means a dense prefill");
+      named_sparse_prefill[name] = load(entry.path());
+    }
+}
 
 SequenceRequest Engine::Impl::make_sequence(const Request& request, uint64_t id,
                                             OutputCallback on_output) {
@@ -162,7 +204,8 @@ SequenceRequest Engine::Impl::make_sequence(const Request& request, uint64_t id,
     seq.input_embeddings = vp->embeddings;
     seq.modality = std::move(vp->prompt.modality);
   }
-  if (sparse_prefill) seq.sparse_prefill = sparse_prefill_request(sparse_prefill, seq.modality);
+  if (auto config = request_sparse_prefill(request))
+    seq.sparse_prefill = sparse_prefill_request(std::move(config), seq.modality);
   seq.params = std::move(rr.params);
   seq.stop_ids = std::move(rr.stop_ids);
   SequenceCallbacks& cb = seq.callbacks;
@@ -240,7 +283,8 @@ void Engine::Impl::loop() {
     std::vector<uint64_t> cancelled;
     {
       std::unique_lock lk(mu);
-      work_cv.wait(lk, [&] { return stopping || !inbox.empty() || !cancels.empty() || !core_idle; });
+      work_cv.wait(lk,
+                   [&] { return stopping || !inbox.empty() || !cancels.empty() || !core_idle; });
       if (stopping) break;
       added.swap(inbox);
       cancelled.swap(cancels);
@@ -269,7 +313,8 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.config = config;
   if (config.model.empty()) fail("no model directory given");
-  if (config.max_running <= 0) fail("--max-running must be positive (got ", config.max_running, ")");
+  if (config.max_running <= 0)
+    fail("--max-running must be positive (got ", config.max_running, ")");
   if (config.max_batch_rows <= 0)
     fail("--max-batch-rows must be positive (got ", config.max_batch_rows, ")");
   const int32_t ps = config.kv_page_size;
@@ -290,20 +335,13 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
   m.on_gpu = m.backend->name().rfind("cuda", 0) == 0;
   m.text = std::make_unique<TextCodec>(*m.model, config.model);
   m.vision = random_vision ? make_vision_side(std::move(random_vision), m.on_gpu)
-                          : load_vision_side(*m.model, m.on_gpu);
-  if (!config.sparse_prefill.empty()) {
-    if (m.on_gpu) fail("--sparse-prefill runs on the CPU backend only so far (use --device cpu)");
-    auto sp = std::make_shared<SparsePrefillConfig>(
-        load_sparse_prefill_config(config.sparse_prefill));
-    check_config_fits(*sp, static_cast<int>(m.model->config().num_layers),
-                      static_cast<int>(m.model->config().num_heads), config.sparse_prefill);
-    m.sparse_prefill = std::move(sp);
-  }
+                           : load_vision_side(*m.model, m.on_gpu);
+  m.load_sparse_prefill(config);
   m.backend->create_kv_pool(kv_pool_pages(config, *m.backend), config.kv_page_size);
   SchedulerConfig sc;
   sc.max_running = config.max_running;
   sc.max_batch_rows = config.max_batch_rows;
-  sc.prefix_sharing = config.prefix_sharing && !m.sparse_prefill;
+  sc.prefix_sharing = config.prefix_sharing && !m.sparse_prefill && m.named_sparse_prefill.empty();
   m.core = std::make_unique<EngineCore>(*m.model, *m.backend, sc);
   m.publish_stats();
   m.thread = std::thread([&m] { m.loop(); });
@@ -407,6 +445,12 @@ std::string Engine::apply_chat_template(const std::string& messages_json,
                                         bool add_generation_prompt,
                                         const std::string& kwargs_json) const {
   return impl_->text->render_chat(messages_json, add_generation_prompt, kwargs_json);
+}
+
+std::vector<std::string> Engine::sparse_prefill_names() const {
+  std::vector<std::string> names = {"none"};
+  for (const auto& [name, config] : impl_->named_sparse_prefill) names.push_back(name);
+  return names;
 }
 
 std::vector<std::string> Engine::option_names() {

@@ -79,7 +79,8 @@ std::vector<Request> completion_prompts(const Json& body, const ParseContext& ct
 // The text of a {"type": "text", "text": ...} part.
 const std::string& text_part(const Json& part, const std::string& where) {
   const Json* t = field(part, "text");
-  if (!t || !t->is_string()) bad_request(where, cat("'", where, "' text parts need a string 'text'"));
+  if (!t || !t->is_string())
+    bad_request(where, cat("'", where, "' text parts need a string 'text'"));
   return t->get_ref<const std::string&>();
 }
 
@@ -252,6 +253,18 @@ Request common_fields(Endpoint endpoint, const Json& body, const ParseContext& c
   r.stop_token_ids = ints_field(body, "stop_token_ids", 0, ctx.vocab_size - 1, kMaxStopTokenIds);
   r.ignore_eos = bool_field(body, "ignore_eos").value_or(false);
   if (auto s = string_field(body, "strategy")) r.strategy = *s;
+  if (auto s = string_field(body, "sparse_prefill")) {
+    if (!ctx.sparse_prefill_names.count(*s)) {
+      std::string names;
+      for (const std::string& n : ctx.sparse_prefill_names)
+        names += (names.empty() ? "" : ", ") + n;
+      bad_request("sparse_prefill",
+                  cat("'sparse_prefill' must name a config the server loaded from "
+                      "--sparse-prefill-dir, or \"none\" (got \"",
+                      *s, "\"; accepted: ", names, ")"));
+    }
+    r.sparse_prefill = *s;
+  }
   for (const auto& [key, v] : body.items()) {
     std::string name = key;
     std::replace(name.begin(), name.end(), '_', '-');

@@ -9,7 +9,8 @@
 //                (-1 or 0: off), seed, stop, stop_token_ids, ignore_eos, n, stream,
 //                stream_options.include_usage, return_token_ids, and dLLM keys: strategy and
 //                every strategy knob by its option name ("block_length": 4, "threshold": 0.9),
-//                "dllm": {"stream_provisional": true}.
+//                "dllm": {"stream_provisional": true}, "sparse_prefill": a config name of the
+//                server's --sparse-prefill-dir or "none" (MMInference sparse prefill).
 // Fields OpenAI defines that dllm cannot honour (logprobs, echo, penalties, tools, ...) are
 // accepted at their neutral values and refused otherwise; keys nobody defines are ignored, as
 // vLLM does. Pure parsing: no engine, so the fuzz test can drive it alone.
@@ -42,6 +43,9 @@ struct ParseContext {
   int max_videos = 2;         // per request
   int32_t video_frames = 32;  // frames per video unless media_io_kwargs says otherwise
   MediaUrlPolicy media;
+  // "sparse_prefill": "none" and the configs of --sparse-prefill-dir by name
+  // (Engine::sparse_prefill_names()); never a path.
+  std::set<std::string> sparse_prefill_names;
 };
 
 struct ApiRequest {

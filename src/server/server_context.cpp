@@ -27,6 +27,7 @@ ServerContext::ServerContext(Engine& e, const ServerOptions& o)
     std::replace(name.begin(), name.end(), '_', '-');
     parse.option_names.insert(name);
   }
+  for (const std::string& name : e.sparse_prefill_names()) parse.sparse_prefill_names.insert(name);
   parse.vocab_size = info.vocab_size;
   parse.context_length = info.context_length;
   parse.max_choices = o.max_choices;

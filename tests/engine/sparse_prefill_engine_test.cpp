@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "dllm/engine.h"
+#include "support/sparse_prefill_config_file.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -29,17 +30,9 @@ Request question(const std::string& q) {
 }
 
 std::string write_config(const std::string& name, const std::string& per_head) {
-  const auto dir = test::temp_dir("sparse_prefill_engine");
-  std::string json = "{";
-  for (int l = 0; l < 6; ++l) {
-    json += (l ? "," : "") + std::string("\"layer-") + std::to_string(l) + "\": {";
-    for (int h = 0; h < 8; ++h)
-      json += (h ? "," : "") + std::string("\"") + std::to_string(h) + "\": " + per_head;
-    json += "}";
-  }
-  json += "}";
-  std::ofstream(dir / name) << json;
-  return (dir / name).string();
+  const auto path = test::temp_dir("sparse_prefill_engine") / name;
+  test::write_tiny_block_sparse_config(path, per_head);
+  return path.string();
 }
 
 TEST(SparsePrefillEngine, PatternsThatKeepEveryKeyAnswerAsDense) {
@@ -54,6 +47,44 @@ TEST(SparsePrefillEngine, PatternsThatKeepEveryKeyAnswerAsDense) {
     EXPECT_EQ(got.token_ids, want.token_ids);
     EXPECT_EQ(got.text, "579");
   }
+}
+
+// Request::sparse_prefill: a config of EngineConfig::sparse_prefill_dir by name, or "none".
+TEST(SparsePrefillEngine, RequestsChooseALoadedConfigByName) {
+  Engine dense(tiny_block());
+  const RequestResult want = dense.generate(question("What is 123 + 456?"));
+  const auto dir = test::temp_dir("sparse_prefill_engine_named");
+  std::filesystem::copy_file(write_config("keep_all.json", R"(["stream_llm", 0, 100000])"),
+                             dir / "keep-all.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  std::filesystem::copy_file(write_config("tiny.json", R"(["stream_llm", 1, 2])"),
+                             dir / "tiny-band.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  EngineConfig c = tiny_block();
+  c.sparse_prefill_dir = dir.string();
+  Engine named(c);
+  EXPECT_EQ(named.sparse_prefill_names(),
+            (std::vector<std::string>{"none", "keep-all", "tiny-band"}));
+  Request r = question("What is 123 + 456?");
+  EXPECT_EQ(named.generate(r).token_ids, want.token_ids) << "no field: no sparse prefill";
+  r.sparse_prefill = "keep-all";
+  EXPECT_EQ(named.generate(r).token_ids, want.token_ids);
+  r.sparse_prefill = "none";
+  EXPECT_EQ(named.generate(r).token_ids, want.token_ids);
+  r.sparse_prefill = "tiny-band";
+  EXPECT_NE(named.generate(r).token_ids, want.token_ids)
+      << "a prefill seeing two keys per row must answer otherwise";
+  r.sparse_prefill = "video";
+  try {
+    named.submit(r);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("accepted: none, keep-all, tiny-band"), std::string::npos)
+        << e.what();
+  }
+  // "none" is taken: a config may not be named so.
+  std::filesystem::copy_file(dir / "keep-all.json", dir / "none.json");
+  EXPECT_THROW(Engine e(c), Error);
 }
 
 TEST(SparsePrefillEngine, BadConfigsFailAtConstruction) {

@@ -143,6 +143,32 @@ TEST(OpenAiRequest, WrongValuesNameTheField) {
   }
 }
 
+TEST(OpenAiRequest, SparsePrefillNamesALoadedConfig) {
+  ParseContext c = context();
+  c.sparse_prefill_names = {"none", "video"};
+  const auto parsed = [&](const std::string& body) {
+    return parse_api_request(Endpoint::completions, Json::parse(body), c).prompts.at(0);
+  };
+  EXPECT_EQ(parsed(R"({"prompt": "x", "sparse_prefill": "video"})").sparse_prefill, "video");
+  EXPECT_EQ(parsed(R"({"prompt": "x", "sparse_prefill": "none"})").sparse_prefill, "none");
+  EXPECT_EQ(parsed(R"({"prompt": "x"})").sparse_prefill, "");
+  for (const char* body : {R"({"prompt": "x", "sparse_prefill": "/etc/video.json"})",
+                           R"({"prompt": "x", "sparse_prefill": 1})"}) {
+    try {
+      parsed(body);
+      ADD_FAILURE() << "accepted: " << body;
+    } catch (const ApiError& e) {
+      EXPECT_EQ(e.param, "sparse_prefill") << body;
+    }
+  }
+  try {
+    parsed(R"({"prompt": "x", "sparse_prefill": "audio"})");
+    ADD_FAILURE();
+  } catch (const ApiError& e) {
+    EXPECT_NE(std::string(e.what()).find("accepted: none, video"), std::string::npos) << e.what();
+  }
+}
+
 TEST(OpenAiRequest, UnknownModelIs404) {
   const ApiError e = error_of(Endpoint::completions, R"({"model": "gpt-4", "prompt": "x"})");
   EXPECT_EQ(e.status, 404);
@@ -430,8 +456,8 @@ TEST(OpenAiRequest, FileUrlsAreReadOnlyUnderTheAllowedDirectory) {
   EXPECT_EQ(r.prompts[0].image_bytes[0].data, "inside");
   for (const std::string& url :
        {"file://" + in + "/../secret.png", "file://" + in + "/link.png",
-        "file://" + (root / "secret.png").string(), "file://" + in + "/missing.png",
-        "file://" + in, "file://host" + in + "/a%20b.png", "file://" + in + "/a%2"}) {
+        "file://" + (root / "secret.png").string(), "file://" + in + "/missing.png", "file://" + in,
+        "file://host" + in + "/a%20b.png", "file://" + in + "/a%2"}) {
     const ApiError e = vision_error(image_message({url}), ctx);
     EXPECT_EQ(e.status, 400) << url;
     EXPECT_EQ(e.param, "messages[0].content[1]") << url;

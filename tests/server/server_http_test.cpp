@@ -6,11 +6,14 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "server/server_process.h"
+#include "support/sparse_prefill_config_file.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -278,6 +281,44 @@ TEST(ServeHttp, ErrorPathsAreOpenAiErrorsNamingTheField) {
   const std::string m = get(port, "/metrics");
   EXPECT_NE(m.find("dllm_http_responses_total{status=\"400\"}"), std::string::npos) << m;
   EXPECT_NE(m.find("dllm_http_responses_total{status=\"413\"}"), std::string::npos) << m;
+}
+
+// "sparse_prefill" per request: a config the server loaded from --sparse-prefill-dir by name, or
+// "none"; a pattern keeping every key answers as the dense prefill, one keeping almost nothing
+// does not; unknown names and paths are 400s naming the field and the accepted names.
+TEST(ServeHttp, SparsePrefillPerRequest) {
+  const auto dir = test::temp_dir("serve_sparse_prefill");
+  test::write_tiny_block_sparse_config(dir / "keep-all.json", R"(["stream_llm", 0, 100000])");
+  test::write_tiny_block_sparse_config(dir / "tiny-band.json", R"(["stream_llm", 1, 2])");
+  ServerProcess server({"--sparse-prefill-dir", dir.string()});
+  ASSERT_TRUE(server.started()) << server.log();
+  const int port = server.port();
+  auto answer = [&](const std::optional<std::string>& sparse) {
+    Json body = chat_body("What is 123 + 456?", 16);
+    body["return_token_ids"] = true;
+    if (sparse) body["sparse_prefill"] = *sparse;
+    const Reply r = post(port, "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 200) << r.body;
+    return r.body["choices"][0]["token_ids"];
+  };
+  const Json dense = answer(std::nullopt);
+  EXPECT_EQ(answer("keep-all"), dense);
+  EXPECT_EQ(answer("none"), dense);
+  EXPECT_NE(answer("tiny-band"), dense)
+      << "a prefill seeing two keys per row must answer otherwise";
+  for (const Json& bad :
+       {Json("nope"), Json("../keep-all"), Json(dir / "keep-all.json"), Json(3)}) {
+    Json body = chat_body("What is 123 + 456?", 4);
+    body["sparse_prefill"] = bad;
+    const Reply r = post(port, "/v1/chat/completions", body);
+    EXPECT_EQ(r.status, 400) << bad;
+    EXPECT_EQ(r.body["error"]["param"], "sparse_prefill") << r.body;
+    if (bad.is_string())
+      EXPECT_NE(
+          r.body["error"]["message"].get<std::string>().find("accepted: keep-all, none, tiny-band"),
+          std::string::npos)
+          << r.body;
+  }
 }
 
 TEST(ServeHttp, ApiKey) {
