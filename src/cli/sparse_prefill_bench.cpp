@@ -169,11 +169,11 @@ nlohmann::json sparse_prefill_bench(const BenchArgs& a, const std::string& devic
   std::printf("\n%s sparse prefill attention, one layer (%d/%d heads, head_dim %d), block %d\n\n",
               a.shape.c_str(), heads, kv_heads, d, a.prefill_block);
   std::printf(
+      "(dense: the faster of the sparse kernel's dense plan and the forward's batched dense\n"
+      "attention, dense_batched — the Hopper wgmma kernel at head_dim 128)\n\n");
+  std::printf(
       "| tokens | pattern | computed density | ms | TFLOP/s (computed) | speed-up vs dense |\n"
       "|---|---|---|---|---|---|\n");
-  std::printf(
-      "(dense: the faster of the sparse kernel's dense plan and the forward's batched dense\n"
-      "attention, dense_batched — the Hopper wgmma kernel at head_dim 128)\n");
   nlohmann::json rows = nlohmann::json::array();
   for (int32_t n : lengths) {
     if (n < 1) fail("--prefill-lengths values must be positive (got ", n, ")");

@@ -2,8 +2,6 @@
 // kernel over its work list, the Hopper kernel over its own, then one combine pass over every
 // query row — with grids from the caller's capacities and everything else read from the plan.
 #include <algorithm>
-#include <cstdlib>
-#include <string>
 
 #include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/attention_dispatch.h"
@@ -164,15 +162,6 @@ void launch_mma(const AttentionBatchKernelArgs& a, int items, cudaStream_t strea
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
-// AttentionBatchKernelArgs::heads_inner: DLLM_ATTN_BATCH_HEADS_INNER=1 (an experiment: same bits).
-bool heads_inner() {
-  static const bool on = [] {
-    const char* e = std::getenv("DLLM_ATTN_BATCH_HEADS_INNER");
-    return e && std::string(e) == "1";
-  }();
-  return on;
-}
-
 int log2_exact(int v) {
   int s = 0;
   while ((1 << s) < v) ++s;
@@ -243,7 +232,6 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
   a.head_dim = s.head_dim;
   a.page_shift = log2_exact(s.page_size);
   a.scale = s.scale;
-  a.heads_inner = heads_inner();
   if (c.mma_items > 0) {
     switch (s.head_dim) {
       case 16:

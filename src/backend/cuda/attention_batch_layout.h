@@ -99,12 +99,6 @@ struct AttentionBatchKernelArgs {
   int32_t* counters = nullptr;  // kMergeCounters, zero between calls
   int heads = 0, kv_heads = 0, head_dim = 0, page_shift = 0;
   float scale = 1.0f;
-  // Which block of the grid (work-item capacity, KV heads) takes which (item, KV head): false,
-  // block (x, y) takes item x, head y (the heads of an item are a grid row apart in launch
-  // order); true, the blocks in launch order take item 0 head 0, item 0 head 1, ..., so the
-  // KV heads of one item run side by side and read each key row's K/V bytes (all heads' halves
-  // of one slot, adjacent in the pool) together (batch_block_item()).
-  bool heads_inner = false;
 };
 
 }  // namespace dllm::cuda

@@ -12,7 +12,9 @@
 
 namespace dllm::cuda {
 
-// What the mask needs of one query row: the query index and, for block-causal, its block index.
+// What the mask needs of one query row: the query index and the value tile_all_visible compares
+// (block-causal: the row's block index; causal: the query index, INT_MAX for rows past the end,
+// whose garbage is never written).
 struct MaskRow {
   int q = 0;
   int qblk = 0;
@@ -26,6 +28,7 @@ __device__ __forceinline__ MaskRow mask_row(const P& p, int row, int rows, int g
   r.q = row / group;
   // Block-causal compares block indices: position / block size, computed once per row and key.
   r.qblk = r.valid && p.kind == MaskKind::kBlockCausal ? p.q_positions[r.q] / p.block_size : 0;
+  if (p.kind == MaskKind::kCausal) r.qblk = r.valid ? r.q : INT_MAX;
   return r;
 }
 
@@ -82,16 +85,17 @@ __device__ __forceinline__ int visible_keys_end(const P& p, int last_row, int gr
   return n_keys;
 }
 
-// Whether every key of the tile [t0, t0 + tile_keys) is visible to every row whose block index
+// Whether every key of the tile [t0, t0 + tile_keys) is visible to every row whose MaskRow::qblk
 // is at least qblk_min (tile_max_value: the largest key_mask_value_of of the tile's keys). Such
-// tiles skip the per-key mask — every tile of the cache in a denoising step.
+// tiles skip the per-key mask — every tile of the cache in a denoising step, and under causal
+// every tile below a row block's diagonal.
 template <class P>
 __device__ __forceinline__ bool tile_all_visible(const P& p, int t0, int tile_keys, int k_end,
                                                  int n_cache, int tile_max_value, int qblk_min) {
   if (t0 + tile_keys > k_end) return false;
   switch (p.kind) {
-    case MaskKind::kCausal:
-      return t0 + tile_keys <= n_cache;
+    case MaskKind::kCausal:  // query q sees the keys up to n_cache + q
+      return int64_t{t0} + tile_keys <= int64_t{n_cache} + qblk_min + 1;
     case MaskKind::kBidirectional:
       return true;
     case MaskKind::kBlockCausal:

@@ -61,11 +61,9 @@ __device__ __forceinline__ int kv_head_of(const AttentionSeqView& v) {
   return v.kv_head;
 }
 
-// A batched block's (work item, KV head) (AttentionBatchKernelArgs::heads_inner).
-__device__ __forceinline__ int2 batch_block_item(const AttentionBatchKernelArgs& a) {
-  if (!a.heads_inner) return make_int2(blockIdx.x, blockIdx.y);
-  const int64_t linear = static_cast<int64_t>(blockIdx.y) * gridDim.x + blockIdx.x;
-  return make_int2(static_cast<int>(linear / a.kv_heads), static_cast<int>(linear % a.kv_heads));
+// A batched block's (work item, KV head): block (x, y) takes item x for KV head y.
+__device__ __forceinline__ int2 batch_block_item(const AttentionBatchKernelArgs&) {
+  return make_int2(blockIdx.x, blockIdx.y);
 }
 
 // Keys of the sequence (AttentionParams: read from device memory at the call).
