@@ -27,9 +27,18 @@ __global__ void quest_signs_kernel(QuestParams p) {
   }
 }
 
-// Warp w of block (b, h): page b * kPageWarps + w of KV head h. Lane l takes dims l, l + 32, ...:
-// their max and min over the page's keys (the keys' loads of a dim go out together), then
-// max_d P_d + min_d N_d summed over the warp.
+// Dims [4c, 4c + 4) of one key row as floats: one 8-byte load (the row's dims are 4-aligned).
+__device__ __forceinline__ float4 load_bf16x4(const bf16* at) {
+  const uint2 bits = *reinterpret_cast<const uint2*>(at);
+  const float2 lo = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.x));
+  const float2 hi = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&bits.y));
+  return make_float4(lo.x, lo.y, hi.x, hi.y);
+}
+
+// Warp w of block (b, h): page b * kPageWarps + w of KV head h. Lane l takes the dims 4l..4l+3,
+// 4(l + 32).., each key row's in one 8-byte load (a warp reads a row's 256 bytes of a 128-wide
+// head at once, four keys in flight): their max and min over the page's keys, then
+// max_d P_d + min_d N_d summed over the warp. head_dim % 4 == 0 (quest_page_scores checks).
 __global__ void __launch_bounds__(kPageWarps * 32) quest_page_kernel(QuestParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
   const int n_pages = p.n_prefix / p.page_size;
@@ -39,15 +48,21 @@ __global__ void __launch_bounds__(kPageWarps * 32) quest_page_kernel(QuestParams
   const int32_t* slots = p.prefix_slots + static_cast<int64_t>(page) * p.page_size;
   const float* P = p.signs + (h * 2) * p.head_dim;
   const float* N = P + p.head_dim;
+  const bf16* head = p.k_cache + h * p.head_dim;
   float sum = 0.0f;
-  for (int d = lane; d < p.head_dim; d += 32) {
-    float mx = -INFINITY, mn = INFINITY;
+  for (int d = 4 * lane; d < p.head_dim; d += 128) {
+    float4 mx = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
+    float4 mn = make_float4(INFINITY, INFINITY, INFINITY, INFINITY);
+#pragma unroll 4
     for (int u = 0; u < p.page_size; ++u) {
-      const float v = __bfloat162float(p.k_cache[slots[u] * kv_row + h * p.head_dim + d]);
-      mx = fmaxf(mx, v);
-      mn = fminf(mn, v);
+      const float4 v = load_bf16x4(head + slots[u] * kv_row + d);
+      mx = make_float4(fmaxf(mx.x, v.x), fmaxf(mx.y, v.y), fmaxf(mx.z, v.z), fmaxf(mx.w, v.w));
+      mn = make_float4(fminf(mn.x, v.x), fminf(mn.y, v.y), fminf(mn.z, v.z), fminf(mn.w, v.w));
     }
-    sum += mx * P[d] + mn * N[d];
+    sum += mx.x * P[d] + mn.x * N[d];
+    sum += mx.y * P[d + 1] + mn.y * N[d + 1];
+    sum += mx.z * P[d + 2] + mn.z * N[d + 2];
+    sum += mx.w * P[d + 3] + mn.w * N[d + 3];
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
@@ -68,6 +83,8 @@ void quest_page_scores(const QuestParams& p, cudaStream_t stream) {
   if (p.page_size <= 0 || p.n_prefix % p.page_size != 0)
     fail("quest_page_scores: the prefix must be whole pages (", p.n_prefix, " keys, page size ",
          p.page_size, ")");
+  if (p.head_dim % 4 != 0)
+    fail("quest_page_scores: head_dim must be a multiple of 4 (got ", p.head_dim, ")");
   if (p.n_prefix == 0 || p.n_rows == 0) return;
   quest_signs_kernel<<<p.kv_heads, 128, 0, stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
