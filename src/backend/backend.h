@@ -48,6 +48,15 @@ class Backend {
   // SequenceForward::state.
   virtual std::unique_ptr<MethodState> create_method_state() = 0;
 
+  // What this backend's forward refuses of one sequence's forward beyond validate_forward()
+  // (the CUDA backend: Quest over a prefix of partial pages): throws Error naming the problem.
+  // The engine asks when it plans a sequence's forwards, so a refusal ends that request alone
+  // instead of failing the step's whole batch in forward().
+  virtual void check_forward(const SequenceForward& seq, size_t index) const {
+    (void)seq;
+    (void)index;
+  }
+
   // Runs one forward over a batch of sequences. Invalid requests (ids out of vocabulary, bad
   // positions, slots out of range, ...) throw Error before any cache is modified.
   virtual std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) = 0;

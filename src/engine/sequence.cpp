@@ -92,6 +92,8 @@ bool Sequence::plan(Backend& backend) {
       scratch_.push_back(std::make_unique<KvCache>(backend.kv_pool()));
       f.cache = scratch_.back().get();
     }
+  for (size_t i = 0; i < forwards_.size(); ++i)
+    if (!forwards_[i].tokens.empty()) backend.check_forward(forwards_[i], i);
   return true;
 }
 
@@ -115,7 +117,7 @@ void Sequence::reserve_pages() {
   for (SequenceForward& f : forwards_)
     if (!f.tokens.empty())
       f.cache->reserve(f.dllm_cache ? static_cast<int64_t>(f.tokens.size())
-                                  : needed_capacity(query_slots_of(f, f.cache)));
+                                    : needed_capacity(query_slots_of(f, f.cache)));
 }
 
 bool Sequence::observe(std::span<const SequenceResult> results) {

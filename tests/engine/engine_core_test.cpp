@@ -9,7 +9,9 @@
 #include <random>
 #include <sstream>
 
+#include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/gemm_bf16.h"
+#include "core/error.h"
 #include "support/engine_runs.h"
 #include "support/test_paths.h"
 
@@ -131,6 +133,47 @@ TEST(EngineCore, ARequestThatCannotFitFailsAlone) {
   EXPECT_EQ(core.counters().errors, 1);
 }
 
+// A backend that refuses Quest forwards in check_forward(), as the CUDA backend refuses Quest
+// over a prefix of partial pages.
+class RefusesQuest final : public cpu_backend::CpuBackend {
+ public:
+  using CpuBackend::CpuBackend;
+  void check_forward(const SequenceForward& seq, size_t index) const override {
+    if (seq.sparse && seq.sparse->select == SparseMethod::kQuest)
+      fail("forward request ", index, ": this backend takes no quest");
+  }
+};
+
+// A forward the backend refuses when the engine plans it ends that request with the backend's
+// error; the requests batched with it finish as if alone and the pool is empty afterwards.
+TEST(EngineCore, AForwardTheBackendRefusesFailsItsRequestAlone) {
+  auto model = Model::load(embedded("tiny-block"));
+  RefusesQuest backend(*model);
+  auto cases = test::mixed_cases(*model, {"block"}, 4, 0);
+  test::EngineCase quest = cases[1];
+  quest.params.sparse.method = SparseMethod::kQuest;
+  quest.params.sparse.k = 16;
+  cases.insert(cases.begin() + 1, quest);
+  EngineCore core(*model, backend);
+  const auto together = test::run_together(core, cases);
+  EXPECT_EQ(together[1].finish_reason, "error");
+  EXPECT_NE(together[1].error.find("this backend takes no quest"), std::string::npos)
+      << together[1].error;
+  EXPECT_EQ(together[1].finishes, 1);
+  cases.erase(cases.begin() + 1);
+  auto plain = make_cpu_backend(*model);
+  const auto alone = test::run_alone(*model, *plain, cases);
+  for (size_t i = 0, j = 0; i < together.size(); ++i) {
+    if (i == 1) continue;
+    SCOPED_TRACE("request " + std::to_string(i));
+    EXPECT_EQ(together[i].finish_reason, alone[j].finish_reason);
+    EXPECT_EQ(together[i].ids, alone[j].ids);
+    ++j;
+  }
+  EXPECT_EQ(core.counters().errors, 1);
+  EXPECT_EQ(core.kv_pool().used_pages(), 0);
+}
+
 // Random arrivals and cancellations over a small pool: after every step the pool is consistent;
 // cancelled requests end once as "cancelled", the others with their solo ids; nothing leaks.
 TEST(EngineCore, RandomSubmitAndCancelLeakNothing) {
@@ -202,8 +245,8 @@ TEST(EngineCore, IdenticalPromptPrefixesArePrefilledOnce) {
   for (int i = 0; i < 70; ++i) system.push_back(100 + (i * 37) % 3000);
   for (auto& c : cases) {
     c.prompt.insert(c.prompt.begin(), system.begin(), system.end());
-    c.params = resolve_decode_params(model->config(), c.params,
-                                     static_cast<int64_t>(c.prompt.size()));
+    c.params =
+        resolve_decode_params(model->config(), c.params, static_cast<int64_t>(c.prompt.size()));
   }
   SchedulerConfig no_sharing;
   no_sharing.prefix_sharing = false;

@@ -72,6 +72,7 @@ class CudaBackend final : public Backend {
     return std::make_unique<CudaMethodState>();
   }
   std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
+  void check_forward(const SequenceForward& seq, size_t index) const override;
   void fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) override;
   void set_profiling(bool on) override;
   std::optional<double> profiled_moe_experts_touched() const override;

@@ -67,23 +67,39 @@ void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
   p.sparse_keys = st.sparse_k + (n_prefix - st.sparse_prefix) + p.rows;
 }
 
+namespace {
+
+// What the CUDA Quest takes: a selection kept and attended in the same forward, and a prefix of
+// whole pages once it is longer than k (a shorter one is attended densely).
+void check_quest(const SparseStep& sp, int64_t n_prefix, size_t index) {
+  if (!sp.attend_selected || !sp.keep_selection)
+    fail("forward request ", index,
+         ": on the CUDA backend quest selects, keeps and attends its sets in the same forward");
+  if (sp.page_size <= 0) fail("forward request ", index, ": quest needs a positive page size");
+  if (n_prefix > sp.k && n_prefix % sp.page_size != 0)
+    fail("forward request ", index, ": quest on the CUDA backend needs a prefix of whole pages (",
+         n_prefix, " cached slots, page size ", sp.page_size,
+         "; the CPU backend takes a partial last page): use a block length that is a multiple "
+         "of --sparse-page-size, or --device cpu");
+}
+
+}  // namespace
+
+void CudaBackend::check_forward(const SequenceForward& seq, size_t index) const {
+  if (seq.sparse && seq.sparse->select == SparseMethod::kQuest)
+    check_quest(*seq.sparse, seq.cache ? seq.cache->length() : 0, index);
+}
+
 // Quest (§6.1) selects and attends in every forward: each sparse layer picks k / page pages
 // from its own queries right before its attention. A prefix of at most k keys is attended
 // densely (the exact plan), as on the CPU.
 void CudaBackend::plan_quest(PlannedSequence& p, size_t index) {
   const SparseStep& sp = *p.seq->sparse;
   const int64_t n_prefix = p.cache->length();
-  if (!sp.attend_selected || !sp.keep_selection)
-    fail("forward request ", index,
-         ": on the CUDA backend quest selects, keeps and attends its sets in the same forward");
-  if (sp.page_size <= 0) fail("forward request ", index, ": quest needs a positive page size");
+  check_quest(sp, n_prefix, index);
   p.sparse_first_layer = sp.exact_layers;
   p.sparse_prefix = n_prefix;
   if (n_prefix <= sp.k) return;  // dense: the exact plan
-  if (n_prefix % sp.page_size != 0)
-    fail("forward request ", index, ": quest on the CUDA backend needs a prefix of whole pages (",
-         n_prefix, " cached slots, page size ", sp.page_size,
-         "; the CPU backend takes a partial last page)");
   const int64_t pages = std::max<int64_t>(1, sp.k / sp.page_size);
   p.quest_select = true;
   p.quest_page = sp.page_size;
