@@ -1,6 +1,7 @@
 #include <set>
 
 #include "backend/backend.h"
+#include "backend/forward_positions.h"
 #include "core/error.h"
 
 namespace dllm {
@@ -30,8 +31,8 @@ void validate_sparse_prefill(const SequenceForward& seq, const std::string& wher
   const SparsePrefillRequest& sp = *seq.sparse_prefill;
   if (!sp.config) fail(where, "sparse prefill without a config");
   if (seq.rule.kind != AttentionKind::kCausal && seq.rule.kind != AttentionKind::kBlockCausal)
-    fail(where, "sparse prefill needs the causal or block-causal rule (got ",
-         seq.rule.to_string(), ")");
+    fail(where, "sparse prefill needs the causal or block-causal rule (got ", seq.rule.to_string(),
+         ")");
   // The map and span describe the whole prompt; a forward may cover a prefix of it (block
   // families prefill floor(P / B) * B tokens), so the backend clips them to its tokens.
   const size_t n = seq.tokens.size();
@@ -95,9 +96,8 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
       fail(where, "dLLM-Cache needs the sequence's cache and method state");
     if (p_len <= 0 || p_len >= static_cast<int64_t>(n))
       fail(where, "dLLM-Cache prompt length ", p_len, " for a canvas of ", n);
-    for (size_t i = 0; i < n; ++i)
-      if (seq.positions[i] != static_cast<int32_t>(i))
-        fail(where, "dLLM-Cache forwards the whole canvas at positions 0..n-1");
+    if (!positions_from_zero(seq.positions))
+      fail(where, "dLLM-Cache forwards the whole canvas at positions 0..n-1");
     if (seq.write != CacheWrite::kNone)
       fail(where, "dLLM-Cache manages its cache itself (write must be none)");
     const int64_t len = seq.cache->length();
@@ -111,7 +111,8 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
   if (seq.want_span_stats && !seq.want_stats)
     fail(where, "want_span_stats needs want_stats (the statistics are of each row's token)");
   if ((seq.retain_logits || seq.verify) && !seq.state)
-    fail(where, "retain_logits and verify need the sequence's method state (it keeps the draft rows)");
+    fail(where,
+         "retain_logits and verify need the sequence's method state (it keeps the draft rows)");
   if (seq.verify) {
     const SpanVerify& v = *seq.verify;
     const size_t m = seq.output_rows.size();

@@ -1,6 +1,9 @@
 #include "engine/prefix_sharing.h"
 
 #include <algorithm>
+#include <span>
+
+#include "backend/forward_positions.h"
 
 namespace dllm {
 
@@ -40,17 +43,14 @@ bool is_shareable_prefill(const SequenceForward& fwd, const KvCache& cache,
   const size_t n = static_cast<size_t>(committed_rows(fwd));
   if (n > prompt.size() || !std::equal(fwd.tokens.begin(), fwd.tokens.begin() + n, prompt.begin()))
     return false;
-  for (size_t i = 0; i < n; ++i)
-    if (fwd.positions[i] != static_cast<int32_t>(i)) return false;
-  return true;
+  return positions_from_zero(std::span(fwd.positions).first(n));
 }
 
 std::vector<uint64_t> prefix_page_keys(std::span<const int32_t> tokens, const AttentionRule& rule,
                                        int32_t page_size) {
   const int64_t n = static_cast<int64_t>(tokens.size());
-  const uint64_t rule_tag = rule.kind == AttentionKind::kCausal
-                                ? 1
-                                : mix(2, static_cast<uint64_t>(rule.block_size));
+  const uint64_t rule_tag =
+      rule.kind == AttentionKind::kCausal ? 1 : mix(2, static_cast<uint64_t>(rule.block_size));
   std::vector<uint64_t> keys;
   uint64_t chain = 0x6a09e667f3bcc908ull;
   for (int64_t end = page_size; end <= n; end += page_size) {

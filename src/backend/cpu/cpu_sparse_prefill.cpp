@@ -6,6 +6,7 @@
 #include "attention/sparse_prefill_layer.h"
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/sparse_prefill_cpu.h"
+#include "backend/forward_positions.h"
 
 namespace dllm::cpu_backend {
 
@@ -16,9 +17,7 @@ bool is_cold_prefill(const SequenceRun& run) {
   const SequenceForward& seq = *run.seq;
   if (run.key_slots.size() != seq.tokens.size() || run.active.size() != seq.tokens.size())
     return false;
-  for (size_t i = 0; i < seq.positions.size(); ++i)
-    if (seq.positions[i] != static_cast<int32_t>(i)) return false;
-  return true;
+  return positions_from_zero(seq.positions);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/forward_positions.h"
 #include "backend/sequence_slots.h"
 #include "core/error.h"
 
@@ -62,12 +63,6 @@ cuda::MaskKind mask_kind(AttentionKind k) {
 
 // Capacities of captured graphs: n rounded up to a power of two (at least 64), or for large n to
 // a multiple of an eighth of that power (little waste, few distinct graphs).
-bool positions_from_zero(const SequenceForward& seq) {
-  for (size_t i = 0; i < seq.positions.size(); ++i)
-    if (seq.positions[i] != static_cast<int32_t>(i)) return false;
-  return true;
-}
-
 int64_t bucket(int64_t n) {
   int64_t b = 64;
   while (b < n) b *= 2;
@@ -145,7 +140,7 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
       // then the queries' own fresh slots right after them.
       p.query_slots = query_slots_of(seq, p.cache);
       p.n_keys = p.cache->length() + p.rows;
-      p.cold_prefill = p.cache->length() == 0 && positions_from_zero(seq);
+      p.cold_prefill = p.cache->length() == 0 && positions_from_zero(seq.positions);
       if (seq.sparse) {  // validate_forward() sent sparse requests here
         plan_sparse(p, si);
         plan.any_sparse_select = plan.any_sparse_select || p.sparse_select;
