@@ -236,11 +236,11 @@ struct BatchRun {
   // address stays put) and NaN-poisons the output.
   cuda::AttentionBatchPlan stage(
       const std::vector<const Seq*>& seqs,
-      cuda::AttentionBatchSplitMode mode = cuda::AttentionBatchSplitMode::kAuto) {
+      cuda::AttentionBatchSplitMode mode = cuda::AttentionBatchSplitMode::kAuto, int group = 0) {
     std::vector<cuda::AttentionBatchSeq> descs;
     for (const Seq* s : seqs) descs.push_back(s->desc());
     std::vector<int32_t> staging;
-    const auto bp = cuda::attention_batch_plan(descs, p.shape, staging, mode);
+    const auto bp = cuda::attention_batch_plan(descs, p.shape, staging, mode, group);
     EXPECT_TRUE(p.capacity.covers(bp.need));
     EXPECT_LE(staging.size(), plan.size());
     std::vector<uint16_t> qs;
@@ -281,14 +281,14 @@ std::vector<float> to_floats(const std::vector<uint16_t>& bits) {
 std::vector<std::vector<uint16_t>> run_batch(
     const Pool& pool, const std::vector<const Seq*>& seqs, int pad,
     cuda::AttentionBatchPlan* plan_out = nullptr,
-    cuda::AttentionBatchSplitMode mode = cuda::AttentionBatchSplitMode::kAuto) {
+    cuda::AttentionBatchSplitMode mode = cuda::AttentionBatchSplitMode::kAuto, int group = 0) {
   std::vector<cuda::AttentionBatchSeq> descs;
   for (const Seq* s : seqs) descs.push_back(s->desc());
   std::vector<int32_t> staging;
-  const auto bp = cuda::attention_batch_plan(descs, pool.shape, staging, mode);
+  const auto bp = cuda::attention_batch_plan(descs, pool.shape, staging, mode, group);
   if (plan_out) *plan_out = bp;
   BatchRun run(pool, padded(bp.need, pad), staging.size());
-  run.stage(seqs, mode);
+  run.stage(seqs, mode, group);
   // Twice on one workspace, as layers do: the in-kernel merge's counters must be back at zero.
   for (int call = 0; call < 2; ++call) {
     cuda::attention_batch(run.p, nullptr);
@@ -459,6 +459,49 @@ TEST(CudaAttentionBatch, SerialSplitsGiveTheParallelBits) {
     EXPECT_TRUE(parallel_plan.need.combine);
     EXPECT_LT(serial_plan.need.mma_items + serial_plan.need.sm90_items,
               parallel_plan.need.mma_items + parallel_plan.need.sm90_items);
+  }
+}
+
+// Split groups (several consecutive splits per block, merged by the combine pass) give the bits
+// of a block per split, for every group size, on both rules' row counts.
+TEST(CudaAttentionBatch, SplitGroupsGiveTheSplitBlocksBits) {
+  using Mode = cuda::AttentionBatchSplitMode;
+  std::mt19937 rng(109);
+  struct Round {
+    int page_size, seqs, max_cache, heads, kv, d;
+  };
+  for (const Round r : {Round{16, 24, 3000, 32, 8, 128}, Round{8, 16, 2000, 8, 2, 64}}) {
+    SCOPED_TRACE(testing::Message()
+                 << r.seqs << " sequences, heads " << r.heads << "/" << r.kv << " d " << r.d);
+    Pool pool(r.heads, r.kv, r.d, r.page_size, (r.seqs * (r.max_cache + 200)) / r.page_size + 64,
+              rng);
+    std::vector<Seq> seqs;
+    for (SeqCase c : random_cases(r.seqs, r.max_cache, rng)) {
+      if (rng() % 2) c.n_cache = r.max_cache / 2 + static_cast<int>(rng() % (r.max_cache / 2));
+      seqs.push_back(make_seq(c, pool, rng));
+    }
+    pool.upload_positions();
+    std::vector<const Seq*> all;
+    for (const Seq& s : seqs) all.push_back(&s);
+    cuda::AttentionBatchPlan blocks_plan;
+    const auto blocks = run_batch(pool, all, 0, &blocks_plan, Mode::kParallel, 1);
+    for (int group : {2, 3, 16}) {
+      SCOPED_TRACE(testing::Message() << "groups of " << group << " splits");
+      cuda::AttentionBatchPlan group_plan;
+      const auto grouped = run_batch(pool, all, 0, &group_plan, Mode::kParallel, group);
+      const auto grouped_padded = run_batch(pool, all, 3, nullptr, Mode::kParallel, group);
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        SCOPED_TRACE(testing::Message()
+                     << "sequence " << i << ": " << seqs[i].c.n_q << " queries, " << seqs[i].n_keys
+                     << " keys, splits " << group_plan.splits[i]);
+        ASSERT_EQ(group_plan.splits[i], blocks_plan.splits[i]);
+        expect_matches_reference(seqs[i], grouped[i], "grouped");
+        EXPECT_TRUE(grouped[i] == blocks[i]) << "split groups != split blocks";
+        EXPECT_TRUE(grouped_padded[i] == grouped[i]) << "padded capacity changed the bits";
+      }
+      EXPECT_LT(group_plan.need.mma_items, blocks_plan.need.mma_items)
+          << "the round must exercise groups";
+    }
   }
 }
 

@@ -2,6 +2,7 @@
 // kernel over its work list, the Hopper kernel over its own, then one combine pass over every
 // query row — with grids from the caller's capacities and everything else read from the plan.
 #include <algorithm>
+#include <cstdlib>
 
 #include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/attention_dispatch.h"
@@ -143,12 +144,13 @@ int mma_resident() {
 // it resident at once. Decided from the capacity, so a captured graph keeps its choice.
 bool deep_pipeline(int64_t blocks, int resident) {
   static const bool enabled = env_switch_on("DLLM_ATTN_BATCH_DEEP");
-  return enabled && blocks <= static_cast<int64_t>(resident) * device_sm_count();
+  static const bool always = std::getenv("DLLM_ATTN_BATCH_DEEP_ALWAYS") != nullptr;  // tuning
+  return enabled && (always || blocks <= static_cast<int64_t>(resident) * device_sm_count());
 }
 
 template <int D>
-void launch_mma(const AttentionBatchKernelArgs& a, int items, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(items), a.kv_heads), block(L::kMmaWarps * 32);
+void launch_mma(AttentionBatchKernelArgs a, int items, cudaStream_t stream) {
+  const dim3 grid = attention_batch_grid(items, a), block(L::kMmaWarps * 32);
   if (a.prefix_ml) {  // MAGE's selecting step: two stages (the same bits as four)
     static_assert(kMmaBatchSmem<D, 2> <= 48 * 1024, "no shared-memory attribute to set");
     launch_pdl(mma_batch_kernel<D, 2, true>(), grid, block, kMmaBatchSmem<D, 2>, stream, a);
@@ -169,6 +171,18 @@ int log2_exact(int v) {
 }
 
 }  // namespace
+
+// KV heads inner: the blocks of one work item start side by side. A pool slot holds every KV
+// head's K (and V) row, so one block reads 256 of every 2048 bytes (128 dims, 8 KV heads); with
+// the items inner, the blocks running at once were nearly all of one KV head, and each DRAM row
+// opened served one eighth of itself. The grid's y is at most 65535: more items than that keep
+// the items inner.
+dim3 attention_batch_grid(int items, AttentionBatchKernelArgs& a) {
+  static const bool enabled = env_switch_on("DLLM_ATTN_BATCH_HEADS_INNER");
+  a.heads_inner = enabled && items <= 65535;
+  return a.heads_inner ? dim3(a.kv_heads, static_cast<unsigned>(items))
+                       : dim3(static_cast<unsigned>(items), a.kv_heads);
+}
 
 int attention_batch_mma_resident_blocks(int head_dim) {
   switch (head_dim) {
@@ -232,6 +246,8 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
   a.head_dim = s.head_dim;
   a.page_shift = log2_exact(s.page_size);
   a.scale = s.scale;
+  static const bool bulk = env_switch_on("DLLM_ATTN_BULK") && device_compute_capability() >= 90;
+  a.bulk_loads = bulk;
   if (c.mma_items > 0) {
     switch (s.head_dim) {
       case 16:

@@ -47,13 +47,14 @@ constexpr int kPrefixRow = 12;
 constexpr int kKeysAtPositions = 13;  // AttentionBatchSeq::keys_at_positions
 constexpr int kSeqInts = 14;
 
-// A work item: one block per KV head of (sequence, row block, split). It carries a copy of its
+// A work item: one block per KV head of (sequence, row block, splits). It carries a copy of its
 // sequence's descriptor, so that a block finds everything one load after the header.
 constexpr int kItemSeq = 0;
 constexpr int kItemRowBlock = 1;
-constexpr int kItemSplit = 2;  // its split, or kSerialSplit
-constexpr int kItemPair = 3;   // Hopper items: the number of its (sequence, row block) pair
-constexpr int kItemDesc = 4;   // kSeqInts: the sequence descriptor
+constexpr int kItemSplit = 2;      // its (first) split, or kSerialSplit
+constexpr int kItemPair = 3;       // Hopper items: the number of its (sequence, row block) pair
+constexpr int kItemSplitLast = 4;  // its last split: > kItemSplit for a split group
+constexpr int kItemDesc = 5;       // kSeqInts: the sequence descriptor
 constexpr int kItemInts = kItemDesc + kSeqInts;
 static_assert(kItemInts <= 32, "load_seq_view() reads an item with one int per lane");
 
@@ -66,6 +67,10 @@ static_assert(kItemInts <= 32, "load_seq_view() reads an item with one int per l
 constexpr int kSerialSplit = -1;
 // Splits a serial item may have (its merge holds one weight per split in registers).
 constexpr int kMaxSerialSplits = 16;
+// A split group (mma.sync items only): one block computes splits kItemSplit .. kItemSplitLast of
+// its sequence in turn, as a serial item does, and leaves them to the combine pass like split
+// blocks — the same partials, so the same bits. The planner takes groups to trade the blocks'
+// fixed costs against wave quantisation where serial items would leave the GPU's tail idle.
 
 // The batch workspace starts with the in-kernel merge's counters, two per (pair, KV head).
 constexpr int kMergeCounters = 2048;
@@ -99,6 +104,11 @@ struct AttentionBatchKernelArgs {
   int32_t* counters = nullptr;  // kMergeCounters, zero between calls
   int heads = 0, kv_heads = 0, head_dim = 0, page_shift = 0;
   float scale = 1.0f;
+  // Grid order: (KV heads, items) — the KV heads of an item side by side — where set, else
+  // (items, KV heads). attention_batch.cu says why.
+  bool heads_inner = false;
+  // K/V rows by bulk copies (bulk_copy_ptx.cuh; sm_90+, the mma.sync kernel), else cp.async.
+  bool bulk_loads = false;
 };
 
 }  // namespace dllm::cuda

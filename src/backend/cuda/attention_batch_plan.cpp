@@ -55,6 +55,24 @@ bool may_run_serial(const AttentionBatchSeq& q, int splits) {
   return q.n_q > 0 && splits > 1 && splits <= L::kMaxSerialSplits && !q.prefix_lse;
 }
 
+// Split groups: the mma.sync kernel's items only (the Hopper kernel may merge its splits in the
+// kernel, one block per split), never a sequence that wants its prefix-only (m, l) per split.
+bool may_group(const AttentionBatchSeq& q, int kind) {
+  return kind == L::kMma && !q.prefix_lse;
+}
+
+// kAuto's splits per split group (1: split blocks) for a batch whose split blocks would be
+// `split_blocks` blocks, `resident` of which fit on the GPU at once. DLLM_ATTN_BATCH_GROUP=G
+// forces G (tuning experiments).
+int auto_split_group(int64_t split_blocks, int64_t resident) {
+  static const int forced = env_int("DLLM_ATTN_BATCH_GROUP", 0);
+  if (forced > 0) return forced;
+  // Pairs where split blocks would fill the GPU 6 times or more: 128 sequences of 4 queries over
+  // 1K keys at GQA 4 (9216 one-warp blocks, 11.6 waves) 262 -> 240 µs a layer on the H200, with no
+  // change over 4K keys (43 waves); at 32 such sequences (2.9 waves) pairs lose (71 -> 82 µs).
+  return split_blocks >= 6 * resident ? 2 : 1;
+}
+
 // kAuto's choice per kernel kind (attention_batch_plan()): serial items where their blocks fill
 // the GPU serial_waves() times. Fewer, and the blocks of one split each balance better: a serial
 // grid of 1.3 waves (128 sequences of 4 queries at GQA 4: 1024 one-warp blocks, 792 resident)
@@ -207,7 +225,7 @@ int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& s) {
 
 AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
                                         const AttentionBatchShape& shape, std::vector<int32_t>& st,
-                                        AttentionBatchSplitMode mode) {
+                                        AttentionBatchSplitMode mode, int split_group) {
   check_shape(shape);
   AttentionBatchPlan plan;
   plan.offset = st.size();
@@ -218,7 +236,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   st[base + L::kSeqsAt] = L::kHeaderInts;
   // Each sequence's splits, kernel kind and row blocks; then which kinds run serial items.
   std::vector<int> kinds(n), row_blocks(n);
-  int64_t serial_blocks[2] = {0, 0};
+  int64_t serial_blocks[2] = {0, 0}, split_blocks[2] = {0, 0};
   for (size_t i = 0; i < n; ++i) {
     const AttentionBatchSeq& q = seqs[i];
     check_sequence(q, i);
@@ -228,9 +246,11 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     kinds[i] = takes_sm90(q.n_q, shape) ? L::kSm90 : L::kMma;
     const int rows_per_block = kinds[i] == L::kSm90 ? L::kSm90Rows : L::kMmaWarps * 16;
     row_blocks[i] = (rows_per_kv_head(q.n_q, shape) + rows_per_block - 1) / rows_per_block;
-    if (attended)
-      serial_blocks[kinds[i]] += int64_t{row_blocks[i]} * shape.kv_heads *
-                                 (may_run_serial(q, splits) || splits == 1 ? 1 : splits);
+    if (attended) {
+      const int64_t blocks = int64_t{row_blocks[i]} * shape.kv_heads;
+      serial_blocks[kinds[i]] += blocks * (may_run_serial(q, splits) || splits == 1 ? 1 : splits);
+      split_blocks[kinds[i]] += blocks * splits;
+    }
   }
   if (mode == AttentionBatchSplitMode::kAuto) mode = forced_mode();
   bool serial_kind[2];
@@ -239,15 +259,23 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
                         (mode == AttentionBatchSplitMode::kAuto && serial_blocks[kind] > 0 &&
                          static_cast<double>(serial_blocks[kind]) >=
                              serial_waves() * resident_blocks(kind, shape) * device_sm_count());
+  const int group =
+      split_group > 0 ? split_group
+      : serial_kind[L::kMma] || mode == AttentionBatchSplitMode::kParallel
+          ? 1
+          : auto_split_group(split_blocks[L::kMma],
+                             int64_t{resident_blocks(L::kMma, shape)} * device_sm_count());
 
   // Work items: a serial item's sequence first, longest first (they are the long blocks: started
   // early, they leave the short ones to fill the tail), then the split blocks.
-  struct Item {
+  // Items are appended to flat int lists as they are made (no allocation per item: this is
+  // every GPU forward's host path); serial items are sorted by an index over theirs.
+  struct SerialItem {
     int64_t keys;
-    std::vector<int32_t> ints;
+    size_t at;  // its first int in serial_ints[kind]
   };
-  std::vector<Item> serial_items[2];
-  std::vector<int32_t> items[2], combine_rows;
+  std::vector<SerialItem> serial_items[2];
+  std::vector<int32_t> items[2], serial_ints[2], combine_rows;
   int64_t q_row = 0, partial_row = 0, prefix_row = 0;
   int32_t pairs = 0;  // (sequence, row block) pairs of the Hopper kernel
   for (size_t i = 0; i < n; ++i) {
@@ -279,20 +307,20 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
                             {static_cast<int32_t>(q_row + t), static_cast<int32_t>(i)});
     // Split blocks: splits outside, row blocks inside, so that the blocks sharing a key range run
     // side by side and share its K/V through L2.
-    auto item = [&](int rb, int sp) {
-      std::vector<int32_t> w = {static_cast<int32_t>(i), rb, sp, pairs + rb};
-      w.insert(w.end(), st.begin() + desc, st.begin() + desc + L::kSeqInts);
-      return w;
+    auto append_item = [&](std::vector<int32_t>& to, int rb, int sp, int last) {
+      to.insert(to.end(), {static_cast<int32_t>(i), rb, sp, pairs + rb, last});
+      to.insert(to.end(), st.begin() + desc, st.begin() + desc + L::kSeqInts);
     };
     if (serial) {
-      for (int rb = 0; rb < row_blocks[i]; ++rb)
-        serial_items[kind].push_back({q.n_keys, item(rb, L::kSerialSplit)});
+      for (int rb = 0; rb < row_blocks[i]; ++rb) {
+        serial_items[kind].push_back({q.n_keys, serial_ints[kind].size()});
+        append_item(serial_ints[kind], rb, L::kSerialSplit, splits - 1);
+      }
     } else {
-      for (int sp = 0; sp < splits && attended; ++sp)
-        for (int rb = 0; rb < row_blocks[i]; ++rb) {
-          const std::vector<int32_t> w = item(rb, sp);
-          items[kind].insert(items[kind].end(), w.begin(), w.end());
-        }
+      const int per_item = may_group(q, kind) ? group : 1;
+      for (int sp = 0; sp < splits && attended; sp += per_item)
+        for (int rb = 0; rb < row_blocks[i]; ++rb)
+          append_item(items[kind], rb, sp, std::min(sp + per_item, splits) - 1);
     }
     if (kind == L::kSm90 && attended) pairs += row_blocks[i];
     q_row += q.n_q;
@@ -304,12 +332,15 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   }
   for (int kind : {L::kMma, L::kSm90}) {
     std::stable_sort(serial_items[kind].begin(), serial_items[kind].end(),
-                     [](const Item& a, const Item& b) { return a.keys > b.keys; });
+                     [](const SerialItem& a, const SerialItem& b) { return a.keys > b.keys; });
     const size_t split_ints = items[kind].size();
     st[base + L::kItemCount + kind] = static_cast<int32_t>(
         (split_ints + serial_items[kind].size() * L::kItemInts) / L::kItemInts);
     st[base + L::kItemsAt + kind] = static_cast<int32_t>(st.size() - base);
-    for (const Item& it : serial_items[kind]) st.insert(st.end(), it.ints.begin(), it.ints.end());
+    for (const SerialItem& it : serial_items[kind]) {
+      const auto from = serial_ints[kind].begin() + static_cast<std::ptrdiff_t>(it.at);
+      st.insert(st.end(), from, from + L::kItemInts);
+    }
     st.insert(st.end(), items[kind].begin(), items[kind].end());
   }
   st[base + L::kCombineRows] = static_cast<int32_t>(combine_rows.size() / 2);

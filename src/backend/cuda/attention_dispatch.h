@@ -2,7 +2,11 @@
 // layout, and the batched kernels' occupancy (the split rules need it).
 #pragma once
 
+#include <cuda_runtime.h>
+
 #include <cstddef>
+
+#include "backend/cuda/attention_batch_layout.h"
 
 namespace dllm::cuda {
 
@@ -14,5 +18,8 @@ bool attention_use_sm90(int head_dim, int rows);
 size_t attention_partial_ml_floats(size_t split_rows);
 // Blocks of the batched mma.sync kernel for head_dim that fit on one SM (attention_batch.cu).
 int attention_batch_mma_resident_blocks(int head_dim);
+// The grid of a batched kernel over `items` work items, and its order in a.heads_inner
+// (attention_batch.cu).
+dim3 attention_batch_grid(int items, AttentionBatchKernelArgs& a);
 
 }  // namespace dllm::cuda

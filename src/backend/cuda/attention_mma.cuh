@@ -10,6 +10,7 @@
 #include "backend/cuda/attention_mask.cuh"
 #include "backend/cuda/attention_seq.cuh"
 #include "backend/cuda/attention_serial_merge.cuh"
+#include "backend/cuda/bulk_copy_ptx.cuh"
 #include "backend/cuda/flash_tile.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
@@ -17,9 +18,11 @@
 
 namespace dllm::cuda {
 
+// K and V tiles, the keys' positions, and an mbarrier per stage (bulk loads).
 template <int D, int KT, int WARPS, int STAGES = 2>
 constexpr size_t smem_bytes() {
-  return STAGES * (2 /*K, V*/ * KT * (D + 8) * sizeof(bf16) + KT * sizeof(int));
+  static_assert((2 * KT * (D + 8) * sizeof(bf16) + KT * sizeof(int)) % 8 == 0);
+  return STAGES * (2 /*K, V*/ * KT * (D + 8) * sizeof(bf16) + KT * sizeof(int) + sizeof(uint64_t));
 }
 
 // WARPS warps, 16 rows each; K/V tiles in STAGES buffers filled by cp.async, STAGES - 1 tiles
@@ -29,7 +32,8 @@ constexpr size_t smem_bytes() {
 // sequences that want them (flash_tile.cuh: prefix_stats_at_tile); other instances are as before.
 // split == batch_layout::kSerialSplit (a serial batch item, never a prefix_lse sequence): every
 // split of the sequence in turn, through one pipeline, each written as its own block would, then
-// merged here (attention_serial_merge.cuh).
+// merged here (attention_serial_merge.cuh). A split group (batch items): its splits the same way,
+// merged by the combine pass.
 template <int D, int WARPS, int KT, int STAGES, class P, bool PREFIX = false>
 __device__ __forceinline__ void flash_attention_block(const P& p, int row_block, int split) {
   using namespace ptx;
@@ -41,6 +45,7 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
   bf16* ks = reinterpret_cast<bf16*>(smem_raw);                  // [STAGES][tile]
   bf16* vs = ks + STAGES * kTileElems;                           // [STAGES][tile]
   int* kpos = reinterpret_cast<int*>(vs + STAGES * kTileElems);  // [STAGES][kKeysPerTile]
+  uint64_t* stage_full = reinterpret_cast<uint64_t*>(kpos + STAGES * kKeysPerTile);  // [STAGES]
 
   const int group = p.heads / p.kv_heads;
   const int R = p.n_q * group;
@@ -50,9 +55,11 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
   const int n_cache = n_keys - p.n_q;  // keys [0, n_cache) are cache entries, the rest the queries
   // The keys there are (read on the device), not the grid's max_keys, are shared out: a graph
   // captured for a power-of-two bucket of keys keeps every split busy at any length within it.
-  const SplitSpan span = split_span(n_keys, p.splits, split, kKeysPerTile);
-  const bool serial = kIsBatchView<P> && split < 0;  // (single-sequence calls: never)
-  // A split block skips the tiles no row of its block sees (a serial item keeps its splits whole).
+  const SplitSpan span = split_span(n_keys, p.splits, split, split_last_of(p, split), kKeysPerTile);
+  // Several splits in turn: a serial item (which merges them) or a split group (which leaves
+  // them to the combine pass). Single-sequence calls: never.
+  const bool serial = span.last > span.first;
+  // A split block skips the tiles no row of its block sees (several splits are kept whole).
   const int last_row = min(R, (row_block + 1) * WARPS * 16) - 1;
   const int k_begin = span.k_begin;
   const int k_end =
@@ -67,16 +74,65 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
   const int64_t qrow_stride = static_cast<int64_t>(p.heads) * D;
   const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * D;
 
+  // K/V rows by bulk copies where the call asks for it (Hopper batch items): a thread per key row
+  // issues its K and V row, the stage's mbarrier counts their bytes; rows past k_end are zeroed
+  // here (cp.async zero-fills them): their scores are masked, but P x V must not meet NaN bits.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  constexpr bool kBulkCompiled = kIsBatchView<P>;
+#else
+  constexpr bool kBulkCompiled = false;
+#endif
+  const bool bulk = kBulkCompiled && bulk_loads(p);
+  if constexpr (kBulkCompiled) {
+    if (bulk) {
+      if (threadIdx.x == 0) {
+        for (int s = 0; s < STAGES; ++s) mbarrier_init(&stage_full[s], 1);
+        fence_mbarrier_init();
+      }
+      __syncthreads();
+    }
+  }
+  auto load_rows_bulk = [&](int stage, int t0) {
+    if constexpr (kBulkCompiled) {
+      constexpr uint32_t kRowBytes = D * sizeof(bf16);
+      bf16* kd = ks + stage * kTileElems;
+      bf16* vd = vs + stage * kTileElems;
+      fence_proxy_async_shared();  // this stage's last reads (and zeroing) came first
+      if (threadIdx.x == 0) {
+        const int rows = max(0, min(kKeysPerTile, k_end - t0));
+        mbarrier_arrive_expect_tx(&stage_full[stage], 2 * kRowBytes * rows);
+      }
+      for (int kr = threadIdx.x; kr < kKeysPerTile; kr += WARPS * 32) {
+        const int j = t0 + kr;
+        if (j < k_end) {
+          const int64_t at = static_cast<int64_t>(key_slot(p, j)) * kv_row + g * D;
+          bulk_copy_to_shared(&kd[kr * kStride], p.k_cache + at, kRowBytes, &stage_full[stage]);
+          bulk_copy_to_shared(&vd[kr * kStride], p.v_cache + at, kRowBytes, &stage_full[stage]);
+        } else {
+#pragma unroll
+          for (int c = 0; c < D / 8; ++c) {
+            *reinterpret_cast<uint4*>(&kd[kr * kStride + c * 8]) = make_uint4(0, 0, 0, 0);
+            *reinterpret_cast<uint4*>(&vd[kr * kStride + c * 8]) = make_uint4(0, 0, 0, 0);
+          }
+        }
+      }
+    }
+  };
+
   auto load_tile = [&](int stage, int t0) {
     constexpr int kChunks = D / 8;  // 16-byte chunks per key row
     bf16* kd = ks + stage * kTileElems;
     bf16* vd = vs + stage * kTileElems;
-    for (int c = threadIdx.x; c < kKeysPerTile * kChunks; c += WARPS * 32) {
-      const int kr = c / kChunks, kc = c % kChunks, j = t0 + kr;
-      const bool valid = j < k_end;
-      const int64_t slot = valid ? key_slot(p, j) : 0;
-      cp_async16(&kd[kr * kStride + kc * 8], p.k_cache + slot * kv_row + g * D + kc * 8, valid);
-      cp_async16(&vd[kr * kStride + kc * 8], p.v_cache + slot * kv_row + g * D + kc * 8, valid);
+    if (bulk) {
+      load_rows_bulk(stage, t0);
+    } else {
+      for (int c = threadIdx.x; c < kKeysPerTile * kChunks; c += WARPS * 32) {
+        const int kr = c / kChunks, kc = c % kChunks, j = t0 + kr;
+        const bool valid = j < k_end;
+        const int64_t slot = valid ? key_slot(p, j) : 0;
+        cp_async16(&kd[kr * kStride + kc * 8], p.k_cache + slot * kv_row + g * D + kc * 8, valid);
+        cp_async16(&vd[kr * kStride + kc * 8], p.v_cache + slot * kv_row + g * D + kc * 8, valid);
+      }
     }
     // The keys' logical positions (0 past the end) too, asynchronously like K/V: a plain load
     // here made every thread wait one memory round trip per tile before the tile's math (as the
@@ -124,6 +180,8 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
       load_tile((it + STAGES - 1) % STAGES, t0 + (STAGES - 1) * kKeysPerTile);
     cp_async_commit();
     cp_async_wait<STAGES - 1>();  // this tile's group is complete; the later may be in flight
+    if constexpr (kBulkCompiled)
+      if (bulk) mbarrier_wait_parity(&stage_full[stage], (it / STAGES) & 1);  // its K/V rows
     __syncthreads();
     const bf16* kt = ks + stage * kTileElems;
     const bf16* vt = vs + stage * kTileElems;
@@ -183,7 +241,7 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
       prefix_stats_after_loop(m, l, k_begin, n_tiles, kKeysPerTile, n_cache, lane, p.prefix_ml,
                               split, p.kv_heads, g, R, ra);
   if constexpr (kIsBatchView<P>)
-    if (serial) merge_serial_splits<D / 8>(p, g, R, ra, lane);
+    if (split == batch_layout::kSerialSplit) merge_serial_splits<D / 8>(p, g, R, ra, lane);
 }
 
 // Key-list entries a batched block may keep in shared memory (1 KB: six one-warp blocks with
@@ -199,7 +257,8 @@ __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
   flash_attention_block<D, WARPS, KT, 2>(p, blockIdx.x, blockIdx.z);
 }
 
-// A batch: grid (work-item capacity, KV heads); items past the plan's count exit at once.
+// A batch: grid attention_batch_grid() over the work-item capacity; items past the plan's count
+// exit at once.
 template <int D, int WARPS, int KT, int MIN_BLOCKS, int STAGES, bool PREFIX = false>
 __global__ void __launch_bounds__(WARPS * 32, MIN_BLOCKS)
     flash_attention_batch_kernel(AttentionBatchKernelArgs a) {

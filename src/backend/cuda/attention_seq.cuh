@@ -37,11 +37,13 @@ struct AttentionSeqView {
   float* prefix_ml;  // its first prefix-only (m, l) row (AttentionBatchSeq::prefix_lse), or null
   int n_keys, n_q, heads, kv_heads, splits, block_size, page_shift;
   int row_block, split, merge_pair;  // the work item
+  int split_last;                    // its last split (kItemSplitLast)
   int kv_head;                       // the block's KV head
   float scale;
   MaskKind kind;
   bool custom_mask_queries_only;
   bool keys_at_positions;  // AttentionBatchSeq::keys_at_positions
+  bool bulk_loads;         // AttentionBatchKernelArgs::bulk_loads
   // What load_seq_view() stages: stage_count ints from stage_src[stage_first ..], or with
   // stage_expand the slots of keys stage_first .. through the page table stage_src.
   const int32_t* stage_src;
@@ -61,9 +63,18 @@ __device__ __forceinline__ int kv_head_of(const AttentionSeqView& v) {
   return v.kv_head;
 }
 
-// A batched block's (work item, KV head): block (x, y) takes item x for KV head y.
-__device__ __forceinline__ int2 batch_block_item(const AttentionBatchKernelArgs&) {
-  return make_int2(blockIdx.x, blockIdx.y);
+// A batched block's (work item, KV head): block (x, y) takes item x for KV head y, or with
+// heads_inner item y for KV head x.
+__device__ __forceinline__ int2 batch_block_item(const AttentionBatchKernelArgs& a) {
+  return a.heads_inner ? make_int2(blockIdx.y, blockIdx.x) : make_int2(blockIdx.x, blockIdx.y);
+}
+
+// Whether the block loads K/V rows by bulk copies (batch items whose call asks for it).
+__device__ __forceinline__ bool bulk_loads(const AttentionParams&) {
+  return false;
+}
+__device__ __forceinline__ bool bulk_loads(const AttentionSeqView& v) {
+  return v.bulk_loads;
 }
 
 // Keys of the sequence (AttentionParams: read from device memory at the call).
@@ -99,11 +110,11 @@ __device__ __forceinline__ KeyRange split_keys(int n_keys, int splits, int split
   return {begin, min(n_keys, begin + chunk)};
 }
 
-// The splits one block computes — split `split`, or with batch_layout::kSerialSplit all of them
-// in order — and the keys [k_begin, k_end) they cover: consecutive whole tiles, since every split
-// but the last ends on a tile boundary (split_keys()); split s ends at split_end(s), the next
-// `chunk` keys later. Masks may take k_end for every tile: before a split's own end they test
-// keys of that split only.
+// The splits one block computes — split `split`, splits `split` .. `last` of a split group, or
+// with batch_layout::kSerialSplit all of them, in order — and the keys [k_begin, k_end) they cover:
+// consecutive whole tiles, since every split but the last ends on a tile boundary (split_keys());
+// split s ends at split_end(s), the next `chunk` keys later. Masks may take k_end for every tile:
+// before a split's own end they test keys of that split only.
 struct SplitSpan {
   int first, last;  // splits
   int chunk;        // keys per split (0: no keys)
@@ -113,15 +124,25 @@ struct SplitSpan {
     return min(n_keys, (split + 1) * chunk);
   }
 };
-__device__ __forceinline__ SplitSpan split_span(int n_keys, int splits, int split, int tile_keys) {
+__device__ __forceinline__ SplitSpan split_span(int n_keys, int splits, int split, int last,
+                                                int tile_keys) {
   SplitSpan s;
   s.chunk = ((n_keys + splits - 1) / splits + tile_keys - 1) / tile_keys * tile_keys;
   s.first = split < 0 ? 0 : split;
-  s.last = split < 0 ? splits - 1 : split;
+  s.last = split < 0 ? splits - 1 : last;
   s.n_keys = n_keys;
   s.k_begin = min(n_keys, s.first * s.chunk);
   s.k_end = min(n_keys, (s.last + 1) * s.chunk);
   return s;
+}
+
+// The last split a block computes: its own (one sequence's call), or its item's (a batch item:
+// all of a serial item's, the group's last of a split group).
+__device__ __forceinline__ int split_last_of(const AttentionParams&, int split) {
+  return split;
+}
+__device__ __forceinline__ int split_last_of(const AttentionSeqView& v, int split) {
+  return split < 0 ? v.splits - 1 : v.split_last;
 }
 
 // Fills `v` (shared memory) with the sequence of this block's work item in the list of kernel
@@ -165,6 +186,7 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
     const int queries_only = desc(L::kMaskQueriesOnly);
     const int keys_at_positions = desc(L::kKeysAtPositions);
     const int row_block = field(L::kItemRowBlock), split = field(L::kItemSplit);
+    const int split_last = field(L::kItemSplitLast);
     const int pair = field(L::kItemPair);
     if (lane == 0) {
       const int64_t row_elems = static_cast<int64_t>(a.heads) * a.head_dim;
@@ -188,17 +210,21 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
       v.page_shift = a.page_shift;
       v.row_block = row_block;
       v.split = split;
+      v.split_last = split_last;
       v.merge_pair = pair;
       v.kv_head = item_head.y;
       v.scale = a.scale;
       v.kind = static_cast<MaskKind>(mask_kind);
       v.custom_mask_queries_only = queries_only != 0;
       v.keys_at_positions = keys_at_positions != 0;
+      v.bulk_loads = a.bulk_loads;
       // Which addressing, and what of it this split stages: its keys' physical slots (a key
       // list's entries, or a paged range's slots computed here once) when they fit, else its
       // pages.
-      const KeyRange keys = split < 0 ? KeyRange{0, n_keys}  // a serial item: every split
-                                      : split_keys(n_keys, max(splits, 1), split, TILE_KEYS);
+      const KeyRange keys =
+          split < 0 ? KeyRange{0, n_keys}  // a serial item: every split
+                    : KeyRange{split_keys(n_keys, max(splits, 1), split, TILE_KEYS).begin,
+                               split_keys(n_keys, max(splits, 1), split_last, TILE_KEYS).end};
       // A per-KV-head key list (sparse attention): this block's head's.
       const int32_t* list =
           keys_at >= 0 ? plan + keys_at + static_cast<int64_t>(keys_head_stride) * item_head.y

@@ -22,6 +22,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "backend/cuda/attention_dispatch.h"
 #include "backend/cuda/attention_mask.cuh"
 #include "backend/cuda/attention_seq.cuh"
 #include "backend/cuda/attention_serial_merge.cuh"
@@ -96,8 +97,9 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
   const int n_keys = seq_n_keys(p);
   const int n_cache = n_keys - p.n_q;
   // As in attention.cu: the keys present (read on the device) are shared out among the splits.
-  const SplitSpan span = split_span(n_keys, p.splits, split, kKeys);
-  const bool serial = kIsBatchView<P> && split < 0;  // (single-sequence calls: never)
+  const SplitSpan span = split_span(n_keys, p.splits, split, split_last_of(p, split), kKeys);
+  // Several splits in turn: a serial item (the planner gives this kernel no split groups).
+  const bool serial = span.last > span.first;
   // A split block skips the tiles no row of its block sees (a serial item keeps its splits whole).
   const int last_row = min(R, (row_block + 1) * 64 * NWG) - 1;
   const int k_begin = span.k_begin;
@@ -282,10 +284,10 @@ __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS) attention_sm90_kernel(A
 // Key-list entries a batched block may keep in shared memory (4 KB: two blocks still fit an SM).
 constexpr int kSm90KeyStage = 1024;
 
-// A batch: grid (work-item capacity, KV heads); items past the plan's count exit at once. The
-// combine pass merges the splits, or (MERGE: the whole grid is one wave, sm90_attention_batch_
-// merges()) the blocks do, as in the single-sequence kernel, with one counter pair per (sequence
-// row block, KV head) — the plan numbers the row blocks.
+// A batch: grid attention_batch_grid() over the work-item capacity; items past the plan's count
+// exit at once. The combine pass merges the splits, or (MERGE: the whole grid is one wave,
+// sm90_attention_batch_merges()) the blocks do, as in the single-sequence kernel, with one
+// counter pair per (sequence row block, KV head) — the plan numbers the row blocks.
 template <int NWG, int KT, int STAGES, int MIN_BLOCKS, bool MERGE, bool PREFIX = false>
 __global__ void __launch_bounds__(NWG * 128, MIN_BLOCKS)
     attention_sm90_batch_kernel(AttentionBatchKernelArgs a) {
@@ -431,11 +433,10 @@ bool sm90_attention_batch_merges(const AttentionBatchCapacity& c, int kv_heads) 
          2 * blocks <= batch_layout::kMergeCounters;
 }
 
-void sm90_attention_batch(const AttentionBatchKernelArgs& a, int items, bool merge,
-                          cudaStream_t stream) {
+void sm90_attention_batch(AttentionBatchKernelArgs a, int items, bool merge, cudaStream_t stream) {
   if (items <= 0) return;
   static const bool deep_enabled = env_switch_on("DLLM_ATTN_BATCH_DEEP");
-  const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>(a.kv_heads));
+  const dim3 grid = attention_batch_grid(items, a);
   const int64_t blocks = int64_t{items} * a.kv_heads;
   if (a.prefix_ml) {  // MAGE's selecting step: kBatch's tiles (the same bits as the deep ones)
     batch_resident_blocks<kBatch>();

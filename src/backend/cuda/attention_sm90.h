@@ -34,8 +34,7 @@ bool sm90_attention_merges(const AttentionParams& p);
 // per (item, KV head) for `items` items (the capacity; padding items exit at once). Writes split
 // partials for the combine pass, or with `merge` (sm90_attention_batch_merges()) merges them
 // itself; a.counters must then be zero (the last block of each row block resets its pair).
-void sm90_attention_batch(const AttentionBatchKernelArgs& a, int items, bool merge,
-                          cudaStream_t stream);
+void sm90_attention_batch(AttentionBatchKernelArgs a, int items, bool merge, cudaStream_t stream);
 // Whether a batched call of this capacity merges its splits in the kernel: no mma.sync work, the
 // Hopper grid one wave (at least 3/4 of one), as for single sequences. DLLM_ATTN_MERGE=0: never.
 bool sm90_attention_batch_merges(const AttentionBatchCapacity& c, int kv_heads);

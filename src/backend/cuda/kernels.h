@@ -202,10 +202,14 @@ struct AttentionBatchPlan {
 // 1.5) — big batches, where split blocks only add partial traffic, a combine pass and a prologue
 // and Q load per split — and DLLM_ATTN_BATCH_SERIAL=on / off overrides it (tuning). Sequences
 // of one split, of more than batch_layout::kMaxSerialSplits, and prefix_lse ones never run serial.
+// Where split blocks run on the mma.sync kernel, they may run as split groups (batch_layout.h):
+// `split_group` consecutive splits per block, still merged by the combine pass (the same bits
+// again); 0 lets kAuto choose (kParallel: 1, a block per split).
 enum class AttentionBatchSplitMode { kAuto, kParallel, kSerial };
 AttentionBatchPlan attention_batch_plan(
     std::span<const AttentionBatchSeq> seqs, const AttentionBatchShape& shape,
-    std::vector<int32_t>& staging, AttentionBatchSplitMode mode = AttentionBatchSplitMode::kAuto);
+    std::vector<int32_t>& staging, AttentionBatchSplitMode mode = AttentionBatchSplitMode::kAuto,
+    int split_group = 0);
 // A sequence's key splits: enough to fill the GPU with it alone, each split at least
 // DLLM_ATTN_BATCH_MIN_TILES (default 4) key tiles and at least DLLM_ATTN_BATCH_KEYS_PER_ROW
 // (default 3) keys per row per KV head, so that its partials (written and read back: ~rows / keys
