@@ -4,7 +4,6 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "vision/feature_packing.h"
 
 namespace dllm {
 
@@ -67,14 +66,12 @@ VisionPrompt build_vision_prompt(std::span<const int32_t> ids, const VisionItems
   std::vector<int64_t> image_tokens, video_tokens;
   for (const RgbImage& img : items.images) {
     const Size2 size{img.height, img.width};
-    image_rows.push_back(
-        pack_image_features(encoder.encode(preprocess_image(img, vc)), size, newline, vc));
+    image_rows.push_back(encoder.encode_image(preprocess_image(img, vc), size, newline));
     image_tokens.push_back(image_token_count(size, vc));
   }
   for (const auto& frames : items.videos) {
     const auto n = static_cast<int64_t>(frames.size());
-    video_rows.push_back(
-        pack_video_features(encoder.encode(preprocess_frames(frames, vc)), n, newline, vc));
+    video_rows.push_back(encoder.encode_video(preprocess_frames(frames, vc), n, newline));
     video_tokens.push_back(video_token_count(n, vc));
   }
   VisionPrompt out;

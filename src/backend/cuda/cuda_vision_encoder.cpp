@@ -13,11 +13,14 @@
 // and biases of the pad are zero (q·k and the V sum are unchanged) and the out projection's
 // columns of the pad are zero (the pad's outputs, all zero, contribute nothing). The softmax
 // scale stays 1/sqrt(72). Crops run in chunks of kChunkCrops, their buffers allocated once at
-// construction (before the engine sizes its KV pool from the free memory).
+// construction (before the engine sizes its KV pool from the free memory). encode_image /
+// encode_video pack each chunk's features on the device as it is done (cuda_feature_packer.h)
+// and bring back only the packed rows.
 #include <cmath>
 #include <mutex>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cuda_feature_packer.h"
 #include "backend/cuda/device_query.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
@@ -101,24 +104,35 @@ class CudaVisionEncoder final : public VisionEncoder {
     if (stream_) cudaStreamDestroy(stream_);
   }
 
+  const VisionConfig& config() const override { return vc_; }
+
   std::vector<float> encode(const PixelCrops& crops) override {
-    if (crops.side != vc_.image_size && crops.crops > 0)
-      fail("vision encoder: crops are ", crops.side, " pixels, the tower takes ", vc_.image_size);
-    const int64_t th = vc_.text_hidden_size, crop_values = 3 * vc_.image_size * vc_.image_size;
+    const int64_t th = vc_.text_hidden_size;
     std::vector<float> out(static_cast<size_t>(crops.crops * n_ * th));
     std::lock_guard lk(mu_);  // requests are submitted from many threads; one set of buffers
-    for (int64_t c0 = 0; c0 < crops.crops; c0 += kChunkCrops) {
-      const int chunk = static_cast<int>(std::min<int64_t>(kChunkCrops, crops.crops - c0));
-      DLLM_CUDA_CHECK(cudaMemcpyAsync(pixels_.get(), crops.values.data() + c0 * crop_values,
-                                      chunk * crop_values * sizeof(float),
-                                      cudaMemcpyHostToDevice, stream_));
-      encode_chunk(chunk);
-      DLLM_CUDA_CHECK(cudaMemcpyAsync(out.data() + c0 * n_ * th, proj_out_.get(),
+    for_each_chunk(crops, [&](int64_t first, int chunk) {
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(out.data() + first * n_ * th, proj_out_.get(),
                                       static_cast<size_t>(chunk) * n_ * th * sizeof(float),
                                       cudaMemcpyDeviceToHost, stream_));
-    }
+    });
     DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return out;
+  }
+
+  std::vector<float> encode_image(const PixelCrops& crops, Size2 image,
+                                  std::span<const float> newline) override {
+    std::lock_guard lk(mu_);
+    packer_->start_image(image, crops.crops, newline);
+    return pack(crops);
+  }
+
+  std::vector<float> encode_video(const PixelCrops& frames, int64_t count,
+                                  std::span<const float> newline) override {
+    if (count != frames.crops)
+      fail("encode_video: ", frames.crops, " crops for ", count, " frames");
+    std::lock_guard lk(mu_);
+    packer_->start_video(count, newline);
+    return pack(frames);
   }
 
  private:
@@ -183,9 +197,35 @@ class CudaVisionEncoder final : public VisionEncoder {
     for (int i = 0; i < n_; ++i) iota[static_cast<size_t>(i)] = i;
     positions_ = cuda::upload(iota, "vision patch positions");
     n_keys_ = cuda::upload(std::vector<int32_t>{n_}, "vision key count");
+    packer_ = std::make_unique<cuda::CudaFeaturePacker>(vc_, kChunkCrops, stream_);
     splits_ = cuda::attention_splits(n_, heads_, heads_, hp_, n_, cuda::device_sm_count());
     cuda::attention_workspace_ensure(
         attn_ws_, cuda::attention_workspace_floats(n_, heads_, hp_, splits_), stream_);
+  }
+
+  // Encodes the crops a chunk at a time, `done(first, chunk)` after each: its features in
+  // proj_out_ (on the stream) until the next chunk's.
+  template <class Done>
+  void for_each_chunk(const PixelCrops& crops, Done&& done) {
+    if (crops.side != vc_.image_size && crops.crops > 0)
+      fail("vision encoder: crops are ", crops.side, " pixels, the tower takes ", vc_.image_size);
+    const int64_t crop_values = 3 * vc_.image_size * vc_.image_size;
+    for (int64_t c0 = 0; c0 < crops.crops; c0 += kChunkCrops) {
+      const int chunk = static_cast<int>(std::min<int64_t>(kChunkCrops, crops.crops - c0));
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(pixels_.get(), crops.values.data() + c0 * crop_values,
+                                      chunk * crop_values * sizeof(float), cudaMemcpyHostToDevice,
+                                      stream_));
+      encode_chunk(chunk);
+      done(c0, chunk);
+    }
+  }
+
+  // The packer's rows of the crops (after its start_image / start_video).
+  std::vector<float> pack(const PixelCrops& crops) {
+    for_each_chunk(crops, [&](int64_t first, int chunk) {
+      packer_->add_crops(first, chunk, proj_out_.get());
+    });
+    return packer_->finish();
   }
 
   void gemm(const bf16* a, const DeviceBuffer<bf16>& w, void* out, cudaDataType_t type, int m,
@@ -257,6 +297,7 @@ class CudaVisionEncoder final : public VisionEncoder {
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::mutex mu_;
+  std::unique_ptr<cuda::CudaFeaturePacker> packer_;
   DeviceBuffer<bf16> patch_w_, proj1_w_, proj2_w_;
   DeviceBuffer<float> position_, proj1_b_, proj2_b_;
   std::vector<GpuVisionLayer> layers_;
