@@ -3,8 +3,9 @@
 // language model's CUDA path does:
 //   patch embedding   unfold_patches, then one GEMM over every patch of the chunk; + the
 //                     position table (patch bias folded in, fp32)
-//   each layer        LayerNorm -> one q|k|v GEMM -> bias -> bidirectional flash attention per
-//                     crop (attention(), the language model's kernel) -> out GEMM accumulated
+//   each layer        LayerNorm -> one q|k|v GEMM -> bias -> bidirectional flash attention within
+//                     each crop, the chunk's crops in one batched call (crop_attention.h, the
+//                     language model's batched kernels) -> out GEMM accumulated
 //                     into the residual -> + bias; LayerNorm -> fc1 GEMM -> bias + GELU(tanh)
 //                     -> fc2 GEMM accumulated -> + bias
 //   projector         linear_1 -> bias + GELU(erf) -> linear_2 -> bias
@@ -19,9 +20,9 @@
 #include <cmath>
 #include <mutex>
 
+#include "backend/cuda/crop_attention.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cuda_feature_packer.h"
-#include "backend/cuda/device_query.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/weight_upload.h"
@@ -193,14 +194,9 @@ class CudaVisionEncoder final : public VisionEncoder {
     v_.resize(m * hq, "vision values");
     att_.resize(m * hq, "vision attention outputs");
     proj_out_.resize(m * th, "vision features");
-    std::vector<int32_t> iota(static_cast<size_t>(n_));
-    for (int i = 0; i < n_; ++i) iota[static_cast<size_t>(i)] = i;
-    positions_ = cuda::upload(iota, "vision patch positions");
-    n_keys_ = cuda::upload(std::vector<int32_t>{n_}, "vision key count");
     packer_ = std::make_unique<cuda::CudaFeaturePacker>(vc_, kChunkCrops, stream_);
-    splits_ = cuda::attention_splits(n_, heads_, heads_, hp_, n_, cuda::device_sm_count());
-    cuda::attention_workspace_ensure(
-        attn_ws_, cuda::attention_workspace_floats(n_, heads_, hp_, splits_), stream_);
+    crop_attention_ = std::make_unique<cuda::CropAttention>(
+        kChunkCrops, n_, heads_, hp_, 1.0f / std::sqrt(static_cast<float>(head_dim_)), stream_);
   }
 
   // Encodes the crops a chunk at a time, `done(first, chunk)` after each: its features in
@@ -249,7 +245,7 @@ class CudaVisionEncoder final : public VisionEncoder {
       for (int i = 0; i < 3; ++i)
         cuda::bias_activation(scratch_.get() + i * hq, 3 * hq, L.qkv_b.get() + i * hq,
                               cuda::Activation::kNone, qkv[i], m, hq, stream_);
-      for (int c = 0; c < crops; ++c) attend(c);
+      crop_attention_->run(q_.get(), k_.get(), v_.get(), att_.get(), crops, stream_);
       gemm(att_.get(), L.out_w, x_.get(), CUDA_R_32F, m, d_, hq, true);
       cuda::add_rows_periodic(x_.get(), L.out_b.get(), m, d_, 1, stream_);
       cuda::layer_norm(x_.get(), L.ln2_w.get(), L.ln2_b.get(), xn_.get(), m, d_, eps, stream_);
@@ -269,41 +265,18 @@ class CudaVisionEncoder final : public VisionEncoder {
     if (proj2_b_.get()) cuda::add_rows_periodic(proj_out_.get(), proj2_b_.get(), m, th, 1, stream_);
   }
 
-  // Bidirectional attention over one crop's patches (every key visible to every query).
-  void attend(int crop) {
-    const int64_t at = static_cast<int64_t>(crop) * n_ * heads_ * hp_;
-    cuda::AttentionParams a;
-    a.q = q_.get() + at;
-    a.k_cache = k_.get() + at;
-    a.v_cache = v_.get() + at;
-    a.n_keys = n_keys_.get();
-    a.slot_positions = positions_.get();
-    a.q_positions = positions_.get();
-    a.kind = cuda::MaskKind::kBidirectional;
-    a.n_q = n_;
-    a.max_keys = n_;
-    a.heads = heads_;
-    a.kv_heads = heads_;
-    a.head_dim = hp_;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-    a.splits = splits_;
-    cuda::attention_use_workspace(a, attn_ws_.get());
-    a.out = att_.get() + at;
-    cuda::attention(a, stream_);
-  }
-
   VisionConfig vc_;
-  int d_ = 0, heads_ = 0, head_dim_ = 0, hp_ = 0, n_ = 0, splits_ = 1;
+  int d_ = 0, heads_ = 0, head_dim_ = 0, hp_ = 0, n_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::mutex mu_;
   std::unique_ptr<cuda::CudaFeaturePacker> packer_;
+  std::unique_ptr<cuda::CropAttention> crop_attention_;
   DeviceBuffer<bf16> patch_w_, proj1_w_, proj2_w_;
   DeviceBuffer<float> position_, proj1_b_, proj2_b_;
   std::vector<GpuVisionLayer> layers_;
-  DeviceBuffer<float> pixels_, x_, scratch_, proj_out_, attn_ws_;
+  DeviceBuffer<float> pixels_, x_, scratch_, proj_out_;
   DeviceBuffer<bf16> xn_, q_, k_, v_, att_;
-  DeviceBuffer<int32_t> positions_, n_keys_;
 };
 
 }  // namespace
