@@ -80,10 +80,17 @@ VisionPrompt build_vision_prompt(std::span<const int32_t> ids, const VisionItems
   const int64_t D = vc.text_hidden_size;
   emb->dim = D;
   emb->row_of_position.assign(out.prompt.ids.size(), -1);
-  // Features of each kind in item order over that kind's placeholders (masked_scatter).
-  for (const auto& rows : image_rows) emb->rows.insert(emb->rows.end(), rows.begin(), rows.end());
+  // Features of each kind in item order over that kind's placeholders (masked_scatter). The
+  // first item's rows are moved, not copied (a 64-frame video's are ~200 MB).
+  auto append = [&](std::vector<float>& rows) {
+    if (emb->rows.empty())
+      emb->rows = std::move(rows);
+    else
+      emb->rows.insert(emb->rows.end(), rows.begin(), rows.end());
+  };
+  for (auto& rows : image_rows) append(rows);
   const int64_t image_total = static_cast<int64_t>(emb->rows.size()) / D;
-  for (const auto& rows : video_rows) emb->rows.insert(emb->rows.end(), rows.begin(), rows.end());
+  for (auto& rows : video_rows) append(rows);
   int32_t next_image = 0, next_video = static_cast<int32_t>(image_total);
   for (size_t p = 0; p < out.prompt.ids.size(); ++p) {
     if (out.prompt.modality[p] == Modality::kImage) emb->row_of_position[p] = next_image++;
