@@ -18,6 +18,7 @@
 // encode_video pack each chunk's features on the device as it is done (cuda_feature_packer.h)
 // and bring back only the packed rows.
 #include <cmath>
+#include <cstring>
 #include <mutex>
 
 #include "backend/cuda/crop_attention.h"
@@ -101,6 +102,8 @@ class CudaVisionEncoder final : public VisionEncoder {
   }
 
   ~CudaVisionEncoder() override {
+    for (cudaEvent_t e : slot_uploaded_)
+      if (e) cudaEventDestroy(e);
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -183,8 +186,12 @@ class CudaVisionEncoder final : public VisionEncoder {
     const size_t th = static_cast<size_t>(vc_.text_hidden_size);
     const size_t hq = static_cast<size_t>(heads_) * hp_;
     const size_t k = static_cast<size_t>(3 * vc_.patch_size * vc_.patch_size);
-    pixels_.resize(static_cast<size_t>(kChunkCrops) * 3 * vc_.image_size * vc_.image_size,
-                   "vision pixels");
+    const size_t chunk_pixels =
+        static_cast<size_t>(kChunkCrops) * 3 * vc_.image_size * vc_.image_size;
+    pixels_.resize(chunk_pixels, "vision pixels");
+    pixel_slots_.ensure(2 * chunk_pixels);
+    for (cudaEvent_t& e : slot_uploaded_)
+      DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     x_.resize(m * d_, "the vision residual stream");
     // One fp32 scratch for every GEMM output that goes through a bias kernel.
     scratch_.resize(m * std::max({3 * hq, ff, th}), "vision GEMM outputs");
@@ -200,17 +207,24 @@ class CudaVisionEncoder final : public VisionEncoder {
   }
 
   // Encodes the crops a chunk at a time, `done(first, chunk)` after each: its features in
-  // proj_out_ (on the stream) until the next chunk's.
+  // proj_out_ (on the stream) until the next chunk's. Pixels go up through two pinned chunk
+  // slots: the host fills one while the GPU encodes the chunk of the other, and the upload from
+  // pinned memory neither blocks the host until the stream drains nor crawls at pageable speed.
   template <class Done>
   void for_each_chunk(const PixelCrops& crops, Done&& done) {
+    const int64_t crop_values = 3 * vc_.image_size * vc_.image_size;
     if (crops.side != vc_.image_size && crops.crops > 0)
       fail("vision encoder: crops are ", crops.side, " pixels, the tower takes ", vc_.image_size);
-    const int64_t crop_values = 3 * vc_.image_size * vc_.image_size;
-    for (int64_t c0 = 0; c0 < crops.crops; c0 += kChunkCrops) {
+    if (static_cast<int64_t>(crops.values.size()) != crops.crops * crop_values)
+      fail("vision encoder: ", crops.values.size(), " pixel values for ", crops.crops, " crops");
+    for (int64_t c0 = 0, i = 0; c0 < crops.crops; c0 += kChunkCrops, i = 1 - i) {
       const int chunk = static_cast<int>(std::min<int64_t>(kChunkCrops, crops.crops - c0));
-      DLLM_CUDA_CHECK(cudaMemcpyAsync(pixels_.get(), crops.values.data() + c0 * crop_values,
-                                      chunk * crop_values * sizeof(float), cudaMemcpyHostToDevice,
-                                      stream_));
+      const size_t bytes = chunk * crop_values * sizeof(float);
+      float* slot = pixel_slots_.get() + i * kChunkCrops * crop_values;
+      DLLM_CUDA_CHECK(cudaEventSynchronize(slot_uploaded_[i]));  // its last upload is done
+      std::memcpy(slot, crops.values.data() + c0 * crop_values, bytes);
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(pixels_.get(), slot, bytes, cudaMemcpyHostToDevice, stream_));
+      DLLM_CUDA_CHECK(cudaEventRecord(slot_uploaded_[i], stream_));
       encode_chunk(chunk);
       done(c0, chunk);
     }
@@ -276,6 +290,8 @@ class CudaVisionEncoder final : public VisionEncoder {
   DeviceBuffer<float> position_, proj1_b_, proj2_b_;
   std::vector<GpuVisionLayer> layers_;
   DeviceBuffer<float> pixels_, x_, scratch_, proj_out_;
+  cuda::PinnedBuffer<float> pixel_slots_;  // two chunks of pixels (for_each_chunk())
+  cudaEvent_t slot_uploaded_[2] = {nullptr, nullptr};
   DeviceBuffer<bf16> xn_, q_, k_, v_, att_;
 };
 
