@@ -27,7 +27,10 @@ def main():
     for name, key in stages:
         a, b = ours.get(key), peer.get(key)
         if a is None or b is None:
-            print(f"| {name} | {fmt(a)} | {fmt(b) if b is not None else 'in encode'} | |")
+            # None: pooled and newline-appended inside the encode stage (transformers'
+            # get_video_features; dllm's encode_video since it packs on the device).
+            print(f"| {name} | {fmt(a) if a is not None else 'in encode'} | "
+                  f"{fmt(b) if b is not None else 'in encode'} | |")
         else:
             print(f"| {name} | {a:.1f} | {b:.1f} | {b / a:.2f}x |")
         if key == "pack_ms":

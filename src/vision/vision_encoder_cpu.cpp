@@ -38,6 +38,8 @@ class CpuVisionEncoder final : public VisionEncoder {
     all_visible_.assign(static_cast<size_t>(n * n), 1);
   }
 
+  const VisionConfig& config() const override { return vc_; }
+
   std::vector<float> encode(const PixelCrops& crops) override {
     if (crops.side != vc_.image_size && crops.crops > 0)
       fail("vision encoder: crops are ", crops.side, " pixels, the tower takes ", vc_.image_size);

@@ -4,7 +4,6 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
-#include "vision/feature_packing.h"
 
 namespace dllm {
 
@@ -67,14 +66,12 @@ VisionPrompt build_vision_prompt(std::span<const int32_t> ids, const VisionItems
   std::vector<int64_t> image_tokens, video_tokens;
   for (const RgbImage& img : items.images) {
     const Size2 size{img.height, img.width};
-    image_rows.push_back(
-        pack_image_features(encoder.encode(preprocess_image(img, vc)), size, newline, vc));
+    image_rows.push_back(encoder.encode_image(preprocess_image(img, vc), size, newline));
     image_tokens.push_back(image_token_count(size, vc));
   }
   for (const auto& frames : items.videos) {
     const auto n = static_cast<int64_t>(frames.size());
-    video_rows.push_back(
-        pack_video_features(encoder.encode(preprocess_frames(frames, vc)), n, newline, vc));
+    video_rows.push_back(encoder.encode_video(preprocess_frames(frames, vc), n, newline));
     video_tokens.push_back(video_token_count(n, vc));
   }
   VisionPrompt out;
@@ -83,10 +80,17 @@ VisionPrompt build_vision_prompt(std::span<const int32_t> ids, const VisionItems
   const int64_t D = vc.text_hidden_size;
   emb->dim = D;
   emb->row_of_position.assign(out.prompt.ids.size(), -1);
-  // Features of each kind in item order over that kind's placeholders (masked_scatter).
-  for (const auto& rows : image_rows) emb->rows.insert(emb->rows.end(), rows.begin(), rows.end());
+  // Features of each kind in item order over that kind's placeholders (masked_scatter). The
+  // first item's rows are moved, not copied (a 64-frame video's are ~200 MB).
+  auto append = [&](std::vector<float>& rows) {
+    if (emb->rows.empty())
+      emb->rows = std::move(rows);
+    else
+      emb->rows.insert(emb->rows.end(), rows.begin(), rows.end());
+  };
+  for (auto& rows : image_rows) append(rows);
   const int64_t image_total = static_cast<int64_t>(emb->rows.size()) / D;
-  for (const auto& rows : video_rows) emb->rows.insert(emb->rows.end(), rows.begin(), rows.end());
+  for (auto& rows : video_rows) append(rows);
   int32_t next_image = 0, next_video = static_cast<int32_t>(image_total);
   for (size_t p = 0; p < out.prompt.ids.size(); ++p) {
     if (out.prompt.modality[p] == Modality::kImage) emb->row_of_position[p] = next_image++;

@@ -1,9 +1,9 @@
 // Vision prompts (SDAR-VL) on the CUDA backend: the vision kernels against the CPU ops on random
 // inputs; the CUDA encoder's features against the CPU encoder's and the reference's (bf16
-// tolerance), its heads padded as the kernels need; the CPU encoder's features spliced into the
-// bf16 forward (CudaBackend::splice_input_embeddings) give the reference logits within 1e-2,
-// batched with a text-only sequence as alone; the engine decodes a vision request on the GPU
-// (its encoder the CUDA one).
+// tolerance), its heads padded as the kernels need; its packing on the device against the host's;
+// the CPU encoder's features spliced into the bf16 forward (CudaBackend::splice_input_embeddings)
+// give the reference logits within 1e-2, batched with a text-only sequence as alone; the engine
+// decodes a vision request on the GPU (its encoder the CUDA one).
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_vision_ops.h"
+#include "backend/cuda/feature_packing_kernels.h"
 #include "core/dtype.h"
 #include "cuda/cuda_test_util.h"
 #include "dllm/engine.h"
@@ -21,8 +22,8 @@
 #include "io/safetensors.h"
 #include "support/safetensors_writer.h"
 #include "support/test_paths.h"
-#include "vision/image_decode.h"
 #include "vision/feature_packing.h"
+#include "vision/image_decode.h"
 #include "vision/image_processor.h"
 #include "vision/video_decode.h"
 #include "vision/vision_prompt.h"
@@ -144,6 +145,121 @@ TEST(CudaVision, EncoderMatchesTheCpuEncoder) {
   EXPECT_LE(rel_error(gpu->encode(many), one_by_one), 5e-3);
 }
 
+std::vector<float> image_newline(const VisionModel& vision) {
+  const TensorEntry& nl = *vision.tensors.image_newline;
+  std::vector<float> out(static_cast<size_t>(nl.numel()));
+  convert_to_f32(*nl.dtype, nl.data, out.data(), out.size());
+  return out;
+}
+
+// A picture of w x h with a gradient pattern (anyres cases the fixture's files lack).
+RgbImage pattern_image(int64_t w, int64_t h) {
+  RgbImage img(w, h);
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x)
+      for (int64_t c = 0; c < 3; ++c)
+        img.row(y)[x * 3 + c] = uint8_t((x * 7 + y * 13 + c * 50) % 256);
+  return img;
+}
+
+TEST(CudaVision, PackingKernelsMatchTheHostResize) {
+  // The same float operations in the same order as cpu::bilinear_resize, none fused: the same
+  // bits (the host build does not contract to FMA either). Pooling 27 -> 14 (video), a shrink of
+  // an odd grid and an enlargement, written with a gap after each row (an image's newlines).
+  std::mt19937 rng(14);
+  struct Case {
+    int grids, h, w, oh, ow, gap;
+  };
+  for (const Case& k :
+       {Case{3, 27, 27, 14, 14, 0}, Case{1, 50, 33, 29, 20, 1}, Case{2, 5, 7, 9, 11, 2}}) {
+    const int c = 40;
+    const std::vector<float> in = test::random_floats(size_t(k.grids) * k.h * k.w * c, rng, 2.0f);
+    const int64_t row = int64_t(k.ow + k.gap) * c, grid = row * k.oh;
+    std::vector<float> want(size_t(k.grids * grid), 0.0f);
+    std::vector<float> packed(size_t(k.oh) * k.ow * c);
+    for (int g = 0; g < k.grids; ++g) {
+      cpu::bilinear_resize(in.data() + size_t(g) * k.h * k.w * c, k.h, k.w, c, packed.data(), k.oh,
+                           k.ow);
+      for (int y = 0; y < k.oh; ++y)
+        std::copy_n(packed.data() + size_t(y) * k.ow * c, k.ow * c,
+                    want.data() + g * grid + y * row);
+    }
+    auto din = test::to_device(in);
+    auto dout = test::to_device(std::vector<float>(want.size(), 0.0f));
+    cuda::bilinear_resize(din.get(), k.grids, k.h, k.w, c, dout.get(), k.oh, k.ow, {grid, row},
+                          nullptr);
+    EXPECT_EQ(rel_error(test::to_host(dout), want), 0.0)
+        << k.h << "x" << k.w << " -> " << k.oh << "x" << k.ow;
+  }
+}
+
+TEST(CudaVision, PackedImageRowsMatchTheHostPacking) {
+  auto model = Model::load(fixture());
+  auto vision = VisionModel::load(*model);
+  const VisionConfig& vc = vision->config;
+  const std::vector<float> newline = image_newline(*vision);
+  auto cpu = make_cpu_vision_encoder(*vision);
+  auto gpu = make_cuda_vision_encoder(*vision);
+  std::vector<std::pair<std::string, RgbImage>> images;
+  for (const char* name :
+       {"wide.png", "tall.jpg", "square.png", "gray.png", "alpha.png", "large.jpg"})
+    images.emplace_back(name, read_image_file(fixture() / "images" / name));
+  // 2 x 4 tiles (9 crops: two chunks of the encoder, unshrunk), 6 x 1 (tall), 4 x 4 (shrunk).
+  images.emplace_back("1536x768", pattern_image(1536, 768));
+  images.emplace_back("300x1700", pattern_image(300, 1700));
+  images.emplace_back("1500x1500", pattern_image(1500, 1500));
+  int shrunk = 0, multi_chunk = 0;
+  for (const auto& [name, img] : images) {
+    const Size2 size{img.height, img.width};
+    const PixelCrops crops = preprocess_image(img, vc);
+    shrunk += image_feature_grid(size, vc).downscaled;
+    multi_chunk += crops.crops > 8;
+    const std::vector<float> got = gpu->encode_image(crops, size, newline);
+    // The GPU's own features packed on the host: the same bits (copies, and the shrink's
+    // arithmetic as the host's).
+    const std::vector<float> host = pack_image_features(gpu->encode(crops), size, newline, vc);
+    ASSERT_EQ(got.size(), host.size()) << name;
+    EXPECT_EQ(rel_error(got, host), 0.0) << name;
+    EXPECT_LE(rel_error(got, cpu->encode_image(crops, size, newline)), 1e-2) << name;
+  }
+  EXPECT_GE(shrunk, 1);       // anyres_max_9's bilinear shrink
+  EXPECT_GE(multi_chunk, 2);  // tiles gathered from more than one chunk of crops
+}
+
+TEST(CudaVision, PackedVideoRowsMatchTheHostPackingAndFrameByFrame) {
+  auto model = Model::load(fixture());
+  auto vision = VisionModel::load(*model);
+  const VisionConfig& vc = vision->config;
+  const std::vector<float> newline = image_newline(*vision);
+  const int64_t D = vc.text_hidden_size, per_frame = vc.pooled_side() * vc.pooled_side() * D;
+  // 12 frames (two chunks of 8): the fixture's images twice, each resized to the crop.
+  std::vector<RgbImage> frames;
+  for (int rep = 0; rep < 2; ++rep)
+    for (const char* name :
+         {"wide.png", "tall.jpg", "square.png", "gray.png", "alpha.png", "large.jpg"})
+      frames.push_back(read_image_file(fixture() / "images" / name));
+  const auto n = static_cast<int64_t>(frames.size());
+  const PixelCrops crops = preprocess_frames(frames, vc);
+  auto cpu = make_cpu_vision_encoder(*vision);
+  auto gpu = make_cuda_vision_encoder(*vision);
+  const std::vector<float> got = gpu->encode_video(crops, n, newline);
+  const std::vector<float> host = pack_video_features(gpu->encode(crops), n, newline, vc);
+  ASSERT_EQ(got.size(), host.size());
+  EXPECT_EQ(rel_error(got, host), 0.0);
+  EXPECT_LE(rel_error(got, cpu->encode_video(crops, n, newline)), 1e-2);
+  // Each frame alone: its pooled rows (up to the low bits a GEMM over other rows may differ in)
+  // and the newline.
+  for (int64_t f = 0; f < n; ++f) {
+    const std::vector<float> one =
+        gpu->encode_video(preprocess_frames({frames[size_t(f)]}, vc), 1, newline);
+    ASSERT_EQ(int64_t(one.size()), per_frame + D);
+    const std::vector<float> in_batch(got.begin() + f * per_frame,
+                                      got.begin() + (f + 1) * per_frame);
+    EXPECT_LE(rel_error(std::vector<float>(one.begin(), one.end() - D), in_batch), 5e-3) << f;
+    EXPECT_EQ(std::vector<float>(one.end() - D, one.end()), newline);
+  }
+}
+
 // The fixture's language model with a SigLIP tower of another shape and random weights, scaled
 // as tools/make_sdar_vl_fixture.py draws them.
 struct TowerShape {
@@ -245,16 +361,13 @@ TEST(CudaVision, EncoderFeaturesMatchTheReference) {
   auto vision = VisionModel::load(*model);
   auto gpu = make_cuda_vision_encoder(*vision);
   const auto ref = read_json_file(fixture() / "reference.json");
-  const TensorEntry& nl = *vision->tensors.image_newline;
-  std::vector<float> newline(static_cast<size_t>(nl.numel()));
-  convert_to_f32(*nl.dtype, nl.data, newline.data(), newline.size());
+  const std::vector<float> newline = image_newline(*vision);
   const int64_t D = vision->config.text_hidden_size;
   for (const char* name : {"wide", "tall", "square", "alpha", "gray", "large"}) {
     const auto& info = ref["images"][name];
     const RgbImage img = read_image_file(fixture() / info["file"].get<std::string>());
     const std::vector<float> feats =
-        pack_image_features(gpu->encode(preprocess_image(img, vision->config)),
-                            {img.height, img.width}, newline, vision->config);
+        gpu->encode_image(preprocess_image(img, vision->config), {img.height, img.width}, newline);
     ASSERT_EQ(static_cast<int64_t>(feats.size()), info["tokens"].get<int64_t>() * D) << name;
     std::vector<float> picked;
     for (int64_t r : info["rows"].get<std::vector<int64_t>>())

@@ -3,8 +3,9 @@
 // language model's CUDA path does:
 //   patch embedding   unfold_patches, then one GEMM over every patch of the chunk; + the
 //                     position table (patch bias folded in, fp32)
-//   each layer        LayerNorm -> one q|k|v GEMM -> bias -> bidirectional flash attention per
-//                     crop (attention(), the language model's kernel) -> out GEMM accumulated
+//   each layer        LayerNorm -> one q|k|v GEMM -> bias -> bidirectional flash attention within
+//                     each crop, the chunk's crops in one batched call (crop_attention.h, the
+//                     language model's batched kernels) -> out GEMM accumulated
 //                     into the residual -> + bias; LayerNorm -> fc1 GEMM -> bias + GELU(tanh)
 //                     -> fc2 GEMM accumulated -> + bias
 //   projector         linear_1 -> bias + GELU(erf) -> linear_2 -> bias
@@ -13,12 +14,16 @@
 // and biases of the pad are zero (q·k and the V sum are unchanged) and the out projection's
 // columns of the pad are zero (the pad's outputs, all zero, contribute nothing). The softmax
 // scale stays 1/sqrt(72). Crops run in chunks of kChunkCrops, their buffers allocated once at
-// construction (before the engine sizes its KV pool from the free memory).
+// construction (before the engine sizes its KV pool from the free memory). encode_image /
+// encode_video pack each chunk's features on the device as it is done (cuda_feature_packer.h)
+// and bring back only the packed rows.
 #include <cmath>
+#include <cstring>
 #include <mutex>
 
+#include "backend/cuda/crop_attention.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/device_query.h"
+#include "backend/cuda/cuda_feature_packer.h"
 #include "backend/cuda/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/weight_upload.h"
@@ -97,28 +102,41 @@ class CudaVisionEncoder final : public VisionEncoder {
   }
 
   ~CudaVisionEncoder() override {
+    for (cudaEvent_t e : slot_uploaded_)
+      if (e) cudaEventDestroy(e);
     if (cublas_) cublasDestroy(cublas_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
+  const VisionConfig& config() const override { return vc_; }
+
   std::vector<float> encode(const PixelCrops& crops) override {
-    if (crops.side != vc_.image_size && crops.crops > 0)
-      fail("vision encoder: crops are ", crops.side, " pixels, the tower takes ", vc_.image_size);
-    const int64_t th = vc_.text_hidden_size, crop_values = 3 * vc_.image_size * vc_.image_size;
+    const int64_t th = vc_.text_hidden_size;
     std::vector<float> out(static_cast<size_t>(crops.crops * n_ * th));
     std::lock_guard lk(mu_);  // requests are submitted from many threads; one set of buffers
-    for (int64_t c0 = 0; c0 < crops.crops; c0 += kChunkCrops) {
-      const int chunk = static_cast<int>(std::min<int64_t>(kChunkCrops, crops.crops - c0));
-      DLLM_CUDA_CHECK(cudaMemcpyAsync(pixels_.get(), crops.values.data() + c0 * crop_values,
-                                      chunk * crop_values * sizeof(float),
-                                      cudaMemcpyHostToDevice, stream_));
-      encode_chunk(chunk);
-      DLLM_CUDA_CHECK(cudaMemcpyAsync(out.data() + c0 * n_ * th, proj_out_.get(),
+    for_each_chunk(crops, [&](int64_t first, int chunk) {
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(out.data() + first * n_ * th, proj_out_.get(),
                                       static_cast<size_t>(chunk) * n_ * th * sizeof(float),
                                       cudaMemcpyDeviceToHost, stream_));
-    }
+    });
     DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return out;
+  }
+
+  std::vector<float> encode_image(const PixelCrops& crops, Size2 image,
+                                  std::span<const float> newline) override {
+    std::lock_guard lk(mu_);
+    packer_->start_image(image, crops.crops, newline);
+    return pack(crops);
+  }
+
+  std::vector<float> encode_video(const PixelCrops& frames, int64_t count,
+                                  std::span<const float> newline) override {
+    if (count != frames.crops)
+      fail("encode_video: ", frames.crops, " crops for ", count, " frames");
+    std::lock_guard lk(mu_);
+    packer_->start_video(count, newline);
+    return pack(frames);
   }
 
  private:
@@ -168,8 +186,12 @@ class CudaVisionEncoder final : public VisionEncoder {
     const size_t th = static_cast<size_t>(vc_.text_hidden_size);
     const size_t hq = static_cast<size_t>(heads_) * hp_;
     const size_t k = static_cast<size_t>(3 * vc_.patch_size * vc_.patch_size);
-    pixels_.resize(static_cast<size_t>(kChunkCrops) * 3 * vc_.image_size * vc_.image_size,
-                   "vision pixels");
+    const size_t chunk_pixels =
+        static_cast<size_t>(kChunkCrops) * 3 * vc_.image_size * vc_.image_size;
+    pixels_.resize(chunk_pixels, "vision pixels");
+    pixel_slots_.ensure(2 * chunk_pixels);
+    for (cudaEvent_t& e : slot_uploaded_)
+      DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     x_.resize(m * d_, "the vision residual stream");
     // One fp32 scratch for every GEMM output that goes through a bias kernel.
     scratch_.resize(m * std::max({3 * hq, ff, th}), "vision GEMM outputs");
@@ -179,13 +201,41 @@ class CudaVisionEncoder final : public VisionEncoder {
     v_.resize(m * hq, "vision values");
     att_.resize(m * hq, "vision attention outputs");
     proj_out_.resize(m * th, "vision features");
-    std::vector<int32_t> iota(static_cast<size_t>(n_));
-    for (int i = 0; i < n_; ++i) iota[static_cast<size_t>(i)] = i;
-    positions_ = cuda::upload(iota, "vision patch positions");
-    n_keys_ = cuda::upload(std::vector<int32_t>{n_}, "vision key count");
-    splits_ = cuda::attention_splits(n_, heads_, heads_, hp_, n_, cuda::device_sm_count());
-    cuda::attention_workspace_ensure(
-        attn_ws_, cuda::attention_workspace_floats(n_, heads_, hp_, splits_), stream_);
+    packer_ = std::make_unique<cuda::CudaFeaturePacker>(vc_, kChunkCrops, stream_);
+    crop_attention_ = std::make_unique<cuda::CropAttention>(
+        kChunkCrops, n_, heads_, hp_, 1.0f / std::sqrt(static_cast<float>(head_dim_)), stream_);
+  }
+
+  // Encodes the crops a chunk at a time, `done(first, chunk)` after each: its features in
+  // proj_out_ (on the stream) until the next chunk's. Pixels go up through two pinned chunk
+  // slots: the host fills one while the GPU encodes the chunk of the other, and the upload from
+  // pinned memory neither blocks the host until the stream drains nor crawls at pageable speed.
+  template <class Done>
+  void for_each_chunk(const PixelCrops& crops, Done&& done) {
+    const int64_t crop_values = 3 * vc_.image_size * vc_.image_size;
+    if (crops.side != vc_.image_size && crops.crops > 0)
+      fail("vision encoder: crops are ", crops.side, " pixels, the tower takes ", vc_.image_size);
+    if (static_cast<int64_t>(crops.values.size()) != crops.crops * crop_values)
+      fail("vision encoder: ", crops.values.size(), " pixel values for ", crops.crops, " crops");
+    for (int64_t c0 = 0, i = 0; c0 < crops.crops; c0 += kChunkCrops, i = 1 - i) {
+      const int chunk = static_cast<int>(std::min<int64_t>(kChunkCrops, crops.crops - c0));
+      const size_t bytes = chunk * crop_values * sizeof(float);
+      float* slot = pixel_slots_.get() + i * kChunkCrops * crop_values;
+      DLLM_CUDA_CHECK(cudaEventSynchronize(slot_uploaded_[i]));  // its last upload is done
+      std::memcpy(slot, crops.values.data() + c0 * crop_values, bytes);
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(pixels_.get(), slot, bytes, cudaMemcpyHostToDevice, stream_));
+      DLLM_CUDA_CHECK(cudaEventRecord(slot_uploaded_[i], stream_));
+      encode_chunk(chunk);
+      done(c0, chunk);
+    }
+  }
+
+  // The packer's rows of the crops (after its start_image / start_video).
+  std::vector<float> pack(const PixelCrops& crops) {
+    for_each_chunk(crops, [&](int64_t first, int chunk) {
+      packer_->add_crops(first, chunk, proj_out_.get());
+    });
+    return packer_->finish();
   }
 
   void gemm(const bf16* a, const DeviceBuffer<bf16>& w, void* out, cudaDataType_t type, int m,
@@ -209,7 +259,7 @@ class CudaVisionEncoder final : public VisionEncoder {
       for (int i = 0; i < 3; ++i)
         cuda::bias_activation(scratch_.get() + i * hq, 3 * hq, L.qkv_b.get() + i * hq,
                               cuda::Activation::kNone, qkv[i], m, hq, stream_);
-      for (int c = 0; c < crops; ++c) attend(c);
+      crop_attention_->run(q_.get(), k_.get(), v_.get(), att_.get(), crops, stream_);
       gemm(att_.get(), L.out_w, x_.get(), CUDA_R_32F, m, d_, hq, true);
       cuda::add_rows_periodic(x_.get(), L.out_b.get(), m, d_, 1, stream_);
       cuda::layer_norm(x_.get(), L.ln2_w.get(), L.ln2_b.get(), xn_.get(), m, d_, eps, stream_);
@@ -229,40 +279,20 @@ class CudaVisionEncoder final : public VisionEncoder {
     if (proj2_b_.get()) cuda::add_rows_periodic(proj_out_.get(), proj2_b_.get(), m, th, 1, stream_);
   }
 
-  // Bidirectional attention over one crop's patches (every key visible to every query).
-  void attend(int crop) {
-    const int64_t at = static_cast<int64_t>(crop) * n_ * heads_ * hp_;
-    cuda::AttentionParams a;
-    a.q = q_.get() + at;
-    a.k_cache = k_.get() + at;
-    a.v_cache = v_.get() + at;
-    a.n_keys = n_keys_.get();
-    a.slot_positions = positions_.get();
-    a.q_positions = positions_.get();
-    a.kind = cuda::MaskKind::kBidirectional;
-    a.n_q = n_;
-    a.max_keys = n_;
-    a.heads = heads_;
-    a.kv_heads = heads_;
-    a.head_dim = hp_;
-    a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim_));
-    a.splits = splits_;
-    cuda::attention_use_workspace(a, attn_ws_.get());
-    a.out = att_.get() + at;
-    cuda::attention(a, stream_);
-  }
-
   VisionConfig vc_;
-  int d_ = 0, heads_ = 0, head_dim_ = 0, hp_ = 0, n_ = 0, splits_ = 1;
+  int d_ = 0, heads_ = 0, head_dim_ = 0, hp_ = 0, n_ = 0;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   std::mutex mu_;
+  std::unique_ptr<cuda::CudaFeaturePacker> packer_;
+  std::unique_ptr<cuda::CropAttention> crop_attention_;
   DeviceBuffer<bf16> patch_w_, proj1_w_, proj2_w_;
   DeviceBuffer<float> position_, proj1_b_, proj2_b_;
   std::vector<GpuVisionLayer> layers_;
-  DeviceBuffer<float> pixels_, x_, scratch_, proj_out_, attn_ws_;
+  DeviceBuffer<float> pixels_, x_, scratch_, proj_out_;
+  cuda::PinnedBuffer<float> pixel_slots_;  // two chunks of pixels (for_each_chunk())
+  cudaEvent_t slot_uploaded_[2] = {nullptr, nullptr};
   DeviceBuffer<bf16> xn_, q_, k_, v_, att_;
-  DeviceBuffer<int32_t> positions_, n_keys_;
 };
 
 }  // namespace
