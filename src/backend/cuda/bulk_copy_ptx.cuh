@@ -9,8 +9,15 @@
 
 namespace dllm::cuda::ptx {
 
-// Compiled for sm_90+ only; earlier targets never call these (the kernels' kBulk is false there).
-#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 900
+// The instructions exist from sm_90 on; for earlier targets the functions are empty (the kernels
+// never call them there: their kBulkCompiled is false), but declared, for the kernels' name lookup.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define DLLM_BULK_PTX(...) asm volatile(__VA_ARGS__)
+#else
+#define DLLM_BULK_PTX(...) \
+  do {                     \
+  } while (0)
+#endif
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
@@ -19,20 +26,20 @@ __device__ __forceinline__ uint32_t smem_u32(const void* p) {
 // An mbarrier expecting `arrivals` arrivals per phase. Then a barrier (fence + __syncthreads)
 // before any other thread uses it.
 __device__ __forceinline__ void mbarrier_init(uint64_t* bar, int arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(arrivals));
+  DLLM_BULK_PTX("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(smem_u32(bar)), "r"(arrivals));
 }
 __device__ __forceinline__ void fence_mbarrier_init() {
-  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  DLLM_BULK_PTX("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
 // One arrival that also expects `bytes` more bytes of copies in the current phase.
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
-               "r"(bytes)
-               : "memory");
+  DLLM_BULK_PTX("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(smem_u32(bar)),
+                "r"(bytes)
+                : "memory");
 }
 // Waits until the phase of parity `parity` has completed.
 __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t parity) {
-  asm volatile(
+  DLLM_BULK_PTX(
       "{\n"
       ".reg .pred done;\n"
       "WAIT_%=:\n"
@@ -46,19 +53,19 @@ __device__ __forceinline__ void mbarrier_wait_parity(uint64_t* bar, uint32_t par
 // (the async proxy) into it: a stage's buffers were read (and may have been zeroed) by threads
 // before the copy engine refills them.
 __device__ __forceinline__ void fence_proxy_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+  DLLM_BULK_PTX("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 // `bytes` (a multiple of 16, both addresses 16-byte aligned) from global to shared memory,
 // completing on `bar`.
 __device__ __forceinline__ void bulk_copy_to_shared(void* dst, const void* src, uint32_t bytes,
                                                     uint64_t* bar) {
-  asm volatile(
+  DLLM_BULK_PTX(
       "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::
           "r"(smem_u32(dst)),
       "l"(src), "r"(bytes), "r"(smem_u32(bar))
       : "memory");
 }
 
-#endif
-
 }  // namespace dllm::cuda::ptx
+
+#undef DLLM_BULK_PTX
