@@ -2,7 +2,6 @@
 // kernel over its work list, the Hopper kernel over its own, then one combine pass over every
 // query row — with grids from the caller's capacities and everything else read from the plan.
 #include <algorithm>
-#include <cstdlib>
 
 #include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/attention_dispatch.h"
@@ -144,8 +143,7 @@ int mma_resident() {
 // it resident at once. Decided from the capacity, so a captured graph keeps its choice.
 bool deep_pipeline(int64_t blocks, int resident) {
   static const bool enabled = env_switch_on("DLLM_ATTN_BATCH_DEEP");
-  static const bool always = std::getenv("DLLM_ATTN_BATCH_DEEP_ALWAYS") != nullptr;  // tuning
-  return enabled && (always || blocks <= static_cast<int64_t>(resident) * device_sm_count());
+  return enabled && blocks <= static_cast<int64_t>(resident) * device_sm_count();
 }
 
 template <int D>

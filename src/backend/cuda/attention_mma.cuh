@@ -25,15 +25,15 @@ constexpr size_t smem_bytes() {
   return STAGES * (2 /*K, V*/ * KT * (D + 8) * sizeof(bf16) + KT * sizeof(int) + sizeof(uint64_t));
 }
 
-// WARPS warps, 16 rows each; K/V tiles in STAGES buffers filled by cp.async, STAGES - 1 tiles
-// ahead, so that the next tiles' loads overlap this tile's math (and, with more stages, each
-// other: a block alone on its SM waits for a tile's round trip only once per STAGES - 1 tiles).
-// PREFIX (batched calls with a prefix_lse sequence): also the prefix-only (m, l) of the rows of
-// sequences that want them (flash_tile.cuh: prefix_stats_at_tile); other instances are as before.
-// split == batch_layout::kSerialSplit (a serial batch item, never a prefix_lse sequence): every
-// split of the sequence in turn, through one pipeline, each written as its own block would, then
-// merged here (attention_serial_merge.cuh). A split group (batch items): its splits the same way,
-// merged by the combine pass.
+// WARPS warps, 16 rows each; K/V tiles in STAGES buffers filled by cp.async (Hopper batch items:
+// bulk copies), STAGES - 1 tiles ahead, so that the next tiles' loads overlap this tile's math
+// (and, with more stages, each other: a block alone on its SM waits for a tile's round trip only
+// once per STAGES - 1 tiles). PREFIX (batched calls with a prefix_lse sequence): also the
+// prefix-only (m, l) of the rows of sequences that want them (flash_tile.cuh:
+// prefix_stats_at_tile); other instances are as before. split == batch_layout::kSerialSplit (a
+// serial batch item, never a prefix_lse sequence): every split of the sequence in turn, through one
+// pipeline, each written as its own block would, then merged here (attention_serial_merge.cuh). A
+// split group (batch items): its splits the same way, merged by the combine pass.
 template <int D, int WARPS, int KT, int STAGES, class P, bool PREFIX = false>
 __device__ __forceinline__ void flash_attention_block(const P& p, int row_block, int split) {
   using namespace ptx;
