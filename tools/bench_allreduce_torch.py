@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""All-reduce time through torch's NCCL on this host's GPUs (issue 27's sizing): a tensor-parallel
+layer all-reduces its o_proj and down_proj outputs, rows x hidden bf16, twice per layer per step.
+
+    python3 tools/bench_allreduce_torch.py [--world 2] [--hidden 4096] [--rows 4,32,128,512,1024,4096]
+
+Prints one table row per size (rank 0): microseconds per all-reduce (CUDA events over 200 calls
+after 20 warm-up calls) and the bus bandwidth, 2 (world - 1) / world x bytes / time (nccl-tests'
+definition). NVLink multicast stays off (NCCL_NVLS_ENABLE=0), as on the shared machines.
+"""
+import argparse
+import os
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+
+def run(rank, args):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29533", NCCL_NVLS_ENABLE="0")
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=args.world)
+    for rows in args.rows:
+        x = torch.randn(rows, args.hidden, device="cuda", dtype=torch.bfloat16)
+        for _ in range(20):
+            dist.all_reduce(x)
+        torch.cuda.synchronize()
+        start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        calls = 200
+        start.record()
+        for _ in range(calls):
+            dist.all_reduce(x)
+        stop.record()
+        torch.cuda.synchronize()
+        us = start.elapsed_time(stop) * 1e3 / calls
+        nbytes = x.numel() * 2
+        bus = 2 * (args.world - 1) / args.world * nbytes / (us * 1e-6) / 1e9
+        if rank == 0:
+            print(f"| {rows} x {args.hidden} | {nbytes / 1e6:.3f} MB | {us:.1f} | {bus:.0f} |", flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--world", type=int, default=2)
+    p.add_argument("--hidden", type=int, default=4096)
+    p.add_argument("--rows", type=lambda s: [int(v) for v in s.split(",")],
+                   default=[4, 32, 128, 512, 1024, 4096])
+    args = p.parse_args()
+    if torch.cuda.device_count() < args.world:
+        raise SystemExit(f"--world {args.world}: this host has {torch.cuda.device_count()} GPUs")
+    print(f"torch {torch.__version__}, NCCL {torch.cuda.nccl.version()}, "
+          f"{args.world} x {torch.cuda.get_device_name(0)}")
+    print("| rows x hidden | bytes | us per all-reduce | bus GB/s |\n|---|---|---|---|")
+    mp.spawn(run, args=(args,), nprocs=args.world)
+
+
+if __name__ == "__main__":
+    main()
