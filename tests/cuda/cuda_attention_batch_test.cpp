@@ -408,6 +408,23 @@ TEST(CudaAttentionBatch, LongAndDegenerateSequences) {
   check_batch(pool, seqs);
 }
 
+// A round of the split tests: the pool's shape and a batch of random sequences.
+struct SplitRound {
+  int page_size, seqs, max_cache, heads, kv, d;
+};
+
+// random_cases() with half the caches long (max_cache / 2 and more): sequences of many splits, so
+// that serial items and split groups have something to take. Positions uploaded.
+std::vector<Seq> split_heavy_seqs(int n, int max_cache, Pool& pool, std::mt19937& rng) {
+  std::vector<Seq> seqs;
+  for (SeqCase c : random_cases(n, max_cache, rng)) {
+    if (rng() % 2) c.n_cache = max_cache / 2 + static_cast<int>(rng() % (max_cache / 2));
+    seqs.push_back(make_seq(c, pool, rng));
+  }
+  pool.upload_positions();
+  return seqs;
+}
+
 // Serial items (batch_layout::kSerialSplit: one block computes a sequence's splits in turn and
 // merges them) give the bits of one block per split merged by the combine pass, on random ragged
 // batches of both kernels: shuffled pages of 8 / 16 / 64 slots, key lists, every rule, 1-128
@@ -416,22 +433,15 @@ TEST(CudaAttentionBatch, LongAndDegenerateSequences) {
 TEST(CudaAttentionBatch, SerialSplitsGiveTheParallelBits) {
   using Mode = cuda::AttentionBatchSplitMode;
   std::mt19937 rng(107);
-  struct Round {
-    int page_size, seqs, max_cache, heads, kv, d;
-  };
-  for (const Round r : {Round{16, 24, 3000, 32, 8, 128}, Round{8, 16, 2000, 8, 2, 128},
-                        Round{64, 12, 2500, 6, 2, 64}, Round{16, 10, 1500, 4, 4, 32}}) {
+  for (const SplitRound r :
+       {SplitRound{16, 24, 3000, 32, 8, 128}, SplitRound{8, 16, 2000, 8, 2, 128},
+        SplitRound{64, 12, 2500, 6, 2, 64}, SplitRound{16, 10, 1500, 4, 4, 32}}) {
     SCOPED_TRACE(testing::Message()
                  << "page size " << r.page_size << ", " << r.seqs << " sequences, heads " << r.heads
                  << "/" << r.kv << " d " << r.d);
     Pool pool(r.heads, r.kv, r.d, r.page_size, (r.seqs * (r.max_cache + 200)) / r.page_size + 64,
               rng);
-    std::vector<Seq> seqs;
-    for (SeqCase c : random_cases(r.seqs, r.max_cache, rng)) {
-      if (rng() % 2) c.n_cache = r.max_cache / 2 + static_cast<int>(rng() % (r.max_cache / 2));
-      seqs.push_back(make_seq(c, pool, rng));
-    }
-    pool.upload_positions();
+    const std::vector<Seq> seqs = split_heavy_seqs(r.seqs, r.max_cache, pool, rng);
     std::vector<const Seq*> all;
     for (const Seq& s : seqs) all.push_back(&s);
     cuda::AttentionBatchPlan parallel_plan, serial_plan;
@@ -467,20 +477,13 @@ TEST(CudaAttentionBatch, SerialSplitsGiveTheParallelBits) {
 TEST(CudaAttentionBatch, SplitGroupsGiveTheSplitBlocksBits) {
   using Mode = cuda::AttentionBatchSplitMode;
   std::mt19937 rng(109);
-  struct Round {
-    int page_size, seqs, max_cache, heads, kv, d;
-  };
-  for (const Round r : {Round{16, 24, 3000, 32, 8, 128}, Round{8, 16, 2000, 8, 2, 64}}) {
+  for (const SplitRound r :
+       {SplitRound{16, 24, 3000, 32, 8, 128}, SplitRound{8, 16, 2000, 8, 2, 64}}) {
     SCOPED_TRACE(testing::Message()
                  << r.seqs << " sequences, heads " << r.heads << "/" << r.kv << " d " << r.d);
     Pool pool(r.heads, r.kv, r.d, r.page_size, (r.seqs * (r.max_cache + 200)) / r.page_size + 64,
               rng);
-    std::vector<Seq> seqs;
-    for (SeqCase c : random_cases(r.seqs, r.max_cache, rng)) {
-      if (rng() % 2) c.n_cache = r.max_cache / 2 + static_cast<int>(rng() % (r.max_cache / 2));
-      seqs.push_back(make_seq(c, pool, rng));
-    }
-    pool.upload_positions();
+    const std::vector<Seq> seqs = split_heavy_seqs(r.seqs, r.max_cache, pool, rng);
     std::vector<const Seq*> all;
     for (const Seq& s : seqs) all.push_back(&s);
     cuda::AttentionBatchPlan blocks_plan;
