@@ -244,8 +244,6 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
   a.head_dim = s.head_dim;
   a.page_shift = log2_exact(s.page_size);
   a.scale = s.scale;
-  static const bool bulk = env_switch_on("DLLM_ATTN_BULK") && device_compute_capability() >= 90;
-  a.bulk_loads = bulk;
   if (c.mma_items > 0) {
     switch (s.head_dim) {
       case 16:

@@ -107,8 +107,6 @@ struct AttentionBatchKernelArgs {
   // Grid order: (KV heads, items) — the KV heads of an item side by side — where set, else
   // (items, KV heads). attention_batch.cu says why.
   bool heads_inner = false;
-  // K/V rows by bulk copies (bulk_copy_ptx.cuh; sm_90+, the mma.sync kernel), else cp.async.
-  bool bulk_loads = false;
 };
 
 }  // namespace dllm::cuda

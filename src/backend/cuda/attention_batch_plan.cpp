@@ -61,16 +61,14 @@ bool may_group(const AttentionBatchSeq& q, int kind) {
   return kind == L::kMma && !q.prefix_lse;
 }
 
-// kAuto's splits per split group (1: split blocks) for a batch whose split blocks would be
-// `split_blocks` blocks, `resident` of which fit on the GPU at once. DLLM_ATTN_BATCH_GROUP=G
-// forces G (tuning experiments).
-int auto_split_group(int64_t split_blocks, int64_t resident) {
+// kAuto's splits per split group (1: split blocks). DLLM_ATTN_BATCH_GROUP=G forces G (tuning
+// experiments). One since the mma.sync kernel's loads became cheap (2026-11-29, H200, SDAR-4B
+// shape, block 4): groups of 1 / 2 / 4 / 8 give 176 / 178 / 181 / 195 µs for 128 sequences over
+// 1K keys and 629 / 630 / 630 / 630 over 4K, and a pair costs 32 sequences over 1K 53 -> 56 µs
+// (pairs gained 8 % at 128 x 1K while the loads' issue dominated a tile).
+int auto_split_group() {
   static const int forced = env_int("DLLM_ATTN_BATCH_GROUP", 0);
-  if (forced > 0) return forced;
-  // Pairs where split blocks would fill the GPU 6 times or more: 128 sequences of 4 queries over
-  // 1K keys at GQA 4 (9216 one-warp blocks, 11.6 waves) 262 -> 240 µs a layer on the H200, with no
-  // change over 4K keys (43 waves); at 32 such sequences (2.9 waves) pairs lose (71 -> 82 µs).
-  return split_blocks >= 6 * resident ? 2 : 1;
+  return forced > 0 ? forced : 1;
 }
 
 // kAuto's choice per kernel kind (attention_batch_plan()): serial items where their blocks fill
@@ -236,7 +234,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   st[base + L::kSeqsAt] = L::kHeaderInts;
   // Each sequence's splits, kernel kind and row blocks; then which kinds run serial items.
   std::vector<int> kinds(n), row_blocks(n);
-  int64_t serial_blocks[2] = {0, 0}, split_blocks[2] = {0, 0};
+  int64_t serial_blocks[2] = {0, 0};
   for (size_t i = 0; i < n; ++i) {
     const AttentionBatchSeq& q = seqs[i];
     check_sequence(q, i);
@@ -249,7 +247,6 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     if (attended) {
       const int64_t blocks = int64_t{row_blocks[i]} * shape.kv_heads;
       serial_blocks[kinds[i]] += blocks * (may_run_serial(q, splits) || splits == 1 ? 1 : splits);
-      split_blocks[kinds[i]] += blocks * splits;
     }
   }
   if (mode == AttentionBatchSplitMode::kAuto) mode = forced_mode();
@@ -263,8 +260,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
       split_group > 0 ? split_group
       : serial_kind[L::kMma] || mode == AttentionBatchSplitMode::kParallel
           ? 1
-          : auto_split_group(split_blocks[L::kMma],
-                             int64_t{resident_blocks(L::kMma, shape)} * device_sm_count());
+          : auto_split_group();
 
   // Work items: a serial item's sequence first, longest first (they are the long blocks: started
   // early, they leave the short ones to fill the tail), then the split blocks.

@@ -43,7 +43,6 @@ struct AttentionSeqView {
   MaskKind kind;
   bool custom_mask_queries_only;
   bool keys_at_positions;  // AttentionBatchSeq::keys_at_positions
-  bool bulk_loads;         // AttentionBatchKernelArgs::bulk_loads
   // What load_seq_view() stages: stage_count ints from stage_src[stage_first ..], or with
   // stage_expand the slots of keys stage_first .. through the page table stage_src.
   const int32_t* stage_src;
@@ -67,14 +66,6 @@ __device__ __forceinline__ int kv_head_of(const AttentionSeqView& v) {
 // heads_inner item y for KV head x.
 __device__ __forceinline__ int2 batch_block_item(const AttentionBatchKernelArgs& a) {
   return a.heads_inner ? make_int2(blockIdx.y, blockIdx.x) : make_int2(blockIdx.x, blockIdx.y);
-}
-
-// Whether the block loads K/V rows by bulk copies (batch items whose call asks for it).
-__device__ __forceinline__ bool bulk_loads(const AttentionParams&) {
-  return false;
-}
-__device__ __forceinline__ bool bulk_loads(const AttentionSeqView& v) {
-  return v.bulk_loads;
 }
 
 // Keys of the sequence (AttentionParams: read from device memory at the call).
@@ -217,7 +208,6 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
       v.kind = static_cast<MaskKind>(mask_kind);
       v.custom_mask_queries_only = queries_only != 0;
       v.keys_at_positions = keys_at_positions != 0;
-      v.bulk_loads = a.bulk_loads;
       // Which addressing, and what of it this split stages: its keys' physical slots (a key
       // list's entries, or a paged range's slots computed here once) when they fit, else its
       // pages.
