@@ -260,6 +260,12 @@ void run_bench(const BenchArgs& a) {
       "| context | block | ms/step (median) | floor ms | x floor | attention GB/s (%% of copy) | "
       "prefill tok/s |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
+  // One sequence at a time, the longest context plus its block at most: the pool holds that
+  // (the backend's default pool, a quarter of free memory up to 8 GiB, stops an 8B shape
+  // short of 64K).
+  const int64_t longest = int64_t{*std::max_element(contexts.begin(), contexts.end())} +
+                          *std::max_element(blocks.begin(), blocks.end());
+  backend->create_kv_pool((longest + a.page_size - 1) / a.page_size + 1, a.page_size);
   for (int32_t block : blocks)
     for (int32_t ctx : contexts) {
       if (a.at_slots && block > ctx)
@@ -464,7 +470,7 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--prefill-block", a->prefill_block,
                   "--sparse-prefill-kernel: 1 = causal, B = block-causal with block B (SDAR: 4)");
   cmd->add_option("--page-size", a->page_size,
-                  "--attention-batch: KV pool page size in slots (default 16)");
+                  "KV pool page size in slots for steps and --attention-batch (default 16)");
   cmd->add_option("--decode", a->decode,
                   "Time whole generations instead of steps: comma-separated strategies (e.g. "
                   "full,fastdllm,dllmcache,d2cache on a LLaDA/Dream shape)");
