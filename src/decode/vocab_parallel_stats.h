@@ -26,7 +26,7 @@ struct VocabShardPartial {
   float max_logit = -std::numeric_limits<float>::infinity();
   int32_t argmax = -1;  // global id of the first maximum; -1: every token of the slice is banned
   float second_logit = -std::numeric_limits<float>::infinity();  // a second maximum counts
-  double sum_exp = 0;          // sum exp(l - max_logit)
+  double sum_exp = 0;                                            // sum exp(l - max_logit)
   double sum_exp_shifted = 0;  // sum exp(l - max_logit) * (l - max_logit): the entropy's
   double confidence_exp = 0;   // sum exp(l - max_logit) over tokens the confidence keeps
   // The sampling distribution softmax(l / t), t = the temperature (1 when greedy).

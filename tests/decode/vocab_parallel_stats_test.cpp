@@ -110,9 +110,9 @@ TEST(VocabParallelStats, ShardsMergeIntoTheWholeRowsStatistics) {
       const TokenStats want = compute_token_stats(logits, ns.sampler, key, position);
       for (int shards : {1, 2, 3, 8}) {
         const auto cuts = random_cuts(kVocab, shards, rng);
-        expect_same_stats(sharded_stats(logits, cuts, ns.sampler, key, position, u), want,
-                          ns.name + ", row " + std::to_string(row) + ", " +
-                              std::to_string(shards) + " shards");
+        expect_same_stats(
+            sharded_stats(logits, cuts, ns.sampler, key, position, u), want,
+            ns.name + ", row " + std::to_string(row) + ", " + std::to_string(shards) + " shards");
       }
     }
   }
@@ -136,7 +136,7 @@ TEST(VocabParallelStats, DrawsAtTheEndsOfTheUnitInterval) {
   for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(i % 7) * 0.3f;
   SamplerConfig s;
   s.temperature = 0.9f;
-  s.banned_tokens = {0, 49};  // the first and last ids can never be drawn
+  s.banned_tokens = {0, 49};                         // the first and last ids can never be drawn
   const std::vector<int32_t> cuts = {0, 1, 20, 48};  // shards of only banned ids at both ends
   const RngKey key{3, 0, 0};
   for (double u : {0.0, 1e-12, 0.5, 1.0 - 1e-15}) {

@@ -256,11 +256,10 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
                         (mode == AttentionBatchSplitMode::kAuto && serial_blocks[kind] > 0 &&
                          static_cast<double>(serial_blocks[kind]) >=
                              serial_waves() * resident_blocks(kind, shape) * device_sm_count());
-  const int group =
-      split_group > 0 ? split_group
-      : serial_kind[L::kMma] || mode == AttentionBatchSplitMode::kParallel
-          ? 1
-          : auto_split_group();
+  const int group = split_group > 0 ? split_group
+                    : serial_kind[L::kMma] || mode == AttentionBatchSplitMode::kParallel
+                        ? 1
+                        : auto_split_group();
 
   // Work items: a serial item's sequence first, longest first (they are the long blocks: started
   // early, they leave the short ones to fill the tail), then the split blocks.

@@ -143,8 +143,8 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
 #pragma unroll
     for (int reg = 0; reg < 4; ++reg) {
       const bf16* q_row = reg & 1 ? q_row_b : q_row_a;
-      qf[kk][reg] = q_row ? *reinterpret_cast<const uint32_t*>(q_row + kk * 16 + (reg >= 2 ? 8 : 0))
-                          : 0u;
+      qf[kk][reg] =
+          q_row ? *reinterpret_cast<const uint32_t*>(q_row + kk * 16 + (reg >= 2 ? 8 : 0)) : 0u;
     }
 
   float o[D / 8][4];
