@@ -35,6 +35,10 @@ struct SparseParams {
   int32_t select_queries = 0;   // MAGE: select from this many of the block's queries; 0: all
   int32_t page_size = 16;       // Quest: keys per page
   float dense_fraction = 0.2f;  // SparseD: share of all steps attended exactly before capture
+  // MAGE's diagnostic (--sparse-recall, the paper's Fig. 3): every later forward of a block
+  // attends exactly and selects again without keeping it; its exact top-k against the block's
+  // first selection is the recall (top_k_recall), reported per request as a metric.
+  bool measure_recall = false;
 };
 
 // What one forward asks of the backend (SequenceForward::sparse). The index sets live in the

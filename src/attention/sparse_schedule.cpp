@@ -19,6 +19,7 @@ SparseStep SparseSchedule::step() const {
 
 void SparseSchedule::plan(SequenceForward& fwd, int32_t block, bool denoise) {
   SparseStep s = step();
+  pending_ = Pending::kNone;
   switch (params_.method) {
     case SparseMethod::kNone:
       return;
@@ -26,6 +27,13 @@ void SparseSchedule::plan(SequenceForward& fwd, int32_t block, bool denoise) {
       if (block != selected_block_) {  // the block's first forward: exact + selection
         s.select = SparseMethod::kMage;
         selected_block_ = block;
+        s.want_selection = params_.measure_recall;
+        pending_ = params_.measure_recall ? Pending::kFirst : Pending::kNone;
+      } else if (params_.measure_recall) {  // exact, and the exact top-k returned, not kept
+        s.select = SparseMethod::kMage;
+        s.keep_selection = false;
+        s.want_selection = true;
+        pending_ = Pending::kLater;
       } else {
         s.attend_selected = true;
       }
@@ -49,6 +57,20 @@ void SparseSchedule::plan(SequenceForward& fwd, int32_t block, bool denoise) {
     }
   }
   fwd.sparse = s;
+}
+
+void SparseSchedule::observe(const SequenceResult& result) {
+  const Pending pending = pending_;
+  pending_ = Pending::kNone;
+  if (pending == Pending::kFirst) {
+    first_selection_ = result.sparse_selection;
+  } else if (pending == Pending::kLater && !first_selection_.empty()) {
+    const double recall = top_k_recall(first_selection_, result.sparse_selection);
+    if (recall >= 0) {  // -1: every exact set was dense (a prefix of at most k keys)
+      recall_sum_ += recall;
+      ++recall_steps_;
+    }
+  }
 }
 
 }  // namespace dllm

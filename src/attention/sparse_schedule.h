@@ -7,9 +7,12 @@
 //   SparseD: denoising steps 0..end-1 attend exactly, step end (end = int(total * fraction) + 1,
 //            SparseD's skip rule, counted over all blocks) attends exactly and captures the
 //            pattern; every later forward attends through it, never refreshed.
+// With SparseParams::measure_recall (MAGE only), later forwards attend exactly instead and
+// observe() scores their exact top-k against the block's first selection.
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "attention/sparse_attention.h"
 #include "backend/forward_batch.h"
@@ -27,14 +30,27 @@ class SparseSchedule {
 
   int64_t capture_step() const { return capture_step_; }
 
+  // The result of the forward plan() last planned (measure_recall: keeps a block's first
+  // selection, scores every later one against it; otherwise nothing).
+  void observe(const SequenceResult& result);
+  bool measuring_recall() const { return params_.measure_recall; }
+  // measure_recall: the mean recall over the scored forwards (-1 when none) and their count.
+  double mean_recall() const { return recall_steps_ > 0 ? recall_sum_ / recall_steps_ : -1.0; }
+  int64_t recall_steps() const { return recall_steps_; }
+
  private:
   SparseStep step() const;
+  enum class Pending { kNone, kFirst, kLater };  // what the last planned forward selected
 
   SparseParams params_;
   int64_t capture_step_ = 0;
   int64_t denoise_steps_ = 0;    // SparseD: denoising forwards planned so far
   int32_t selected_block_ = -1;  // MAGE: the block whose set is stored
   bool captured_ = false;        // SparseD
+  Pending pending_ = Pending::kNone;
+  std::vector<SparseSet> first_selection_;  // measure_recall: the block's step-1 sets
+  double recall_sum_ = 0;
+  int64_t recall_steps_ = 0;
 };
 
 }  // namespace dllm

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "decode/block_schedule.h"
+#include "decode/sparse_recall_metrics.h"
 
 namespace dllm {
 
@@ -84,6 +85,7 @@ void BlockDiffusionDecoder::plan_denoise(SequenceForward& fwd, int32_t offset, u
 }
 
 void BlockDiffusionDecoder::observe(const SequenceResult& result) {
+  sparse_.observe(result);
   switch (phase_) {
     case Phase::kPrefill:
       phase_ = Phase::kDenoise;
@@ -130,6 +132,12 @@ std::vector<int32_t> BlockDiffusionDecoder::canvas() const {
   const int32_t end =
       std::min<int32_t>(static_cast<int32_t>(x_.size()), (block_ + 1) * params_.block_length);
   return {x_.begin() + prompt_len_, x_.begin() + std::max(prompt_len_, end)};
+}
+
+std::vector<DecoderMetric> BlockDiffusionDecoder::metrics(int64_t) const {
+  std::vector<DecoderMetric> m;
+  append_recall_metrics(sparse_, m);
+  return m;
 }
 
 }  // namespace dllm

@@ -18,6 +18,7 @@ class BlockDiffusionDecoder final : public Decoder {
   void observe(const SequenceResult& result) override;
   std::vector<int32_t> canvas() const override;
   int64_t cache_capacity() const override { return static_cast<int64_t>(x_.size()); }
+  std::vector<DecoderMetric> metrics(int64_t generated_tokens) const override;
 
  private:
   enum class Phase { kPrefill, kDenoise, kCommit, kDone };
@@ -37,8 +38,8 @@ class BlockDiffusionDecoder final : public Decoder {
   int32_t block_ = 0;  // current block index
   int32_t step_ = 0;   // denoising step within the block
   Phase phase_ = Phase::kPrefill;
-  bool fused_ = false;       // the last plan committed a block and denoised the next
-  uint32_t rng_steps_ = 0;   // forwards as the unfused loop counts them (keys the random stream)
+  bool fused_ = false;      // the last plan committed a block and denoised the next
+  uint32_t rng_steps_ = 0;  // forwards as the unfused loop counts them (keys the random stream)
   std::vector<int32_t> pending_rows_;  // block offsets of the masks asked about in the last plan
   SparseSchedule sparse_;
 };

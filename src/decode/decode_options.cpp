@@ -257,6 +257,14 @@ std::vector<DecodeOption> make_table() {
                      &SparseParams::select_queries, 0, kMaxCount),
       sparse_integer("sparse-page-size", "quest: keys per page (default 16)",
                      &SparseParams::page_size, 1, 4096),
+      {"sparse-recall",
+       "mage: every later step of a block attends exactly and scores the block's first selection "
+       "against its exact top-k (the paper's recall diagnostic; metrics mage_recall, "
+       "mage_recall_steps)",
+       kSparse, true,
+       [](P& p, const std::string& v) {
+         p.sparse.measure_recall = parse_bool("sparse-recall", v);
+       }},
       {"sparse-dense-fraction",
        "sparsed: share of all denoising steps attended exactly before the capture (default 0.2)",
        kSparse, false,

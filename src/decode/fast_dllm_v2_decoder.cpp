@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "decode/sparse_recall_metrics.h"
+
 namespace dllm {
 
 FastDllmV2Decoder::FastDllmV2Decoder(const ModelConfig& config, const DecodeParams& params,
@@ -79,6 +81,7 @@ bool FastDllmV2Decoder::plan(SequenceForward& fwd) {
 }
 
 void FastDllmV2Decoder::observe(const SequenceResult& result) {
+  sparse_.observe(result);
   const int32_t b = params_.block_length;
   if (phase_ == Phase::kPrefill || phase_ == Phase::kCommit) {
     cached_ = phase_ == Phase::kPrefill ? (prompt_len_ / b) * b : cached_ + b;
@@ -114,6 +117,12 @@ void FastDllmV2Decoder::update_final() {
 
 std::vector<int32_t> FastDllmV2Decoder::canvas() const {
   return {x_.begin() + prompt_len_, x_.end()};
+}
+
+std::vector<DecoderMetric> FastDllmV2Decoder::metrics(int64_t) const {
+  std::vector<DecoderMetric> m;
+  append_recall_metrics(sparse_, m);
+  return m;
 }
 
 }  // namespace dllm

@@ -21,6 +21,7 @@ class FastDllmV2Decoder final : public Decoder {
   void observe(const SequenceResult& result) override;
   std::vector<int32_t> canvas() const override;
   int64_t cache_capacity() const override;
+  std::vector<DecoderMetric> metrics(int64_t generated_tokens) const override;
 
  private:
   enum class Phase { kPrefill, kDenoise, kCommit };

@@ -185,6 +185,8 @@ void resolve_sparse(const ModelConfig& c, const DecodeParams& p) {
         "--sparse sparsed needs a fixed number of steps (--strategy block); --strategy edit "
         "runs each block until its edits stop (use mage or quest)");
   if (p.fuse_commit) fail("--sparse ", name, " does not combine with --fuse-commit");
+  if (p.sparse.measure_recall && p.sparse.method != SparseMethod::kMage)
+    fail("--sparse-recall measures MAGE's selection (--sparse mage), not --sparse ", name);
   if (p.sparse.exact_layers > c.num_layers)
     fail("--sparse-exact-layers must be in [0, ", c.num_layers, "] (got ", p.sparse.exact_layers,
          ")");

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "decode/sparse_recall_metrics.h"
+
 namespace dllm {
 
 TokenEditingDecoder::TokenEditingDecoder(const ModelConfig& config, const DecodeParams& params,
@@ -60,6 +62,7 @@ bool TokenEditingDecoder::plan(SequenceForward& fwd) {
 }
 
 void TokenEditingDecoder::observe(const SequenceResult& result) {
+  sparse_.observe(result);
   switch (phase_) {
     case Phase::kPrefill:
       phase_ = Phase::kDenoise;
@@ -120,8 +123,11 @@ std::vector<int32_t> TokenEditingDecoder::canvas() const {
 }
 
 std::vector<DecoderMetric> TokenEditingDecoder::metrics(int64_t) const {
-  return {{"edits", static_cast<double>(edits_), true},
-          {"post_edit_forwards", static_cast<double>(post_forwards_), true}};
+  std::vector<DecoderMetric> m = {
+      {"edits", static_cast<double>(edits_), true},
+      {"post_edit_forwards", static_cast<double>(post_forwards_), true}};
+  append_recall_metrics(sparse_, m);
+  return m;
 }
 
 }  // namespace dllm

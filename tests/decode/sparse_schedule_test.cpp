@@ -151,6 +151,56 @@ TEST(SparseSchedule, SparseDCapturesOnceAfterTheDenseSteps) {
   }
 }
 
+// --sparse-recall: a block's first forward selects and returns its sets; every later forward
+// attends exactly, selects without keeping and returns the exact top-k; observe() averages
+// |S1 ∩ S*| / |S*| over the later forwards of each block.
+TEST(SparseSchedule, RecallScoresLaterForwardsAgainstTheBlocksFirstSelection) {
+  SparseParams sp = params(SparseMethod::kMage);
+  sp.measure_recall = true;
+  SparseSchedule s(sp, 100);
+  auto result_with = [](std::vector<std::vector<int32_t>> sets) {
+    SequenceResult r;
+    for (auto& slots : sets) r.sparse_selection.push_back({slots, 100, false});
+    return r;
+  };
+  SequenceForward first;
+  s.plan(first, 0, true);
+  EXPECT_EQ(first.sparse->select, SparseMethod::kMage);
+  EXPECT_TRUE(first.sparse->keep_selection);
+  EXPECT_TRUE(first.sparse->want_selection);
+  EXPECT_FALSE(first.sparse->attend_selected);
+  s.observe(result_with({{1, 2, 3, 4}, {10, 11, 12, 13}}));
+  SequenceForward later;
+  s.plan(later, 0, true);
+  EXPECT_EQ(later.sparse->select, SparseMethod::kMage);
+  EXPECT_FALSE(later.sparse->keep_selection);
+  EXPECT_TRUE(later.sparse->want_selection);
+  EXPECT_FALSE(later.sparse->attend_selected) << "the diagnostic's later steps attend exactly";
+  s.observe(result_with({{1, 2, 5, 6}, {10, 11, 12, 13}}));  // (2/4 + 4/4) / 2
+  SequenceForward commit;
+  s.plan(commit, 0, false);
+  s.observe(result_with({{1, 2, 3, 4}, {20, 21, 22, 23}}));  // (4/4 + 0/4) / 2
+  EXPECT_EQ(s.recall_steps(), 2);
+  EXPECT_DOUBLE_EQ(s.mean_recall(), (0.75 + 0.5) / 2);
+  // The next block selects afresh: its later steps score against its own first selection.
+  SequenceForward next;
+  s.plan(next, 1, true);
+  s.observe(result_with({{7, 8, 9, 10}, {1, 2, 3, 4}}));
+  s.plan(later, 1, true);
+  s.observe(result_with({{7, 8, 9, 10}, {1, 2, 3, 4}}));
+  EXPECT_EQ(s.recall_steps(), 3);
+  EXPECT_DOUBLE_EQ(s.mean_recall(), (0.75 + 0.5 + 1.0) / 3);
+}
+
+TEST(SparseKnobs, RecallMeasuresMageOnly) {
+  auto sdar = Model::load(test::models_dir() / "tiny-block");
+  DecodeParams p;
+  apply_decode_options(p, {{"strategy", "block"}, {"sparse", "quest"}, {"sparse_recall", "true"}});
+  EXPECT_TRUE(p.sparse.measure_recall);
+  expect_error([&] { resolve_decode_params(sdar->config(), p, 16); },
+               "--sparse-recall measures MAGE's selection (--sparse mage), not --sparse quest");
+}
+
 TEST(SparseSchedule, NoneAddsNothing) {
   SparseSchedule s(SparseParams{}, 10);
   EXPECT_FALSE(plan(s, 0, true).sparse);

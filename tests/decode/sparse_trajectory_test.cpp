@@ -122,5 +122,45 @@ TEST(SparseTrajectory, ExactLayersCoveringTheModelDecodeExactly) {
   EXPECT_FALSE(exact.ids.empty());
 }
 
+// --sparse-recall (MAGE's diagnostic): after each block's first selection every forward
+// attends exactly, so the tokens are exact decoding's; the metric is a recall in [0, 1] over
+// the blocks' later forwards, k small enough that it is below 1 somewhere.
+TEST(SparseTrajectory, RecallDiagnosticKeepsExactTokensAndReportsRecall) {
+  auto model = Model::load(test::models_dir() / "tiny-block");
+  auto backend = make_cpu_backend(*model);
+  EngineCore engine(*model, *backend);
+  DecodeParams p;
+  p.strategy = "block";
+  p.max_tokens = 16;
+  p.block_length = 4;
+  p.sampler.temperature = 0;
+  GenerationRequest req;
+  for (int32_t i = 0; i < 60; ++i) req.prompt.push_back(100 + (i * 37) % 3000);
+  req.stop_ids = {};
+  req.params = resolve_decode_params(model->config(), p, int64_t(req.prompt.size()));
+  const auto exact = engine.generate(req, [](std::span<const int32_t>) {});
+  p.sparse.method = SparseMethod::kMage;
+  p.sparse.k = 8;
+  p.sparse.exact_layers = 1;
+  p.sparse.measure_recall = true;
+  req.params = resolve_decode_params(model->config(), p, int64_t(req.prompt.size()));
+  const auto measured = engine.generate(req, [](std::span<const int32_t>) {});
+  EXPECT_EQ(measured.ids, exact.ids);
+  double recall = -1, steps = -1;
+  for (const DecoderMetric& m : measured.stats.decoder_metrics) {
+    if (m.name == "mage_recall") recall = m.value;
+    if (m.name == "mage_recall_steps") steps = m.value;
+  }
+  EXPECT_GE(steps, 4) << "every block's later forwards are scored (prefix > k from the start)";
+  EXPECT_GT(recall, 0.0);
+  EXPECT_LT(recall, 1.0) << "k = 8 of 60+ prefix keys: some later top-k differs";
+  // Without the diagnostic MAGE attends through the sets and reports no recall.
+  p.sparse.measure_recall = false;
+  req.params = resolve_decode_params(model->config(), p, int64_t(req.prompt.size()));
+  for (const DecoderMetric& m :
+       engine.generate(req, [](std::span<const int32_t>) {}).stats.decoder_metrics)
+    EXPECT_NE(m.name.rfind("mage_recall", 0), 0u) << m.name;
+}
+
 }  // namespace
 }  // namespace dllm
