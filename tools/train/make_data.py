@@ -270,7 +270,7 @@ def build_fragments(tok, gen, n_per_task, long_kv):
         ids_of(w)
         ids_of(" " + w)
     checked = collections.Counter()
-    for name in T.TRAIN_MIX:
+    for name in list(T.TRAIN_MIX) + ["needle"]:  # the needles: the long-context model's task
         for i in range(n_per_task):
             kw = {"pairs": (300, 340)} if (name == "kv" and i < long_kv) else {}
             p, a = gen.sample(name, **kw)

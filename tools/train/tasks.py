@@ -39,7 +39,18 @@ HELDOUT = {
     "kv_short": ("kv", dict(pairs=(8, 16)), 100),
     "kv_long": ("kv", dict(pairs=(250, 330)), 30),      # ~2-3K tokens of context
     "kv_longer": ("kv", dict(pairs=(600, 700)), 10),    # ~5-6K tokens (optional split)
+    # Needle retrieval (issue 21's long-context model): one to four needles in a haystack of
+    # ~6.6 tokens a sentence; make_data.py prints the measured lengths.
+    "needle_4k": ("needle", dict(sentences=(590, 590), needles=(1, 4)), 50),
+    "needle_8k": ("needle", dict(sentences=(1210, 1210), needles=(1, 4)), 50),
+    "needle_16k": ("needle", dict(sentences=(2450, 2450), needles=(1, 4)), 50),
 }
+
+# The haystack's sentences and the needles' (RULER's "special magic number" needles, method-specs
+# §1 item 6): both "The <word> ... <value>." so that only the key phrase tells a needle apart.
+HAYSTACK_VERBS = [" is", " was", " has", " likes", " needs", " finds", " sees", " keeps"]
+NEEDLE_PHRASE = "The special magic number for"
+NEEDLE_QUESTION = "What is the special magic number for"
 
 
 def _digits(n, lead_space):
@@ -154,6 +165,33 @@ class TaskGen:
         for k, v in zip(keys, vals):
             frags += _word(k, False) + [":"] + _digits(v, True) + ["\n"]
         frags += ["What is the value of"] + _word(keys[q], True) + ["?"]
+        return frags, _digits(vals[q], False)
+
+    def needle(self, sentences=None, needles=None):
+        """`needles` records "The special magic number for <key> is <5 digits>." at random depths
+        among `sentences` haystack sentences "The <word> <verb> <word>."; the question asks for
+        one key. Every sentence but the first starts with a space; the last one ends in ".\n"
+        (punctuation swallows the newline in the pre-tokenizer, so it is one fragment)."""
+        r = self.rng
+        n_sent = r.randint(*sentences) if sentences else r.randint(5, 80)
+        n_needles = r.randint(*needles) if needles else r.randint(1, 3)
+        keys = r.sample(self.words, n_needles)
+        vals = [r.randint(10000, 99999) for _ in keys]
+        slots = sorted(r.sample(range(n_sent + n_needles), n_needles))
+        body, k = [], 0
+        for i in range(n_sent + n_needles):
+            lead = " " if i else ""
+            if k < n_needles and slots[k] == i:
+                body.append([lead + NEEDLE_PHRASE] + _word(keys[k], True) + [" is"] + _digits(vals[k], True))
+                k += 1
+            else:
+                a, b = r.choice(self.short_words), r.choice(self.short_words)
+                body.append([lead + "The"] + _word(a, True) + [r.choice(HAYSTACK_VERBS)] + _word(b, True))
+        frags = ["Find the special magic numbers in the text.\n"]
+        for i, sentence in enumerate(body):
+            frags += sentence + ([".\n"] if i == len(body) - 1 else ["."])
+        q = r.randrange(n_needles)
+        frags += [NEEDLE_QUESTION] + _word(keys[q], True) + ["?"]
         return frags, _digits(vals[q], False)
 
     def kv_pairs_default(self):

@@ -59,7 +59,29 @@ MODELS = {
     "tiny-block": dict(family="sdar", block_size=4),
     "tiny-full": dict(family="llada"),
     "tiny-causal": dict(family="wedlm"),
+    # Issue 21's long-context model: SDAR's objective, trained on needle retrieval up to 16K
+    # tokens (gpu_train_long.sh); not one of the embedded defaults (`--model all` skips it).
+    "tiny-long": dict(family="sdar", block_size=4),
 }
+DEFAULT_MODELS = ["tiny-block", "tiny-full", "tiny-causal"]
+
+
+def is_block_family(model_name):
+    """SDAR's two-stream block diffusion (tiny-block, tiny-long)."""
+    return MODELS[model_name]["family"] == "sdar"
+
+
+def parse_mix(text):
+    """--mix "needle=0.6,kv=0.2": task weights replacing tasks.TRAIN_MIX (empty: TRAIN_MIX)."""
+    if not text:
+        return T.TRAIN_MIX
+    mix = {}
+    for item in text.split(","):
+        name, _, w = item.partition("=")
+        if not hasattr(T.TaskGen, name) or not w:
+            raise SystemExit(f"--mix: '{item}' is not task=weight with a task of tasks.py")
+        mix[name] = float(w)
+    return mix
 
 
 # ---------------------------------------------------------------------------------------------
@@ -132,6 +154,7 @@ class BatchMaker:
         self.split = split
         self.eot = data.ids["<|endoftext|>"]
         self.rejected = 0
+        self.mix = parse_mix(args.mix)
 
     def _prose_segments(self, rng, L):
         stream = self.d.prose[self.split]
@@ -154,12 +177,20 @@ class BatchMaker:
         el[pl[i]:] = True
         return t, el
 
-    def _task(self, gen, rng, long_kv=False):
+    def _long_sample(self, gen, rng, L):
+        """A long row's sample: key-value records, or (--long-task needle) needles in a haystack
+        of up to L tokens (~6.6 a sentence; a draw that comes out longer is drawn again shorter)."""
+        if self.a.long_task == "kv":
+            return gen.kv(pairs=(self.a.long_kv_min, self.a.long_kv_max))
+        most = max(8, int((L - 96) / 7))
+        return gen.needle(sentences=(max(4, most // 8), most), needles=(1, 4))
+
+    def _task(self, gen, rng, long_kv=False, L=0):
         for _ in range(20):
             if long_kv:
-                p, a = gen.kv(pairs=(self.a.long_kv_min, self.a.long_kv_max))
+                p, a = self._long_sample(gen, rng, L)
             else:
-                _, (p, a) = gen.sample_mix()
+                _, (p, a) = gen.sample_mix(self.mix)
             if "".join(p) in self.d.heldout_prompts:      # the held-out split stays untouched
                 self.rejected += 1
                 continue
@@ -168,6 +199,9 @@ class BatchMaker:
                 self.rejected += 1
                 continue
             pi, ai = ids
+            if long_kv and len(pi) + len(ai) + 4 > L:  # the question must not be cut off
+                self.rejected += 1
+                continue
             t = np.asarray(pi + ai, np.int32)
             el = np.zeros(len(t), bool)
             el[len(pi):] = True
@@ -181,7 +215,7 @@ class BatchMaker:
             pad = int(rng.integers(0, 25))
         elif self.model == "tiny-causal":
             pad = int(rng.integers(0, 9))
-        elif self.model == "tiny-block" and row_block > 1:
+        elif is_block_family(self.model) and row_block > 1:
             pad = (-len(t)) % row_block          # complete the answer's last block
         if pad:
             t = np.concatenate([t, np.full(pad, self.eot, np.int32)])
@@ -189,7 +223,7 @@ class BatchMaker:
         return t, el
 
     def row_block(self, rng):
-        if self.model == "tiny-block":
+        if is_block_family(self.model):
             return 1 if rng.random() < self.a.ar_frac else 4
         if self.model == "tiny-causal":
             return 1 if rng.random() < self.a.ar_frac else int(rng.choice([8, 16]))
@@ -214,7 +248,7 @@ class BatchMaker:
             blocks[r] = B
             segs = []
             if long:      # one long key-value recall sample, the rest of the row filled with chat samples
-                t, el = self._finish_chat(*self._task(gen, rng, long_kv=True), rng, B)
+                t, el = self._finish_chat(*self._task(gen, rng, long_kv=True, L=L), rng, B)
                 segs = [(t[:L], el[:L])]  # only trailing <|endoftext|> padding can reach past L
             elif rng.random() < a.prose_frac:
                 segs = self._prose_segments(rng, L)     # fills the row
@@ -294,7 +328,7 @@ def noise_and_masks(model_name, b, mask_id, gen, device):
     bi, bj = blk[:, :, None], blk[:, None, :]
     none = torch.zeros_like(same)
 
-    if model_name == "tiny-block":
+    if is_block_family(model_name):
         nn_ = same & (bi == bj)
         nc = same & (bj < bi)
         cc = same & (bj <= bi)
@@ -431,7 +465,7 @@ def train_one(name, args, data, device):
     os.makedirs(out, exist_ok=True)
     mc = ModelConfig(vocab_size=data.meta["vocab_size"], hidden=args.hidden, layers=args.layers, heads=args.heads,
                      kv_heads=args.kv_heads, head_dim=args.hidden // args.heads, inter=args.inter,
-                     max_positions=args.max_positions, **MODELS[name])
+                     max_positions=args.max_positions, rope_theta=args.rope_theta, **MODELS[name])
     model = TinyLM(mc).to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "embed" not in n)]
@@ -529,7 +563,8 @@ def train_one(name, args, data, device):
     log["train_seconds"] = time.time() - t0
     log["steps"] = total
     log["rejected_heldout_or_unknown"] = maker.rejected
-    qe = quick_eval(model, name, data, device, amp, n=args.quick_eval_n)
+    qe = quick_eval(model, name, data, device, amp, n=args.quick_eval_n,
+                    tasks=tuple(args.quick_eval_tasks.split(",")))
     log["quick_eval_pytorch"] = qe
     print(f"[{name}] quick PyTorch-side accuracy (greedy, AR mode for block/causal): {qe}", flush=True)
     save_checkpoint(model, out, data.ids, os.path.join(data.root, "tokenizer"))
@@ -576,6 +611,7 @@ def main():
     ap.add_argument("--kv-heads", type=int, default=2)
     ap.add_argument("--inter", type=int, default=768)
     ap.add_argument("--max-positions", type=int, default=8192)
+    ap.add_argument("--rope-theta", type=float, default=10000.0)
     # batches
     ap.add_argument("--rows", type=int, default=48, help="rows per batch")
     ap.add_argument("--seq-len", type=int, default=512)
@@ -584,6 +620,9 @@ def main():
     ap.add_argument("--long-len", type=int, default=4096)
     ap.add_argument("--long-kv-min", type=int, default=40)
     ap.add_argument("--long-kv-max", type=int, default=440)
+    ap.add_argument("--long-task", default="kv", choices=["kv", "needle"],
+                    help="what a long batch's rows hold: key-value records or needles in a haystack")
+    ap.add_argument("--mix", default="", help='task weights, e.g. "needle=0.6,kv=0.2" (default: tasks.TRAIN_MIX)')
     ap.add_argument("--prose-frac", type=float, default=0.3, help="share of rows that are prose windows")
     ap.add_argument("--chat-prose-frac", type=float, default=0.12, help="share of chat samples from prose")
     ap.add_argument("--ar-frac", type=float, default=0.3, help="block/causal: share of rows in AR mode (B=1)")
@@ -605,6 +644,8 @@ def main():
     ap.add_argument("--val-batches", type=int, default=2)
     ap.add_argument("--save-every", type=int, default=500)
     ap.add_argument("--quick-eval-n", type=int, default=100)
+    ap.add_argument("--quick-eval-tasks", default="add3,sort,kv_short",
+                    help="held-out tasks of the PyTorch-side accuracy check at the end")
     ap.add_argument("--resume", action="store_true")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
     args = ap.parse_args()
@@ -618,7 +659,7 @@ def main():
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
     data = Data(args.data)
-    names = list(MODELS) if args.model == "all" else [args.model]
+    names = DEFAULT_MODELS if args.model == "all" else [args.model]
     for n in names:
         train_one(n, args, data, device)
 
