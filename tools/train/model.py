@@ -273,6 +273,46 @@ def write_safetensors(path, tensors, metadata=None):
             fh.write(b)
 
 
+def write_sharded_safetensors(out_dir, tensors, metadata, max_shard_bytes):
+    """model.safetensors, or with max_shard_bytes > 0 and more bytes than that, shards
+    model-0000i-of-0000n.safetensors of at most max_shard_bytes each (a tensor never split) and
+    Hugging Face's model.safetensors.index.json naming each tensor's file (the device tool returns
+    files of at most 16 MiB)."""
+    def nbytes(t):
+        return t.numel() * t.element_size()
+    total = sum(nbytes(t) for t in tensors.values())
+    if max_shard_bytes <= 0 or total <= max_shard_bytes:
+        write_safetensors(os.path.join(out_dir, "model.safetensors"), tensors, metadata)
+        return
+    shards, size = [[]], 0
+    for name in sorted(tensors):
+        if shards[-1] and size + nbytes(tensors[name]) > max_shard_bytes:
+            shards.append([])
+            size = 0
+        shards[-1].append(name)
+        size += nbytes(tensors[name])
+    weight_map = {}
+    for i, names in enumerate(shards):
+        fname = f"model-{i + 1:05d}-of-{len(shards):05d}.safetensors"
+        write_safetensors(os.path.join(out_dir, fname), {n: tensors[n] for n in names}, metadata)
+        weight_map.update({n: fname for n in names})
+    with open(os.path.join(out_dir, "model.safetensors.index.json"), "w") as fh:
+        json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, fh, indent=2)
+
+
+def read_checkpoint_tensors(ckpt_dir):
+    """Every tensor of model.safetensors or of the shards its index names."""
+    index = os.path.join(ckpt_dir, "model.safetensors.index.json")
+    if not os.path.exists(index):
+        return read_safetensors(os.path.join(ckpt_dir, "model.safetensors"))
+    with open(index) as fh:
+        files = sorted(set(json.load(fh)["weight_map"].values()))
+    out = {}
+    for f in files:
+        out.update(read_safetensors(os.path.join(ckpt_dir, f)))
+    return out
+
+
 def read_safetensors(path):
     with open(path, "rb") as fh:
         n = struct.unpack("<Q", fh.read(8))[0]
@@ -288,11 +328,11 @@ def read_safetensors(path):
     return out
 
 
-def save_checkpoint(model: TinyLM, out_dir, ids, tokenizer_dir, extra_generation=None):
+def save_checkpoint(model: TinyLM, out_dir, ids, tokenizer_dir, extra_generation=None, max_shard_bytes=0):
     c = model.config
     os.makedirs(out_dir, exist_ok=True)
     sd = {k: v.to(torch.bfloat16) for k, v in model.state_dict().items()}
-    write_safetensors(os.path.join(out_dir, "model.safetensors"), family_tensor_names(c, sd), {"format": "pt"})
+    write_sharded_safetensors(out_dir, family_tensor_names(c, sd), {"format": "pt"}, max_shard_bytes)
     with open(os.path.join(out_dir, "config.json"), "w") as fh:
         json.dump(family_config(c, ids), fh, indent=2)
     gen = {"eos_token_id": [ids["<|im_end|>"], ids["<|endoftext|>"]], "pad_token_id": ids["<|endoftext|>"]}
@@ -313,6 +353,6 @@ def load_checkpoint(ckpt_dir):
     with open(os.path.join(ckpt_dir, "train_config.json")) as fh:
         c = ModelConfig(**json.load(fh))
     model = TinyLM(c)
-    tensors = from_family_tensor_names(c, read_safetensors(os.path.join(ckpt_dir, "model.safetensors")))
+    tensors = from_family_tensor_names(c, read_checkpoint_tensors(ckpt_dir))
     model.load_state_dict({k: v.float() for k, v in tensors.items()})
     return model

@@ -567,7 +567,8 @@ def train_one(name, args, data, device):
                     tasks=tuple(args.quick_eval_tasks.split(",")))
     log["quick_eval_pytorch"] = qe
     print(f"[{name}] quick PyTorch-side accuracy (greedy, AR mode for block/causal): {qe}", flush=True)
-    save_checkpoint(model, out, data.ids, os.path.join(data.root, "tokenizer"))
+    save_checkpoint(model, out, data.ids, os.path.join(data.root, "tokenizer"),
+                    max_shard_bytes=int(args.max_shard_mb * 2 ** 20))
     torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "step": total, "total": total, "log": log},
                state_path)
     with open(os.path.join(out, "log.json"), "w") as fh:
@@ -647,6 +648,8 @@ def main():
     ap.add_argument("--quick-eval-tasks", default="add3,sort,kv_short",
                     help="held-out tasks of the PyTorch-side accuracy check at the end")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--max-shard-mb", type=float, default=0,
+                    help="split model.safetensors into shards of at most this many MiB (0: one file)")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
     args = ap.parse_args()
     if args.threads:

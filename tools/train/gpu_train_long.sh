@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# Trains issue 21's long-context model (tiny-long: SDAR, ~20 M parameters, needles up to 16K
+# tokens) in one device call and leaves in $OUT what the device tool returns (at most 8 files of
+# 16 MiB each): the checkpoint's bf16 shards and index, config.json, generation_config.json,
+# log.json (its model_config rebuilds train_config.json) and the training log. The tokenizer
+# files are the data's tokenizer/ (copy them beside the shards here).
+#
+#   here:   python3 tools/train/make_data.py --src SRC_ROOT --out gpu-run/long-data \
+#               --tokenizer-out gpu-run/long-data-tok          (apt-get download dict-gcide
+#               wordnet-base fortunes fortunes-min; dpkg -x each into SRC_ROOT)
+#   device: BUDGET=480 OUT=$OUT tools/train/gpu_train_long.sh gpu-run/long-data
+#           (carry gpu-run; move models/ and the 11 MB Qwen3 tokenizer fixture aside for the call:
+#           the tree that travels is limited to 64 MiB)
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+data=${1:?usage: gpu_train_long.sh DATA_DIR (OUT=... for the results)}
+out=${OUT:?OUT must name the folder the results go to}
+work=${WORK:-/tmp/long-train}
+export PYTHONUNBUFFERED=1
+python3 "$here/train.py" --model tiny-long --data "$data" --out "$work" \
+  --layers 8 --hidden 384 --heads 12 --kv-heads 4 --inter 1536 \
+  --max-positions 20480 --rope-theta 1000000 \
+  --rows 32 --seq-len 1024 --long-every 2 --long-rows 2 --long-len 16384 --long-task needle \
+  --mix needle=0.5,kv=0.2,copy=0.1,add=0.1,sort=0.1 \
+  --time-budget "${BUDGET:-480}" --reserve "${RESERVE:-90}" --workers 6 --seed 1234 \
+  --quick-eval-tasks "${QUICK_EVAL:-needle_4k,needle_8k,needle_16k}" --quick-eval-n 20 \
+  --max-shard-mb 15 --save-every 1000000 2>&1 | tee "$out/train.log"
+ckpt=$work/tiny-long
+cp "$ckpt"/model*.safetensors* "$ckpt"/config.json "$ckpt"/generation_config.json "$ckpt"/log.json \
+  "$out"/
