@@ -27,7 +27,8 @@ uses logical positions and the mask encodes the physical order):
                ratio t ~ U(0,1), each answer token masked w.p. t; loss = CE on masked tokens (MAGE
                Eq. 4, mean over masked tokens). B=1 with every answer token masked is exactly the
                AR decoder's query (a [MASK] at the next position over a causal cache) and S2D2's
-               verifier, so block size 1 works too.
+               verifier, so block size 1 works too. Only the noisy rows of blocks holding an
+               answer token are built (two_streams(); check_two_streams.py shows the same loss).
   tiny-full    one stream, bidirectional inside the segment, t ~ U(0,1) per segment, loss = sum of
                CE/t over masked tokens / number of answer tokens (WeDLM Eq. 3, LLaDA). Answers are
                followed by 0-24 <|endoftext|> (LLaDA SFT padding) so the model fills a canvas.
@@ -293,6 +294,34 @@ class BatchStream(torch.utils.data.IterableDataset):
 # ---------------------------------------------------------------------------------------------
 # Objectives
 
+def two_streams(tok, pos, seg, blk, run, elig, masked, noisy, same, bi, bj):
+    """SDAR's [noisy | clean] layout. A noisy row whose (segment, block) holds no answer token
+    carries no loss and only its own block's noisy rows see it, so only the live blocks' noisy
+    rows are kept (a long needle row is mostly prompt: its sequence goes from 2L to ~L rows)."""
+    R, L = tok.shape
+    live_run = torch.zeros(R, L, dtype=torch.bool, device=tok.device).scatter_reduce(
+        1, run, elig, reduce="amax")
+    live = torch.gather(live_run, 1, run) & (seg >= 0)
+    n_live = live.sum(1)
+    N = max(int(n_live.max()), 1)
+    order = torch.argsort((~live).to(torch.int8), dim=1, stable=True)[:, :N]  # live rows first
+    kept = torch.arange(N, device=tok.device)[None, :] < n_live[:, None]
+    take = lambda x: torch.gather(x, 1, order)  # noqa: E731
+    seg_n = torch.where(kept, take(seg), torch.full_like(order, -2))  # padding: its own segment
+    blk_n = take(blk)
+    nn_ = (seg_n[:, :, None] == seg_n[:, None, :]) & (blk_n[:, :, None] == blk_n[:, None, :])
+    nc = (seg_n[:, :, None] == seg[:, None, :]) & (bj < blk_n[:, :, None])
+    cc = same & (bj <= bi)
+    none = torch.zeros(R, L, N, dtype=torch.bool, device=tok.device)
+    mask = torch.cat([torch.cat([nn_, nc], 2), torch.cat([none, cc], 2)], 1)
+    masked_n = take(masked) & kept
+    loss_rows = torch.cat([masked_n, torch.zeros_like(masked)], 1)
+    weights = loss_rows.float() / masked.sum().clamp_min(1)
+    return dict(tokens=torch.cat([take(noisy), tok], 1), positions=torch.cat([take(pos), pos], 1),
+                mask=mask, loss_rows=loss_rows, targets=torch.cat([take(tok), tok], 1),
+                weights=weights, n_loss=masked.sum())
+
+
 def noise_and_masks(model_name, b, mask_id, gen, device):
     """Returns model inputs and loss targets for one batch (tensors on device)."""
     tok = torch.as_tensor(b["tokens"], device=device, dtype=torch.long)
@@ -329,17 +358,7 @@ def noise_and_masks(model_name, b, mask_id, gen, device):
     none = torch.zeros_like(same)
 
     if is_block_family(model_name):
-        nn_ = same & (bi == bj)
-        nc = same & (bj < bi)
-        cc = same & (bj <= bi)
-        mask = torch.cat([torch.cat([nn_, nc], 2), torch.cat([none, cc], 2)], 1)
-        inp = torch.cat([noisy, tok], 1)
-        positions = torch.cat([pos, pos], 1)
-        loss_rows = torch.cat([masked, torch.zeros_like(masked)], 1)
-        targets = torch.cat([tok, tok], 1)
-        weights = loss_rows.float() / masked.sum().clamp_min(1)
-        return dict(tokens=inp, positions=positions, mask=mask, loss_rows=loss_rows, targets=targets,
-                    weights=weights, n_loss=masked.sum())
+        return two_streams(tok, pos, seg, blk, run, elig, masked, noisy, same, bi, bj)
 
     # tiny-causal: [memory | prediction]; physical order in a prediction block = observed then masks.
     pi, pj = pos[:, :, None], pos[:, None, :]
