@@ -5,7 +5,12 @@ the generated answer (text up to <|im_end|>, stripped) on the held-out chat task
     python3 tools/train/eval_models.py --dllm build/dllm --heldout build/train-data/heldout \
         --models models --n 50 [--json out.json] [--decoders tiny-block=block,ar ...]
 
-Prints a Markdown table (model, decoder, task, accuracy, tokens per forward) and optionally JSON.
+Prints a Markdown table (model, decoder, task, accuracy, tokens per forward, the mean MAGE recall
+of --sparse-recall runs) and optionally JSON. The long-context model (tiny-long, issue 21) runs
+exact attention against MAGE / Quest / SparseD at k = 256 / 512 / 1024 on the needle tasks:
+
+    python3 tools/train/eval_models.py --dllm gpu-bundle/bin/dllm --device cuda \
+        --heldout DATA/heldout --models DIR --only tiny-long --tasks needle_4k,needle_8k,needle_16k
 """
 import argparse
 import json
@@ -24,6 +29,22 @@ DECODERS = {
 }
 
 
+def sparse_decoders(ks=(256, 512, 1024)):
+    """Issue 21's table for the long-context model: exact attention, then MAGE (with its recall
+    diagnostic, whose tokens are exact decoding's), MAGE, Quest and SparseD at every k."""
+    out = {"exact": []}
+    for k in ks:
+        kk = ["--sparse-k", str(k)]
+        out[f"mage-recall-{k}"] = ["--sparse", "mage", "--sparse-recall"] + kk
+        out[f"mage-{k}"] = ["--sparse", "mage"] + kk
+        out[f"quest-{k}"] = ["--sparse", "quest"] + kk
+        out[f"sparsed-{k}"] = ["--sparse", "sparsed"] + kk
+    return out
+
+
+DECODERS["tiny-long"] = sparse_decoders()
+
+
 def load_tasks(heldout, n, only=None):
     tasks = {}
     for f in sorted(os.listdir(heldout)):
@@ -37,9 +58,9 @@ def load_tasks(heldout, n, only=None):
     return tasks
 
 
-def run_one(dllm, model, flags, ex, max_tokens):
+def run_one(dllm, model, flags, ex, max_tokens, device="cpu"):
     cmd = [dllm, "generate", "-m", model, "--prompt-ids", ",".join(map(str, ex["prompt_ids"])),
-           "--format", "json", "--device", "cpu"]
+           "--format", "json", "--device", device]
     if "--max-tokens" not in flags:
         cmd += ["--max-tokens", str(max_tokens)]
     r = subprocess.run(cmd + flags, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
@@ -59,12 +80,13 @@ def main():
     ap.add_argument("--tasks", default="", help="comma-separated task names (default: all)")
     ap.add_argument("--only", default="", help="comma-separated model names (default: all present)")
     ap.add_argument("--json", default="")
+    ap.add_argument("--device", default="cpu", help="cpu | cuda (the GPU bundle's dllm)")
     args = ap.parse_args()
     only_tasks = set(args.tasks.split(",")) if args.tasks else None
     tasks = load_tasks(args.heldout, args.n, only_tasks)
     results = []
-    print("| model | decoder | task | exact match | tokens/forward |")
-    print("|---|---|---|---|---|")
+    print("| model | decoder | task | exact match | tokens/forward | MAGE recall |")
+    print("|---|---|---|---|---|---|")
     for model, decoders in DECODERS.items():
         if args.only and model not in args.only.split(","):
             continue
@@ -75,20 +97,27 @@ def main():
             for task, exs in tasks.items():
                 ok = 0
                 gen = fwd = 0
+                recalls = []
                 samples = []
                 for ex in exs:
                     max_tokens = max(16, len(ex["answer"]) + 8)
-                    good, text, stats = run_one(args.dllm, path, flags, ex, max_tokens)
+                    good, text, stats = run_one(args.dllm, path, flags, ex, max_tokens, args.device)
                     ok += good
                     gen += stats["generated_tokens"]
                     fwd += stats["forwards"]
+                    if "mage_recall" in stats:
+                        recalls.append(stats["mage_recall"])
                     if len(samples) < 3:
                         samples.append({"prompt": ex["prompt"], "answer": ex["answer"], "got": text})
                 acc = ok / max(1, len(exs))
                 tpf = gen / max(1, fwd)
-                print(f"| {model} | {dec} | {task} | {acc:.0%} ({ok}/{len(exs)}) | {tpf:.2f} |", flush=True)
+                recall = sum(recalls) / len(recalls) if recalls else None
+                shown = f"{recall:.3f}" if recall is not None else ""
+                print(f"| {model} | {dec} | {task} | {acc:.0%} ({ok}/{len(exs)}) | {tpf:.2f} | {shown} |",
+                      flush=True)
                 results.append({"model": model, "decoder": dec, "task": task, "n": len(exs), "correct": ok,
-                                "accuracy": acc, "tokens_per_forward": tpf, "samples": samples})
+                                "accuracy": acc, "tokens_per_forward": tpf, "mage_recall": recall,
+                                "samples": samples})
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1)
