@@ -99,9 +99,14 @@ def main():
                 gen = fwd = 0
                 recalls = []
                 samples = []
+                error = None
                 for ex in exs:
                     max_tokens = max(16, len(ex["answer"]) + 8)
-                    good, text, stats = run_one(args.dllm, path, flags, ex, max_tokens, args.device)
+                    try:
+                        good, text, stats = run_one(args.dllm, path, flags, ex, max_tokens, args.device)
+                    except RuntimeError as e:  # a combination the backend refuses (CUDA Quest
+                        error = str(e).strip().splitlines()[-1]  # over partial pages): reported
+                        break
                     ok += good
                     gen += stats["generated_tokens"]
                     fwd += stats["forwards"]
@@ -109,6 +114,10 @@ def main():
                         recalls.append(stats["mage_recall"])
                     if len(samples) < 3:
                         samples.append({"prompt": ex["prompt"], "answer": ex["answer"], "got": text})
+                if error:
+                    print(f"| {model} | {dec} | {task} | refused: {error} | | |", flush=True)
+                    results.append({"model": model, "decoder": dec, "task": task, "error": error})
+                    continue
                 acc = ok / max(1, len(exs))
                 tpf = gen / max(1, fwd)
                 recall = sum(recalls) / len(recalls) if recalls else None
