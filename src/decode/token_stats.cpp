@@ -95,7 +95,7 @@ int32_t gumbel_max(const std::vector<float>& x, double temperature, const RngKey
   double best_v = -1.0;
   for (size_t v = 0; v < x.size(); ++v) {
     const double u = uniform(rng, position, RngStream::kGumbel, static_cast<uint32_t>(v));
-    const double val = std::exp(static_cast<double>(x[v])) / std::pow(-std::log(u), temperature);
+    const double val = gumbel_key(x[v], u, temperature);
     if (val > best_v) {
       best_v = val;
       best = static_cast<int32_t>(v);
@@ -215,6 +215,10 @@ TokenStats token_stats(std::span<const float> logits, const SamplerConfig& sampl
 }
 
 }  // namespace
+
+double gumbel_key(float logit, double u, double temperature) {
+  return std::exp(static_cast<double>(logit)) / std::pow(-std::log(u), temperature);
+}
 
 TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfig& sampler,
                                const RngKey& rng, int32_t position) {

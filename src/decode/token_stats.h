@@ -79,6 +79,10 @@ TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfi
 TokenStats compute_token_stats(std::span<const float> logits, const SamplerConfig& sampler,
                                double u);
 
+// LLaDA's Gumbel-max key of one vocabulary entry, in float64 as the reference computes it:
+// exp(l) / (-log u)^T (the largest key wins, the first of equal ones).
+double gumbel_key(float logit, double u, double temperature);
+
 // The whole sampling distribution of one row: softmax(filter(logits / T)) in the sampler's order,
 // banned tokens removed (T = 1 when greedy). S2D2 needs it for the draft and the verifier rows
 // (acceptance ratio q/p and the residual (q - p)+).

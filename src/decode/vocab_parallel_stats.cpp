@@ -62,7 +62,7 @@ void gumbel_winner(const std::vector<float>& x, int32_t vocab_begin, double temp
   for (size_t i = 0; i < x.size(); ++i) {
     const uint32_t id = static_cast<uint32_t>(vocab_begin) + static_cast<uint32_t>(i);
     const double u = uniform(rng, position, RngStream::kGumbel, id);
-    const double value = std::exp(static_cast<double>(x[i])) / std::pow(-std::log(u), temperature);
+    const double value = gumbel_key(x[i], u, temperature);
     if (value > p.gumbel_value) {
       p.gumbel_value = value;
       p.gumbel_token = static_cast<int32_t>(id);

@@ -306,7 +306,10 @@ def two_streams(tok, pos, seg, blk, run, elig, masked, noisy, same, bi, bj):
     N = max(int(n_live.max()), 1)
     order = torch.argsort((~live).to(torch.int8), dim=1, stable=True)[:, :N]  # live rows first
     kept = torch.arange(N, device=tok.device)[None, :] < n_live[:, None]
-    take = lambda x: torch.gather(x, 1, order)  # noqa: E731
+
+    def take(x):  # the kept noisy rows of a [R, L] tensor
+        return torch.gather(x, 1, order)
+
     seg_n = torch.where(kept, take(seg), torch.full_like(order, -2))  # padding: its own segment
     blk_n = take(blk)
     nn_ = (seg_n[:, :, None] == seg_n[:, None, :]) & (blk_n[:, :, None] == blk_n[:, None, :])
