@@ -17,6 +17,10 @@ int64_t rows_per_chunk(int64_t width) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1));
 }
 
+// Below this many multiply-adds in all heads' products one thread does the attention (as the
+// GEMM's threshold, gemm_f32.cpp).
+constexpr int64_t kParallelAttentionMacs = int64_t{1} << 20;
+
 }  // namespace
 
 void matmul_nt(const float* a, int64_t lda, const float* w, int64_t ldw, float* out, int64_t ldo,
@@ -101,43 +105,55 @@ void attention(const float* q, int64_t q_stride, std::span<const float* const> k
   // Gather each KV head's keys and values into contiguous [n_k, head_dim] matrices so the two
   // products per head are plain GEMMs, whatever slots the keys came from.
   // V is gathered transposed, [head_dim, n_k], so that P V is the same row-times-row product.
-  std::vector<float> kg(static_cast<size_t>(n_k * head_dim)),
-      vt(static_cast<size_t>(n_k * head_dim));
-  std::vector<float> scores(static_cast<size_t>(n_q * n_k));
-  for (int64_t g = 0; g < num_kv_heads; ++g) {
-    parallel_for(
-        n_k,
-        [&](int64_t first, int64_t last) {
-          for (int64_t j = first; j < last; ++j) {
-            std::copy_n(k_rows[static_cast<size_t>(j)] + g * head_dim, head_dim,
-                        &kg[static_cast<size_t>(j * head_dim)]);
-            const float* v = v_rows[static_cast<size_t>(j)] + g * head_dim;
-            for (int64_t d = 0; d < head_dim; ++d) vt[static_cast<size_t>(d * n_k + j)] = v[d];
+  const auto run_groups = [&](int64_t g_first, int64_t g_last) {
+    std::vector<float> kg(static_cast<size_t>(n_k * head_dim)),
+        vt(static_cast<size_t>(n_k * head_dim));
+    std::vector<float> scores(static_cast<size_t>(n_q * n_k));
+    for (int64_t g = g_first; g < g_last; ++g) {
+      parallel_for(
+          n_k,
+          [&](int64_t first, int64_t last) {
+            for (int64_t j = first; j < last; ++j) {
+              std::copy_n(k_rows[static_cast<size_t>(j)] + g * head_dim, head_dim,
+                          &kg[static_cast<size_t>(j * head_dim)]);
+              const float* v = v_rows[static_cast<size_t>(j)] + g * head_dim;
+              for (int64_t d = 0; d < head_dim; ++d) vt[static_cast<size_t>(d * n_k + j)] = v[d];
+            }
+          },
+          2 * rows_per_chunk(head_dim));
+      for (int64_t hh = 0; hh < group; ++hh) {
+        const int64_t h = g * group + hh;
+        // The batch-invariant GEMM (gemm_f32.h): a query row's scores do not depend on n_q.
+        matmul_nt(q + h * head_dim, q_stride, kg.data(), head_dim, scores.data(), n_k, n_q, n_k,
+                  head_dim);
+        const auto softmax_rows = [&](int64_t first, int64_t last) {
+          for (int64_t i = first; i < last; ++i) {
+            float* s = &scores[static_cast<size_t>(i * n_k)];
+            // A query that sees nothing gets zero probabilities: a zero output.
+            if (!softmax_row(s, &visible[static_cast<size_t>(i * n_k)], n_k, scale)) continue;
+            if (head_mean_probs) {
+              float* acc = head_mean_probs + i * n_k;
+              for (int64_t j = 0; j < n_k; ++j) acc[j] += s[j] * inv_heads;
+            }
           }
-        },
-        2 * rows_per_chunk(head_dim));
-    for (int64_t hh = 0; hh < group; ++hh) {
-      const int64_t h = g * group + hh;
-      // The batch-invariant GEMM (gemm_f32.h): a query row's scores do not depend on n_q.
-      matmul_nt(q + h * head_dim, q_stride, kg.data(), head_dim, scores.data(), n_k, n_q, n_k,
-                head_dim);
-      const auto softmax_rows = [&](int64_t first, int64_t last) {
-        for (int64_t i = first; i < last; ++i) {
-          float* s = &scores[static_cast<size_t>(i * n_k)];
-          // A query that sees nothing gets zero probabilities: a zero output.
-          if (!softmax_row(s, &visible[static_cast<size_t>(i * n_k)], n_k, scale)) continue;
-          if (head_mean_probs) {
-            float* acc = head_mean_probs + i * n_k;
-            for (int64_t j = 0; j < n_k; ++j) acc[j] += s[j] * inv_heads;
-          }
-        }
-      };
-      // head_mean_probs sums over heads into shared rows: rows are split, heads are not.
-      parallel_for(n_q, softmax_rows, rows_per_chunk(n_k));
-      matmul_nt(scores.data(), n_k, vt.data(), n_k, out + h * head_dim, out_stride, n_q, head_dim,
-                n_k);
+        };
+        // head_mean_probs sums over heads into shared rows: rows are split, heads are not.
+        parallel_for(n_q, softmax_rows, rows_per_chunk(n_k));
+        matmul_nt(scores.data(), n_k, vt.data(), n_k, out + h * head_dim, out_stride, n_q, head_dim,
+                  n_k);
+      }
     }
-  }
+  };
+  // Without head_mean_probs the KV groups are independent: each thread takes whole groups and
+  // every loop inside runs on it (a nested parallel_for is serial), the same arithmetic with no
+  // wake-ups per head and no uneven split of a head's small products (a 640-row P V product is 7
+  // row blocks). head_mean_probs sums over the heads in order into shared rows: one group at a
+  // time then, its loops split over the threads.
+  const int64_t macs = num_heads * n_q * n_k * head_dim * 2;
+  if (!head_mean_probs && num_kv_heads > 1 && macs >= kParallelAttentionMacs)
+    parallel_for(num_kv_heads, run_groups);
+  else
+    run_groups(0, num_kv_heads);
 }
 
 }  // namespace dllm::cpu
