@@ -1,9 +1,13 @@
-// expf for 8 floats at once in AVX2 + FMA, with the bits of glibc's expf (the FMA variant x86-64
-// glibc 2.28+ selects on this CPU: sysdeps/ieee754/flt-32/e_expf.c). The CPU forward calls
-// std::exp(float) in its softmax; replacing it by a faster exp with other bits would move
-// probabilities by an ulp and could flip a greedy trajectory, so this one reproduces glibc's
-// algorithm step for step (tests/backend/expf_avx2_test.cpp compares it with std::exp on every
-// float of the ranges that reach it, and on a sample of all the others):
+// expf for 8 floats at once in AVX2 + FMA, with the bits of glibc's expf (its algorithm since
+// glibc 2.27, sysdeps/ieee754/flt-32/e_expf.c; checked against glibc 2.36's FMA variant, which
+// x86-64 selects on an FMA CPU). The CPU forward calls std::exp(float) in its softmax and silu;
+// a faster exp with other bits would move probabilities by an ulp and could flip a greedy
+// trajectory, so this one reproduces glibc's algorithm step for step, fused multiply-adds where
+// the FMA build has them (an exhaustive scan of (-103.9, 88.7): r = x·32/ln2 − k must be fused,
+// as there, or 2 floats differ; the other steps give the same bits either way).
+// tests/backend/exp_ops_test.cpp compares it with std::exp on every
+// float of the range the softmax reaches and on a sample of all the others, so a libm with
+// another expf fails there rather than in a trajectory:
 //
 //   exp(x) = 2^(k/32) · 2^(r/32),  k = round(x · 32/ln2),  r = x · 32/ln2 − k,
 //   2^(k/32) from a 32-entry table, 2^(r/32) by a cubic, all in double, rounded once to float;
