@@ -24,6 +24,7 @@ constexpr int64_t kBlockColsAvx2Widened = 63;
 int64_t block_cols(GemmKernel kernel, DType w_dtype) {
   return kernel == GemmKernel::kAvx2 && w_dtype != DType::kF32 ? kBlockColsAvx2Widened : kBlockCols;
 }
+
 // Rows of a per block: about 256 KiB of a, a multiple of the register tile heights (3, 4, 6).
 constexpr int64_t kBlockBytes = 256 * 1024;
 constexpr int64_t kRowMultiple = 12;
