@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 
+#include "backend/cpu/exp_ops.h"
 #include "backend/cpu/gemm_f32.h"
 #include "core/thread_pool.h"
 
@@ -15,6 +16,10 @@ namespace {
 int64_t rows_per_chunk(int64_t width) {
   return std::max<int64_t>(1, 16384 / std::max<int64_t>(width, 1));
 }
+
+// Below this many multiply-adds in all heads' products one thread does the attention (as the
+// GEMM's threshold, gemm_f32.cpp).
+constexpr int64_t kParallelAttentionMacs = int64_t{1} << 20;
 
 }  // namespace
 
@@ -83,13 +88,7 @@ void rope_neox(float* x, int64_t stride, int64_t rows, int64_t heads, int64_t he
 
 void silu_mul(const float* gate, const float* up, float* out, int64_t n) {
   parallel_for(
-      n,
-      [&](int64_t first, int64_t last) {
-        for (int64_t i = first; i < last; ++i) {
-          const float g = gate[i];
-          out[i] = g / (1.0f + std::exp(-g)) * up[i];
-        }
-      },
+      n, [&](int64_t first, int64_t last) { silu_mul_range(gate, up, out, first, last); },
       // An expf per value (~5 ns): 4K values already pay for waking a thread (a 32-row step of
       // the embedded model has 24K).
       4096);
@@ -106,57 +105,55 @@ void attention(const float* q, int64_t q_stride, std::span<const float* const> k
   // Gather each KV head's keys and values into contiguous [n_k, head_dim] matrices so the two
   // products per head are plain GEMMs, whatever slots the keys came from.
   // V is gathered transposed, [head_dim, n_k], so that P V is the same row-times-row product.
-  std::vector<float> kg(static_cast<size_t>(n_k * head_dim)),
-      vt(static_cast<size_t>(n_k * head_dim));
-  std::vector<float> scores(static_cast<size_t>(n_q * n_k));
-  for (int64_t g = 0; g < num_kv_heads; ++g) {
-    parallel_for(
-        n_k,
-        [&](int64_t first, int64_t last) {
-          for (int64_t j = first; j < last; ++j) {
-            std::copy_n(k_rows[static_cast<size_t>(j)] + g * head_dim, head_dim,
-                        &kg[static_cast<size_t>(j * head_dim)]);
-            const float* v = v_rows[static_cast<size_t>(j)] + g * head_dim;
-            for (int64_t d = 0; d < head_dim; ++d) vt[static_cast<size_t>(d * n_k + j)] = v[d];
+  const auto run_groups = [&](int64_t g_first, int64_t g_last) {
+    std::vector<float> kg(static_cast<size_t>(n_k * head_dim)),
+        vt(static_cast<size_t>(n_k * head_dim));
+    std::vector<float> scores(static_cast<size_t>(n_q * n_k));
+    for (int64_t g = g_first; g < g_last; ++g) {
+      parallel_for(
+          n_k,
+          [&](int64_t first, int64_t last) {
+            for (int64_t j = first; j < last; ++j) {
+              std::copy_n(k_rows[static_cast<size_t>(j)] + g * head_dim, head_dim,
+                          &kg[static_cast<size_t>(j * head_dim)]);
+              const float* v = v_rows[static_cast<size_t>(j)] + g * head_dim;
+              for (int64_t d = 0; d < head_dim; ++d) vt[static_cast<size_t>(d * n_k + j)] = v[d];
+            }
+          },
+          2 * rows_per_chunk(head_dim));
+      for (int64_t hh = 0; hh < group; ++hh) {
+        const int64_t h = g * group + hh;
+        // The batch-invariant GEMM (gemm_f32.h): a query row's scores do not depend on n_q.
+        matmul_nt(q + h * head_dim, q_stride, kg.data(), head_dim, scores.data(), n_k, n_q, n_k,
+                  head_dim);
+        const auto softmax_rows = [&](int64_t first, int64_t last) {
+          for (int64_t i = first; i < last; ++i) {
+            float* s = &scores[static_cast<size_t>(i * n_k)];
+            // A query that sees nothing gets zero probabilities: a zero output.
+            if (!softmax_row(s, &visible[static_cast<size_t>(i * n_k)], n_k, scale)) continue;
+            if (head_mean_probs) {
+              float* acc = head_mean_probs + i * n_k;
+              for (int64_t j = 0; j < n_k; ++j) acc[j] += s[j] * inv_heads;
+            }
           }
-        },
-        2 * rows_per_chunk(head_dim));
-    for (int64_t hh = 0; hh < group; ++hh) {
-      const int64_t h = g * group + hh;
-      // The batch-invariant GEMM (gemm_f32.h): a query row's scores do not depend on n_q.
-      matmul_nt(q + h * head_dim, q_stride, kg.data(), head_dim, scores.data(), n_k, n_q, n_k,
-                head_dim);
-      const auto softmax_rows = [&](int64_t first, int64_t last) {
-        for (int64_t i = first; i < last; ++i) {
-          float* s = &scores[static_cast<size_t>(i * n_k)];
-          for (int64_t j = 0; j < n_k; ++j) s[j] *= scale;
-          const uint8_t* vis = &visible[static_cast<size_t>(i * n_k)];
-          float mx = -std::numeric_limits<float>::infinity();
-          for (int64_t j = 0; j < n_k; ++j)
-            if (vis[j]) mx = std::max(mx, s[j]);
-          if (mx == -std::numeric_limits<float>::infinity()) {
-            std::fill_n(s, n_k, 0.0f);  // sees nothing: zero output
-            continue;
-          }
-          double sum = 0.0;
-          for (int64_t j = 0; j < n_k; ++j) {
-            s[j] = vis[j] ? std::exp(s[j] - mx) : 0.0f;
-            sum += s[j];
-          }
-          const float inv = static_cast<float>(1.0 / sum);
-          for (int64_t j = 0; j < n_k; ++j) s[j] *= inv;
-          if (head_mean_probs) {
-            float* acc = head_mean_probs + i * n_k;
-            for (int64_t j = 0; j < n_k; ++j) acc[j] += s[j] * inv_heads;
-          }
-        }
-      };
-      // head_mean_probs sums over heads into shared rows: rows are split, heads are not.
-      parallel_for(n_q, softmax_rows, rows_per_chunk(n_k));
-      matmul_nt(scores.data(), n_k, vt.data(), n_k, out + h * head_dim, out_stride, n_q, head_dim,
-                n_k);
+        };
+        // head_mean_probs sums over heads into shared rows: rows are split, heads are not.
+        parallel_for(n_q, softmax_rows, rows_per_chunk(n_k));
+        matmul_nt(scores.data(), n_k, vt.data(), n_k, out + h * head_dim, out_stride, n_q, head_dim,
+                  n_k);
+      }
     }
-  }
+  };
+  // Without head_mean_probs the KV groups are independent: each thread takes whole groups and
+  // every loop inside runs on it (a nested parallel_for is serial), the same arithmetic with no
+  // wake-ups per head and no uneven split of a head's small products (a 640-row P V product is 7
+  // row blocks). head_mean_probs sums over the heads in order into shared rows: one group at a
+  // time then, its loops split over the threads.
+  const int64_t macs = num_heads * n_q * n_k * head_dim * 2;
+  if (!head_mean_probs && num_kv_heads > 1 && macs >= kParallelAttentionMacs)
+    parallel_for(num_kv_heads, run_groups);
+  else
+    run_groups(0, num_kv_heads);
 }
 
 }  // namespace dllm::cpu

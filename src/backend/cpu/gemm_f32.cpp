@@ -14,9 +14,17 @@ namespace {
 
 using gemm_detail::TileFn;
 
-// Columns per block: a multiple of every kernel's register tile width. 64 rows of w of k = 1024
-// are 256 KiB, which sit in L2 next to the a block while each w tile is in use.
-constexpr int64_t kBlockCols = 64;
+// Columns per block: a multiple of the kernel's register tile width. 64 rows of w of k = 1024
+// are 256 KiB, which sit in L2 next to the a block while each w tile is in use. The AVX2 kernel's
+// 4 × 3 tiles for 16-bit weights (gemm_f32_avx2.cpp) take 63: with 64 every block ended in a
+// 4 × 1 tile, 1/64 of the columns at a quarter of the rate, 2 % of a 512-token LLaDA step.
+using gemm_detail::kBlockCols;
+constexpr int64_t kBlockColsAvx2Widened = 63;
+
+int64_t block_cols(GemmKernel kernel, DType w_dtype) {
+  return kernel == GemmKernel::kAvx2 && w_dtype != DType::kF32 ? kBlockColsAvx2Widened : kBlockCols;
+}
+
 // Rows of a per block: about 256 KiB of a, a multiple of the register tile heights (3, 4, 6).
 constexpr int64_t kBlockBytes = 256 * 1024;
 constexpr int64_t kRowMultiple = 12;
@@ -41,32 +49,37 @@ TileFn tile_of(GemmKernel kernel, DType w_dtype) {
   return gemm_detail::tile_portable(w_dtype);
 }
 
-void run_blocks(TileFn tile, const float* a, int64_t lda, DType w_dtype, const void* w, int64_t ldw,
-                float* out, int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
+void run_blocks(GemmKernel kernel, const float* a, int64_t lda, DType w_dtype, const void* w,
+                int64_t ldw, float* out, int64_t ldo, int64_t m, int64_t n, int64_t k,
+                bool accumulate) {
+  const TileFn tile = tile_of(kernel, w_dtype);
   const auto* w_bytes = static_cast<const unsigned char*>(w);
   const int64_t row_bytes = ldw * static_cast<int64_t>(dtype_size(w_dtype));
-  gemm_detail::for_each_block(m, n, k, [&](int64_t i, int64_t j, int64_t rows, int64_t cols) {
-    tile(a + i * lda, lda, w_bytes + j * row_bytes, ldw, out + i * ldo + j, ldo, rows, cols, k,
-         accumulate);
-  });
+  gemm_detail::for_each_block(
+      m, n, k,
+      [&](int64_t i, int64_t j, int64_t rows, int64_t cols) {
+        tile(a + i * lda, lda, w_bytes + j * row_bytes, ldw, out + i * ldo + j, ldo, rows, cols, k,
+             accumulate);
+      },
+      block_cols(kernel, w_dtype));
 }
 
 }  // namespace
 
 namespace gemm_detail {
 
-void for_each_block(int64_t m, int64_t n, int64_t k, const BlockFn& block) {
+void for_each_block(int64_t m, int64_t n, int64_t k, const BlockFn& block, int64_t cols_per_block) {
   if (m <= 0 || n <= 0) return;
   const int64_t rows = block_rows(k);
-  const int64_t col_blocks = (n + kBlockCols - 1) / kBlockCols;
+  const int64_t col_blocks = (n + cols_per_block - 1) / cols_per_block;
   const int64_t row_blocks = (m + rows - 1) / rows;
   const bool parallel = m * n * k >= kParallelMacs && col_blocks * row_blocks > 1;
   // Column-block major: consecutive blocks of one thread share w rows, and a few-row product
   // (one row block) reads every weight once. Static contiguous chunks of the block list.
   const auto blocks = [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b) {
-      const int64_t i = (b % row_blocks) * rows, j = (b / row_blocks) * kBlockCols;
-      block(i, j, std::min(rows, m - i), std::min(kBlockCols, n - j));
+      const int64_t i = (b % row_blocks) * rows, j = (b / row_blocks) * cols_per_block;
+      block(i, j, std::min(rows, m - i), std::min(cols_per_block, n - j));
     }
   };
   if (parallel)
@@ -128,7 +141,7 @@ void gemm_nt(const float* a, int64_t lda, DType w_dtype, const void* w, int64_t 
 void gemm_nt_on(GemmKernel kernel, const float* a, int64_t lda, DType w_dtype, const void* w,
                 int64_t ldw, float* out, int64_t ldo, int64_t m, int64_t n, int64_t k,
                 bool accumulate) {
-  run_blocks(tile_of(kernel, w_dtype), a, lda, w_dtype, w, ldw, out, ldo, m, n, k, accumulate);
+  run_blocks(kernel, a, lda, w_dtype, w, ldw, out, ldo, m, n, k, accumulate);
 }
 
 }  // namespace dllm::cpu

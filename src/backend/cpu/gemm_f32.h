@@ -29,7 +29,7 @@ namespace dllm::cpu {
 // instruction sets they need.
 enum class GemmKernel {
   kPortable,  // std::fma, any CPU: the reference the SIMD kernels must match bit for bit
-  kAvx2,      // AVX2 + FMA, 3 × 4 register tiles
+  kAvx2,      // AVX2 + FMA, 3 × 4 register tiles (4 × 3 over bf16 / f16 weights)
   kAvx512,    // AVX-512VL's 32 ymm registers: 6 × 4 tiles up to k = 819 (same 256-bit arithmetic)
 };
 

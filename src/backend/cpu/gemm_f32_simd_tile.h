@@ -107,10 +107,20 @@ inline void chunk_fma(__m256 (&acc)[R][C], const float* a, int64_t lda, const WT
   }
 }
 
+// Accumulator c of a tile row, or zeros past its C columns.
+template <int c, int C>
+inline __m256 column(const __m256 (&row)[C]) {
+  if constexpr (c < C)
+    return row[c];
+  else
+    return _mm256_setzero_ps();
+}
+
 // An R × C output tile over weights of kind W (WeightF32 / WeightBf16 / WeightF16).
 template <int R, int C, class W>
-void micro_tile(const float* a, int64_t lda, const void* w_bytes, int64_t ldw, float* out,
-                int64_t ldo, int64_t k, bool accumulate) {
+__attribute__((always_inline)) inline void micro_tile(const float* a, int64_t lda,
+                                                      const void* w_bytes, int64_t ldw, float* out,
+                                                      int64_t ldo, int64_t k, bool accumulate) {
   using WT = typename W::T;
   const WT* w = static_cast<const WT*>(w_bytes);
   __m256 acc[R][C];
@@ -138,15 +148,14 @@ void micro_tile(const float* a, int64_t lda, const void* w_bytes, int64_t ldw, f
         [mask](const float* p) { return _mm256_maskload_ps(p, mask); },
         [rem](const WT* p) { return W::load_tail(p, rem); });
   }
+  // Straight from the accumulators (columns past C reduce zeros and are not stored): copying them
+  // into a padded array first made the compiler keep the whole tile on the stack, and a k = 64
+  // attention product ran 25 % slower.
+  static_assert(C <= 4, "one reduce4 per row");
   for (int r = 0; r < R; ++r)
-    for (int c0 = 0; c0 < C; c0 += 4) {
-      // Columns past C reduce zeros and are not stored.
-      __m256 v[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
-                     _mm256_setzero_ps()};
-      for (int c = c0; c < std::min(C, c0 + 4); ++c) v[c - c0] = acc[r][c];
-      store_sums(out + r * ldo + c0, reduce4(v[0], v[1], v[2], v[3]), std::min(4, C - c0),
-                 accumulate);
-    }
+    store_sums(out + r * ldo,
+               reduce4(column<0>(acc[r]), column<1>(acc[r]), column<2>(acc[r]), column<3>(acc[r])),
+               C, accumulate);
 }
 
 using MicroFn = void (*)(const float*, int64_t, const void*, int64_t, float*, int64_t, int64_t,
@@ -183,8 +192,14 @@ void tile_block(const float* a, int64_t lda, const void* w_bytes, int64_t ldw, f
     const int64_t cols = std::min<int64_t>(C, n - j);
     for (int64_t t = 0; t < row_tiles; ++t) {
       const int64_t i = m * t / row_tiles, rows = m * (t + 1) / row_tiles - i;
-      kTable.fn[rows - 1][cols - 1](a + i * lda, lda, w + j * ldw, ldw, out + i * ldo + j, ldo, k,
-                                    accumulate);
+      // The full tile inline (no call, no spills around it: short k, as attention's k = 64,
+      // pays for those per tile); edge tiles through the table.
+      if (rows == R && cols == C)
+        micro_tile<R, C, W>(a + i * lda, lda, w + j * ldw, ldw, out + i * ldo + j, ldo, k,
+                            accumulate);
+      else
+        kTable.fn[rows - 1][cols - 1](a + i * lda, lda, w + j * ldw, ldw, out + i * ldo + j, ldo, k,
+                                      accumulate);
     }
   }
 }

@@ -14,11 +14,14 @@ namespace dllm::cpu::gemm_detail {
 using TileFn = void (*)(const float* a, int64_t lda, const void* w, int64_t ldw, float* out,
                         int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate);
 
-// Cuts an [m, n] output with reduction length k into cache-sized blocks and calls
-// block(first_row, first_col, rows, cols) for each, on the threads when the product is large
-// (gemm_f32.cpp). Every block is a whole piece of the output with the full k reduction.
+// Cuts an [m, n] output with reduction length k into cache-sized blocks of at most
+// cols_per_block columns and calls block(first_row, first_col, rows, cols) for each, on the
+// threads when the product is large (gemm_f32.cpp). Every block is a whole piece of the output
+// with the full k reduction.
 using BlockFn = std::function<void(int64_t, int64_t, int64_t, int64_t)>;
-void for_each_block(int64_t m, int64_t n, int64_t k, const BlockFn& block);
+constexpr int64_t kBlockCols = 64;  // gemm_f32.cpp says why
+void for_each_block(int64_t m, int64_t n, int64_t k, const BlockFn& block,
+                    int64_t cols_per_block = kBlockCols);
 
 // std::fma only: any x86-64 (or other) CPU. gemm_f32_portable.cpp.
 TileFn tile_portable(DType w_dtype);

@@ -1,0 +1,54 @@
+// The portable kernels of exp_ops.h and the dispatch to the AVX2 ones.
+#include "backend/cpu/exp_ops.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace dllm::cpu {
+
+bool exp_ops_avx2_available() {
+  static const bool available = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return available;
+}
+
+bool softmax_row_portable(float* s, const uint8_t* visible, int64_t n, float scale) {
+  for (int64_t j = 0; j < n; ++j) s[j] *= scale;
+  float mx = -std::numeric_limits<float>::infinity();
+  for (int64_t j = 0; j < n; ++j)
+    if (visible[j]) mx = std::max(mx, s[j]);
+  if (mx == -std::numeric_limits<float>::infinity()) {
+    std::fill_n(s, n, 0.0f);
+    return false;
+  }
+  double sum = 0.0;
+  for (int64_t j = 0; j < n; ++j) {
+    s[j] = visible[j] ? std::exp(s[j] - mx) : 0.0f;
+    sum += s[j];
+  }
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t j = 0; j < n; ++j) s[j] *= inv;
+  return true;
+}
+
+void silu_mul_portable(const float* gate, const float* up, float* out, int64_t first,
+                       int64_t last) {
+  for (int64_t i = first; i < last; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+bool softmax_row(float* s, const uint8_t* visible, int64_t n, float scale) {
+  return exp_ops_avx2_available() ? softmax_row_avx2(s, visible, n, scale)
+                                  : softmax_row_portable(s, visible, n, scale);
+}
+
+void silu_mul_range(const float* gate, const float* up, float* out, int64_t first, int64_t last) {
+  if (exp_ops_avx2_available())
+    silu_mul_avx2(gate, up, out, first, last);
+  else
+    silu_mul_portable(gate, up, out, first, last);
+}
+
+}  // namespace dllm::cpu
