@@ -98,20 +98,32 @@ TEST(SparseTrajectory, Llada2MatchesReferenceAfterEveryForward) {
   EXPECT_GE(differ_from_exact, 9) << "k must be small enough that the selection changes tokens";
 }
 
+// Greedy block diffusion on models/tiny-block (blocks of 4, 16 tokens) and MAGE at k = 8 from
+// layer `exact_layers` on: the setting of the two tests below.
+DecodeParams tiny_block_greedy() {
+  DecodeParams p;
+  p.strategy = "block";
+  p.max_tokens = 16;
+  p.block_length = 4;
+  p.sampler.temperature = 0;
+  return p;
+}
+SparseParams mage_k8(int32_t exact_layers) {
+  SparseParams s;
+  s.method = SparseMethod::kMage;
+  s.k = 8;
+  s.exact_layers = exact_layers;
+  return s;
+}
+
 // Exact layers covering the whole model leave nothing sparse: the same ids as exact attention
 // (was an error, "no selection is stored", at the first attending step).
 TEST(SparseTrajectory, ExactLayersCoveringTheModelDecodeExactly) {
   auto model = Model::load(test::models_dir() / "tiny-block");
   auto backend = make_cpu_backend(*model);
   EngineCore engine(*model, *backend);
-  DecodeParams p;
-  p.strategy = "block";
-  p.max_tokens = 16;
-  p.block_length = 4;
-  p.sampler.temperature = 0;
-  p.sparse.method = SparseMethod::kMage;
-  p.sparse.k = 8;
-  p.sparse.exact_layers = static_cast<int32_t>(model->config().num_layers);
+  DecodeParams p = tiny_block_greedy();
+  p.sparse = mage_k8(static_cast<int32_t>(model->config().num_layers));
   GenerationRequest req;
   for (int i = 0; i < 40; ++i) req.prompt.push_back(100 + 7 * i);
   req.params = resolve_decode_params(model->config(), p, int64_t(req.prompt.size()));
@@ -129,19 +141,13 @@ TEST(SparseTrajectory, RecallDiagnosticKeepsExactTokensAndReportsRecall) {
   auto model = Model::load(test::models_dir() / "tiny-block");
   auto backend = make_cpu_backend(*model);
   EngineCore engine(*model, *backend);
-  DecodeParams p;
-  p.strategy = "block";
-  p.max_tokens = 16;
-  p.block_length = 4;
-  p.sampler.temperature = 0;
+  DecodeParams p = tiny_block_greedy();
   GenerationRequest req;
   for (int32_t i = 0; i < 60; ++i) req.prompt.push_back(100 + (i * 37) % 3000);
   req.stop_ids = {};
   req.params = resolve_decode_params(model->config(), p, int64_t(req.prompt.size()));
   const auto exact = engine.generate(req, [](std::span<const int32_t>) {});
-  p.sparse.method = SparseMethod::kMage;
-  p.sparse.k = 8;
-  p.sparse.exact_layers = 1;
+  p.sparse = mage_k8(1);
   p.sparse.measure_recall = true;
   req.params = resolve_decode_params(model->config(), p, int64_t(req.prompt.size()));
   const auto measured = engine.generate(req, [](std::span<const int32_t>) {});
