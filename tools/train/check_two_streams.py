@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Checks train.py's SDAR layout that keeps only the live noisy rows (two_streams) against the
-full [noisy | clean] layout of every row (the objective as first written): same loss, on real
-batches of make_data.py's data (a long needle batch and a short mixed one), random weights, fp32
-on the CPU. Needs torch and numpy.
+full [noisy | clean] layout of every row (the objective as first written), and its flex_attention
+block mask against its dense mask: same loss, on real batches of make_data.py's data (a long
+needle batch and a short mixed one), random weights, fp32 on the CPU. Needs torch and numpy.
 
     python3 tools/train/check_two_streams.py --data build/train-data
 """
@@ -64,14 +64,19 @@ def main():
         b = maker.batch(step, long=long)
         live = TR.noise_and_masks("tiny-long", b, mask_id, torch.Generator().manual_seed(step), torch.device("cpu"))
         full = full_layout(live, b, mask_id, step)
+        flex = TR.noise_and_masks("tiny-long", b, mask_id, torch.Generator().manual_seed(step),
+                                  torch.device("cpu"), flex_pad=128)
         loss_live, _ = TR.compute_loss(model, live, None)
         loss_full, _ = TR.compute_loss(model, full, None)
+        with torch.no_grad():  # flex_attention has no CPU backward
+            loss_flex, _ = TR.compute_loss(model, flex, None)
         rows_live, rows_full = live["tokens"].shape[1], full["tokens"].shape[1]
         print(f"batch {step} ({'long' if long else 'short'}): loss {loss_live.item():.6f} vs "
-              f"{loss_full.item():.6f}, rows {rows_live} vs {rows_full}")
-        assert int(live["n_loss"]) == int(full["n_loss"]) > 0
-        assert abs(loss_live.item() - loss_full.item()) <= 1e-5 * max(1.0, abs(loss_full.item()))
-    print("ok: the live-row layout gives the full layout's loss")
+              f"{loss_full.item():.6f} (flex {loss_flex.item():.6f}), rows {rows_live} vs {rows_full}")
+        assert int(live["n_loss"]) == int(full["n_loss"]) == int(flex["n_loss"]) > 0
+        for other in (loss_full, loss_flex):
+            assert abs(loss_live.item() - other.item()) <= 1e-5 * max(1.0, abs(other.item()))
+    print("ok: the live-row layout gives the full layout's loss, with dense and flex masks")
 
 
 if __name__ == "__main__":

@@ -10,7 +10,8 @@
 #               wordnet-base fortunes fortunes-min; dpkg -x each into SRC_ROOT)
 #   device: BUDGET=480 OUT=$OUT tools/train/gpu_train_long.sh gpu-run/long-data
 #           (carry gpu-run; move models/ and the 11 MB Qwen3 tokenizer fixture aside for the call:
-#           the tree that travels is limited to 64 MiB)
+#           the tree that travels is limited to 64 MiB). LONG_EVERY / LONG_ROWS: how often a batch
+#           is 16K-token needle rows, and how many (attention through flex_attention block masks).
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 data=${1:?usage: gpu_train_long.sh DATA_DIR (OUT=... for the results)}
@@ -20,7 +21,8 @@ export PYTHONUNBUFFERED=1
 python3 "$here/train.py" --model tiny-long --data "$data" --out "$work" \
   --layers 8 --hidden 384 --heads 12 --kv-heads 4 --inter 1536 \
   --max-positions 20480 --rope-theta 1000000 \
-  --rows 32 --seq-len 1024 --long-every 2 --long-rows 2 --long-len 16384 --long-task needle \
+  --rows 32 --seq-len 1024 --long-every "${LONG_EVERY:-2}" --long-rows "${LONG_ROWS:-8}" \
+  --long-len 16384 --long-task needle --flex-pad 512 \
   --mix needle=0.5,kv=0.2,copy=0.1,add=0.1,sort=0.1 \
   --time-budget "${BUDGET:-480}" --reserve "${RESERVE:-90}" --workers 6 --seed 1234 \
   --quick-eval-tasks "${QUICK_EVAL:-needle_4k,needle_8k,needle_16k}" --quick-eval-n 20 \

@@ -3,9 +3,10 @@
 One PyTorch module covers the three families we train (they share the math of model-specs §1.3 /
 §2.2 / §4.3): pre-norm RMSNorm, q/k/v projections, optional per-head q/k RMSNorm before RoPE
 (SDAR, WeDLM: yes; LLaDA: no), NeoX RoPE on explicit logical positions, GQA, SwiGLU MLP, final
-norm, untied LM head. Attention takes an explicit boolean mask [batch, queries, keys], so every
-training layout (two-stream block diffusion, WeDLM dual stream with reordering, bidirectional
-packed segments) goes through the same code.
+norm, untied LM head. Attention takes an explicit boolean mask [batch, queries, keys] (or a
+flex_attention BlockMask built from the same rule, which skips the masked tiles), so every training
+layout (two-stream block diffusion, WeDLM dual stream with reordering, bidirectional packed
+segments) goes through the same code.
 
 Parameter names are Hugging Face Qwen3 names (model.layers.{i}.self_attn.q_proj.weight, ...);
 `save_checkpoint` renames them for LLaDA (model.transformer.blocks.{i}.*) and writes config.json in
@@ -20,6 +21,23 @@ from dataclasses import asdict, dataclass
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+try:  # torch >= 2.5: block-sparse attention from a mask rule (the SDAR two-stream layout)
+    from torch.nn.attention.flex_attention import BlockMask, flex_attention
+except ImportError:  # older torch: dense boolean masks only
+    BlockMask = flex_attention = None
+_flex_compiled = None
+
+
+def flex(q, k, v, block_mask):
+    """flex_attention with GQA; compiled on the GPU (eager flex is a slow reference), eager on
+    the CPU (check_two_streams.py compares it there against the dense mask)."""
+    global _flex_compiled
+    if not q.is_cuda:
+        return flex_attention(q, k, v, block_mask=block_mask, enable_gqa=True)
+    if _flex_compiled is None:
+        _flex_compiled = torch.compile(flex_attention, dynamic=False)
+    return _flex_compiled(q, k, v, block_mask=block_mask, enable_gqa=True)
 
 
 @dataclass
@@ -92,6 +110,11 @@ class Attention(nn.Module):
             q, k = self.q_norm(q), self.k_norm(k)
         q, k, v = q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2)
         q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        if BlockMask is not None and isinstance(mask, BlockMask):
+            # v is autocast's dtype (a Linear output); q/k left the fp32 norm and RoPE. SDPA casts
+            # all three under autocast, flex_attention does not.
+            o = flex(q.to(v.dtype), k.to(v.dtype), v, mask)
+            return self.o_proj(o.transpose(1, 2).reshape(B, T, c.heads * c.head_dim))
         rep = c.heads // c.kv_heads
         if rep > 1:  # explicit GQA expansion keeps the memory-efficient SDPA kernel (masks) usable
             k = k.repeat_interleave(rep, 1)

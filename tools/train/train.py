@@ -294,16 +294,20 @@ class BatchStream(torch.utils.data.IterableDataset):
 # ---------------------------------------------------------------------------------------------
 # Objectives
 
-def two_streams(tok, pos, seg, blk, run, elig, masked, noisy, same, bi, bj):
+def two_streams(tok, pos, seg, blk, run, elig, masked, noisy, flex_pad=0):
     """SDAR's [noisy | clean] layout. A noisy row whose (segment, block) holds no answer token
     carries no loss and only its own block's noisy rows see it, so only the live blocks' noisy
-    rows are kept (a long needle row is mostly prompt: its sequence goes from 2L to ~L rows)."""
+    rows are kept (a long needle row is mostly prompt: its sequence goes from 2L to ~L rows).
+    flex_pad > 0: the mask is a flex_attention BlockMask of the same rule (two_stream_block_mask)
+    and the noisy rows are padded to a multiple of flex_pad (few shapes for torch.compile)."""
     R, L = tok.shape
     live_run = torch.zeros(R, L, dtype=torch.bool, device=tok.device).scatter_reduce(
         1, run, elig, reduce="amax")
     live = torch.gather(live_run, 1, run) & (seg >= 0)
     n_live = live.sum(1)
     N = max(int(n_live.max()), 1)
+    if flex_pad:
+        N = min(L, -(-N // flex_pad) * flex_pad)
     order = torch.argsort((~live).to(torch.int8), dim=1, stable=True)[:, :N]  # live rows first
     kept = torch.arange(N, device=tok.device)[None, :] < n_live[:, None]
 
@@ -312,11 +316,13 @@ def two_streams(tok, pos, seg, blk, run, elig, masked, noisy, same, bi, bj):
 
     seg_n = torch.where(kept, take(seg), torch.full_like(order, -2))  # padding: its own segment
     blk_n = take(blk)
-    nn_ = (seg_n[:, :, None] == seg_n[:, None, :]) & (blk_n[:, :, None] == blk_n[:, None, :])
-    nc = (seg_n[:, :, None] == seg[:, None, :]) & (bj < blk_n[:, :, None])
-    cc = same & (bj <= bi)
-    none = torch.zeros(R, L, N, dtype=torch.bool, device=tok.device)
-    mask = torch.cat([torch.cat([nn_, nc], 2), torch.cat([none, cc], 2)], 1)
+    if flex_pad:
+        # Padding rows in groups of 16 (their own "blocks"), so no 128-row tile of them is dense.
+        pad_blk = -1 - torch.arange(N, device=tok.device)[None, :].expand(R, N) // 16
+        blk_n = torch.where(kept, blk_n, pad_blk)
+        mask = two_stream_block_mask(seg_n, blk_n, seg, blk)
+    else:
+        mask = dense_two_stream_mask(seg_n, blk_n, seg, blk)
     masked_n = take(masked) & kept
     loss_rows = torch.cat([masked_n, torch.zeros_like(masked)], 1)
     weights = loss_rows.float() / masked.sum().clamp_min(1)
@@ -325,15 +331,47 @@ def two_streams(tok, pos, seg, blk, run, elig, masked, noisy, same, bi, bj):
                 weights=weights, n_loss=masked.sum())
 
 
-def noise_and_masks(model_name, b, mask_id, gen, device):
-    """Returns model inputs and loss targets for one batch (tensors on device)."""
+def dense_two_stream_mask(seg_n, blk_n, seg, blk):
+    """[R, N + L, N + L] bool: a noisy row sees its own block's noisy rows and the earlier blocks'
+    clean rows of its segment; a clean row sees its segment's clean rows up to its own block."""
+    R, N = seg_n.shape
+    L = seg.shape[1]
+    bj = blk[:, None, :]
+    nn_ = (seg_n[:, :, None] == seg_n[:, None, :]) & (blk_n[:, :, None] == blk_n[:, None, :])
+    nc = (seg_n[:, :, None] == seg[:, None, :]) & (bj < blk_n[:, :, None])
+    cc = (seg[:, :, None] == seg[:, None, :]) & (bj <= blk[:, :, None])
+    none = torch.zeros(R, L, N, dtype=torch.bool, device=seg.device)
+    return torch.cat([torch.cat([nn_, nc], 2), torch.cat([none, cc], 2)], 1)
+
+
+def two_stream_block_mask(seg_n, blk_n, seg, blk):
+    """dense_two_stream_mask's rule as a flex_attention BlockMask over [noisy N | clean L]."""
+    from torch.nn.attention.flex_attention import create_block_mask
+    R, N = seg_n.shape
+    S = torch.cat([seg_n, seg], 1)
+    K = torch.cat([blk_n, blk], 1)
+
+    def rule(b, h, q, k):
+        q_noisy, k_noisy = q < N, k < N
+        same_block = K[b, q] == K[b, k]
+        earlier = K[b, k] < K[b, q]
+        return (S[b, q] == S[b, k]) & ((q_noisy & k_noisy & same_block)
+                                       | (q_noisy & ~k_noisy & earlier)
+                                       | (~q_noisy & ~k_noisy & (earlier | same_block)))
+
+    T = S.shape[1]
+    return create_block_mask(rule, R, None, T, T, device=seg.device)
+
+
+def noise_and_masks(model_name, b, mask_id, gen, device, flex_pad=0):
+    """Returns model inputs and loss targets for one batch (tensors on device); flex_pad: see
+    two_streams (SDAR only)."""
     tok = torch.as_tensor(b["tokens"], device=device, dtype=torch.long)
     pos = torch.as_tensor(b["pos"], device=device, dtype=torch.long)
     seg = torch.as_tensor(b["seg"], device=device, dtype=torch.long)
     elig = torch.as_tensor(b["elig"], device=device)
     Bk = torch.as_tensor(b["blocks"], device=device, dtype=torch.long)
     R, L = tok.shape
-    same = seg[:, :, None] == seg[:, None, :]
     u = torch.rand(R, L, device=device, generator=gen)
 
     if model_name == "tiny-full":
@@ -344,6 +382,7 @@ def noise_and_masks(model_name, b, mask_id, gen, device):
         inp = torch.where(masked, torch.full_like(tok, mask_id), tok)
         weight = torch.where(masked, 1.0 / t, torch.zeros_like(t))
         norm = elig.sum().clamp_min(1)
+        same = seg[:, :, None] == seg[:, None, :]
         return dict(tokens=inp, positions=pos, mask=same, loss_rows=masked, targets=tok,
                     weights=weight / norm, n_loss=masked.sum())
 
@@ -357,11 +396,12 @@ def noise_and_masks(model_name, b, mask_id, gen, device):
     ratio = torch.where(ar_row, torch.ones_like(ratio), ratio)
     masked = elig & (u < ratio)
     noisy = torch.where(masked, torch.full_like(tok, mask_id), tok)
-    bi, bj = blk[:, :, None], blk[:, None, :]
-    none = torch.zeros_like(same)
-
     if is_block_family(model_name):
-        return two_streams(tok, pos, seg, blk, run, elig, masked, noisy, same, bi, bj)
+        return two_streams(tok, pos, seg, blk, run, elig, masked, noisy, flex_pad)
+
+    bi, bj = blk[:, :, None], blk[:, None, :]
+    same = seg[:, :, None] == seg[:, None, :]
+    none = torch.zeros_like(same)
 
     # tiny-causal: [memory | prediction]; physical order in a prediction block = observed then masks.
     pi, pj = pos[:, :, None], pos[:, None, :]
@@ -527,7 +567,7 @@ def train_one(name, args, data, device):
     for step, b in loader:
         gen = torch.Generator(device=device)
         gen.manual_seed(args.seed * 7919 + step)
-        x = noise_and_masks(name, b, mask_id, gen, device)
+        x = noise_and_masks(name, b, mask_id, gen, device, args.flex_pad)
         lr = lr_at(step, total or args.max_steps, args.warmup, args.lr, args.lr_floor)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -612,7 +652,7 @@ def validate(model, name, maker, mask_id, device, amp, args):
         b = maker.batch(10_000_000 + i)
         gen = torch.Generator(device=device)
         gen.manual_seed(99 + i)
-        x = noise_and_masks(name, b, mask_id, gen, device)
+        x = noise_and_masks(name, b, mask_id, gen, device, args.flex_pad)
         loss, st = compute_loss(model, x, amp)
         tot["loss"] += loss.item() / args.val_batches
         tot["ce_masked"] += st["ce_masked"] / args.val_batches
@@ -662,6 +702,9 @@ def main():
     ap.add_argument("--weight-decay", type=float, default=0.1)
     ap.add_argument("--clip", type=float, default=1.0)
     ap.add_argument("--fp32", action="store_true", help="no bf16 autocast on GPU")
+    ap.add_argument("--flex-pad", type=int, default=0,
+                    help="SDAR: flex_attention block masks (compiled on the GPU), noisy rows padded "
+                         "to a multiple of this (0: dense boolean masks)")
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--val-every", type=int, default=250)
     ap.add_argument("--val-batches", type=int, default=2)
