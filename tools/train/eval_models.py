@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Held-out accuracy of the embedded models through `dllm generate` (not PyTorch): exact match of
 the generated answer (text up to <|im_end|>, stripped) on the held-out chat tasks of make_data.py.
+A task's examples run through one engine at once (`--requests`): a request's tokens do not depend
+on what runs beside it.
 
     python3 tools/train/eval_models.py --dllm build/dllm --heldout build/train-data/heldout \
         --models models --n 50 [--json out.json] [--decoders tiny-block=block,ar ...]
@@ -17,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 
 # Decoders per model and the flags each needs (defaults are the family's).
 DECODERS = {
@@ -58,17 +61,47 @@ def load_tasks(heldout, n, only=None):
     return tasks
 
 
-def run_one(dllm, model, flags, ex, max_tokens, device="cpu"):
-    cmd = [dllm, "generate", "-m", model, "--prompt-ids", ",".join(map(str, ex["prompt_ids"])),
-           "--format", "json", "--device", device]
-    if "--max-tokens" not in flags:
-        cmd += ["--max-tokens", str(max_tokens)]
-    r = subprocess.run(cmd + flags, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+def request_fields(flags):
+    """CLI flags ["--sparse", "mage", "--sparse-recall", ...] as a request line's fields
+    ({"sparse": "mage", "sparse_recall": true, ...}: `dllm generate --requests` option names)."""
+    out, i = {}, 0
+    while i < len(flags):
+        name = flags[i][2:].replace("-", "_")
+        if i + 1 < len(flags) and not flags[i + 1].startswith("--"):
+            value = flags[i + 1]
+            out[name] = int(value) if value.lstrip("-").isdigit() else value
+            i += 2
+        else:
+            out[name] = True
+            i += 1
+    return out
+
+
+def run_task(dllm, model, flags, exs, device="cpu"):
+    """Every example of a task through one engine (`dllm generate --requests`, all at once).
+    Returns [(correct, text, stats)] in order, or raises RuntimeError with the refusal."""
+    fields = request_fields(flags)
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as fh:
+        for ex in exs:
+            line = {"prompt_ids": ex["prompt_ids"], "max_tokens": max(16, len(ex["answer"]) + 8)}
+            line.update(fields)
+            fh.write(json.dumps(line) + "\n")
+        path = fh.name
+    cmd = [dllm, "generate", "-m", model, "--requests", path, "--device", device]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"))
+    finally:
+        os.unlink(path)
     if r.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd + flags)}\n{r.stderr}")
-    j = json.loads(r.stdout)
-    text = j["text"].split("<|im_end|>")[0].strip()
-    return text == ex["answer"].strip(), text, j["stats"]
+        raise RuntimeError(f"{' '.join(cmd)} ({fields})\n{r.stderr}")
+    out = []
+    for ex, line in zip(exs, r.stdout.splitlines()):
+        j = json.loads(line)
+        if j.get("finish_reason") == "error":
+            raise RuntimeError(j["error"])
+        text = j["text"].split("<|im_end|>")[0].strip()
+        out.append((text == ex["answer"].strip(), text, j["stats"]))
+    return out
 
 
 def main():
@@ -79,6 +112,7 @@ def main():
     ap.add_argument("--n", type=int, default=50, help="examples per task")
     ap.add_argument("--tasks", default="", help="comma-separated task names (default: all)")
     ap.add_argument("--only", default="", help="comma-separated model names (default: all present)")
+    ap.add_argument("--decoders", default="", help="comma-separated decoder names (default: all)")
     ap.add_argument("--json", default="")
     ap.add_argument("--device", default="cpu", help="cpu | cuda (the GPU bundle's dllm)")
     args = ap.parse_args()
@@ -94,19 +128,20 @@ def main():
         if not os.path.isdir(path):
             continue
         for dec, flags in decoders.items():
+            if args.decoders and dec not in args.decoders.split(","):
+                continue
             for task, exs in tasks.items():
                 ok = 0
                 gen = fwd = 0
                 recalls = []
                 samples = []
                 error = None
-                for ex in exs:
-                    max_tokens = max(16, len(ex["answer"]) + 8)
-                    try:
-                        good, text, stats = run_one(args.dllm, path, flags, ex, max_tokens, args.device)
-                    except RuntimeError as e:  # a combination the backend refuses (CUDA Quest
-                        error = str(e).strip().splitlines()[-1]  # over partial pages): reported
-                        break
+                try:
+                    outcomes = run_task(args.dllm, path, flags, exs, args.device)
+                except RuntimeError as e:  # a combination the backend refuses (CUDA Quest over
+                    error = str(e).strip().splitlines()[-1]  # partial pages): reported as a row
+                    outcomes = []
+                for ex, (good, text, stats) in zip(exs, outcomes):
                     ok += good
                     gen += stats["generated_tokens"]
                     fwd += stats["forwards"]

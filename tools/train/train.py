@@ -99,9 +99,14 @@ class Data:
             with lzma.open(os.path.join(root, name)) as fh:
                 return np.frombuffer(fh.read(), dtype="<u2").astype(np.int32)
 
-        self.prose = {"train": u16("prose_train.u16.xz"), "val": u16("prose_val.u16.xz")}
+        # A split's prose / chat files may be left out when no batch draws them (--prose-frac 0
+        # --chat-prose-frac 0: a task-only data folder small enough to travel with a checkpoint).
+        self.prose = {split: u16(f"prose_{split}.u16.xz") for split in ["train", "val"]
+                      if os.path.exists(os.path.join(root, f"prose_{split}.u16.xz"))}
         self.chat = {}
         for split in ["train", "val"]:
+            if not os.path.exists(os.path.join(root, f"chat_{split}.npz")):
+                continue
             z = np.load(os.path.join(root, f"chat_{split}.npz"))
             toks, pl, al = z["tokens"].astype(np.int32), z["prompt_len"], z["answer_len"]
             off = np.concatenate([[0], np.cumsum(pl + al)])
@@ -301,9 +306,10 @@ def two_streams(tok, pos, seg, blk, run, elig, masked, noisy, flex_pad=0):
     flex_pad > 0: the mask is a flex_attention BlockMask of the same rule (two_stream_block_mask)
     and the noisy rows are padded to a multiple of flex_pad (few shapes for torch.compile)."""
     R, L = tok.shape
-    live_run = torch.zeros(R, L, dtype=torch.bool, device=tok.device).scatter_reduce(
-        1, run, elig, reduce="amax")
-    live = torch.gather(live_run, 1, run) & (seg >= 0)
+    # int8: CUDA has no bool scatter_reduce.
+    live_run = torch.zeros(R, L, dtype=torch.int8, device=tok.device).scatter_reduce(
+        1, run, elig.to(torch.int8), reduce="amax")
+    live = torch.gather(live_run, 1, run).bool() & (seg >= 0)
     n_live = live.sum(1)
     N = max(int(n_live.max()), 1)
     if flex_pad:
@@ -528,7 +534,13 @@ def train_one(name, args, data, device):
     mc = ModelConfig(vocab_size=data.meta["vocab_size"], hidden=args.hidden, layers=args.layers, heads=args.heads,
                      kv_heads=args.kv_heads, head_dim=args.hidden // args.heads, inter=args.inter,
                      max_positions=args.max_positions, rope_theta=args.rope_theta, **MODELS[name])
-    model = TinyLM(mc).to(device)
+    model = TinyLM(mc)
+    if args.init:  # continue from a saved checkpoint's weights (a fresh optimizer and schedule)
+        from model import from_family_tensor_names, read_checkpoint_tensors
+        tensors = from_family_tensor_names(mc, read_checkpoint_tensors(args.init))
+        model.load_state_dict({k: v.float() for k, v in tensors.items()})
+        print(f"[{name}] weights from {args.init}", flush=True)
+    model = model.to(device)
     decay = [p for n, p in model.named_parameters() if p.dim() == 2 and "embed" not in n]
     no_decay = [p for n, p in model.named_parameters() if not (p.dim() == 2 and "embed" not in n)]
     fused = device.type == "cuda"
@@ -713,6 +725,7 @@ def main():
     ap.add_argument("--quick-eval-tasks", default="add3,sort,kv_short",
                     help="held-out tasks of the PyTorch-side accuracy check at the end")
     ap.add_argument("--resume", action="store_true")
+    ap.add_argument("--init", default="", help="start from this checkpoint folder's weights")
     ap.add_argument("--max-shard-mb", type=float, default=0,
                     help="split model.safetensors into shards of at most this many MiB (0: one file)")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads for torch (0: default)")
