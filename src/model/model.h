@@ -15,6 +15,8 @@
 
 namespace dllm {
 
+struct TensorParallelPlan;  // model/tensor_parallel_plan.h
+
 // One SwiGLU FFN: down(silu(gate(x)) * up(x)).
 struct FfnTensors {
   const TensorEntry* gate = nullptr;
@@ -61,6 +63,10 @@ class Model {
   // Builds a model from an in-memory config and an already-open tensor store (tests, benchmarks).
   static std::unique_ptr<Model> from_parts(const nlohmann::json& config, TensorStore store,
                                            std::string source);
+  // One rank's model of a tensor-parallel group (model_shard.cpp): its heads, KV heads and FFN
+  // features, copies of its weight slices; embedding, norms and LM head replicated. Dense layers
+  // with separate q / k / v only (an Error names the checkpoint kind otherwise).
+  static std::unique_ptr<Model> shard(const Model& whole, const TensorParallelPlan& plan);
 
   const ModelConfig& config() const { return config_; }
   const Family& family() const { return *family_; }

@@ -358,6 +358,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     }
     attend_all(li, runs, q.data(), attn.data(), results);
     cpu::matmul_nt(attn.data(), qd, L.o, o.data(), h, m);
+    if (reduce_) reduce_(o.data(), m * h);
     at = 0;
     for (SequenceRun& run : runs) {
       add_block_output(li, run, &o[static_cast<size_t>(at * h)], /*ffn=*/false, x.data());
@@ -368,6 +369,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     gather_rows(x.data(), rows, h, xn.data());
     cpu::rms_norm(xn.data(), h, L.mlp_norm.ptr(), xn.data(), h, m, h, eps);
     run_ffn(li, xn.data(), m, o.data());
+    if (reduce_) reduce_(o.data(), m * h);
     at = 0;
     for (SequenceRun& run : runs) {
       add_block_output(li, run, &o[static_cast<size_t>(at * h)], /*ffn=*/true, x.data());

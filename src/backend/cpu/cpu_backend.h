@@ -8,6 +8,7 @@
 // sequence at once, attention per sequence over its K/V pages.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -95,6 +96,11 @@ class CpuBackend : public Backend {  // not final: tests override check_forward(
   std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
   void fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) override;
 
+  // Tensor parallel (a rank of Model::shard): sums a block's partial output rows [count floats]
+  // over the group in place, after the o and the down projection. Unset for a whole model.
+  using PartialSumReduce = std::function<void(float* rows, int64_t count)>;
+  void set_partial_sum_reduce(PartialSumReduce reduce) { reduce_ = std::move(reduce); }
+
   // K / V row of a physical pool slot (tests read the pool through these).
   float* k_row(int64_t layer, int64_t physical_slot) {
     return k_[static_cast<size_t>(layer)].get() + physical_slot * config_.kv_dim();
@@ -168,6 +174,7 @@ class CpuBackend : public Backend {  // not final: tests override check_forward(
 
   ModelConfig config_;
   std::vector<LayerDesc> desc_;
+  PartialSumReduce reduce_;
   cpu::WeightMatrix embed_, lm_head_;
   HostTensor final_norm_;
   bool tied_ = false;

@@ -1,0 +1,140 @@
+// Tensor parallel on the CPU (issue 27): each rank's Model::shard run by its own CpuBackend on
+// its own thread, the partial sums after o and down joined by a thread all-reduce, gives the
+// whole model's logits — the layer-by-layer semantics the NCCL path on the GPU follows.
+#include <gtest/gtest.h>
+
+#include <numeric>
+#include <thread>
+
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "model/layer_desc.h"
+#include "model/model.h"
+#include "model/tensor_parallel_plan.h"
+#include "support/rel_error.h"
+#include "support/test_paths.h"
+#include "support/thread_all_reduce.h"
+
+namespace dllm {
+namespace {
+
+const std::vector<int32_t> kPrompt = {3, 99, 17, 250, 5, 8, 41, 7};
+const std::vector<int32_t> kBlock = {12, 290, 290, 64};
+
+SequenceForward rows(const std::vector<int32_t>& ids, int32_t first_position) {
+  SequenceForward f;
+  f.tokens = ids;
+  f.positions.resize(ids.size());
+  std::iota(f.positions.begin(), f.positions.end(), first_position);
+  f.rule = AttentionRule::block_causal(4);
+  f.want_logits = true;
+  f.output_rows.resize(ids.size());
+  std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
+  return f;
+}
+
+// A prefill that writes the cache, then a block attending it: both forwards' logits.
+std::vector<float> prefill_then_block(Backend& backend) {
+  auto cache = backend.create_cache(32);
+  SequenceForward pre = rows(kPrompt, 0);
+  pre.cache = cache.get();
+  pre.write = CacheWrite::kAppend;
+  std::vector<float> out = backend.forward(std::span(&pre, 1))[0].logits;
+  SequenceForward block = rows(kBlock, static_cast<int32_t>(kPrompt.size()));
+  block.cache = cache.get();
+  const std::vector<float> second = backend.forward(std::span(&block, 1))[0].logits;
+  out.insert(out.end(), second.begin(), second.end());
+  return out;
+}
+
+// Every rank's logits, each rank on its own thread.
+std::vector<std::vector<float>> ranks_logits(const Model& whole, int world) {
+  const auto layers = describe_layers(whole.config());
+  std::vector<std::unique_ptr<Model>> shards;
+  std::vector<std::unique_ptr<cpu_backend::CpuBackend>> backends;
+  test::ThreadAllReduce all_reduce(world);
+  for (int r = 0; r < world; ++r) {
+    shards.push_back(
+        Model::shard(whole, plan_tensor_parallel(layers, whole.config().vocab_size, r, world)));
+    backends.push_back(std::make_unique<cpu_backend::CpuBackend>(*shards.back()));
+    backends.back()->set_partial_sum_reduce(
+        [&all_reduce, r](float* data, int64_t count) { all_reduce(r, data, count); });
+  }
+  std::vector<std::vector<float>> logits(static_cast<size_t>(world));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] { logits[r] = prefill_then_block(*backends[r]); });
+  for (auto& t : threads) t.join();
+  return logits;
+}
+
+struct Case {
+  const char* fixture;
+  int world;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.fixture << " at TP " << c.world;
+}
+
+class TensorParallelForward : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TensorParallelForward, RanksGiveTheWholeModelsLogits) {
+  const auto model = Model::load(test::model_fixture(GetParam().fixture));
+  const std::vector<float> whole = prefill_then_block(*make_cpu_backend(*model));
+  const auto ranks = ranks_logits(*model, GetParam().world);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    ASSERT_EQ(ranks[r].size(), whole.size());
+    EXPECT_EQ(ranks[r], ranks[0]) << "rank " << r << " differs from rank 0";
+  }
+  // Only the order of the partial sums differs from the whole model's GEMMs.
+  EXPECT_LT(test::rel_error(ranks[0], whole), 1e-5);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Families, TensorParallelForward,
+    ::testing::Values(Case{"sdar-tiny", 1}, Case{"sdar-tiny", 2},
+                      Case{"sdar-tiny", 4},          // 1 query head a rank, KV heads replicated
+                      Case{"fast-dllm-v2-tiny", 2},  // q/k/v biases
+                      Case{"llada-tiny", 2}, Case{"llada-tiny", 4}, Case{"dream-tiny", 2}),
+    [](const auto& info) {
+      std::string name = std::string(info.param.fixture) + "_tp" + std::to_string(info.param.world);
+      for (char& ch : name)
+        if (ch == '-') ch = '_';
+      return name;
+    });
+
+TEST(TensorParallelShard, RankHoldsItsSlices) {
+  const auto model = Model::load(test::model_fixture("sdar-tiny"));
+  const ModelConfig& c = model->config();
+  const auto plan = plan_tensor_parallel(describe_layers(c), c.vocab_size, 1, 2);
+  const auto rank = Model::shard(*model, plan);
+  EXPECT_EQ(rank->config().num_heads, c.num_heads / 2);
+  EXPECT_EQ(rank->config().num_kv_heads, c.num_kv_heads / 2);
+  EXPECT_EQ(rank->config().intermediate_size, c.intermediate_size / 2);
+  const TensorEntry& q = *rank->tensors().layers[0].q;
+  const TensorEntry& whole_q = *model->tensors().layers[0].q;
+  const size_t row_bytes = whole_q.nbytes / static_cast<size_t>(whole_q.shape[0]);
+  // Rank 1 of 2 holds the second half of q's rows: its heads.
+  ASSERT_EQ(q.nbytes, whole_q.nbytes / 2);
+  EXPECT_TRUE(std::equal(q.data, q.data + q.nbytes,
+                         whole_q.data + static_cast<size_t>(whole_q.shape[0] / 2) * row_bytes));
+  // o: rank 1's columns of every row.
+  const TensorEntry& o = *rank->tensors().layers[0].o;
+  const TensorEntry& whole_o = *model->tensors().layers[0].o;
+  EXPECT_EQ(o.shape, (std::vector<int64_t>{whole_o.shape[0], whole_o.shape[1] / 2}));
+}
+
+TEST(TensorParallelShard, MoeCheckpointsAreRefusedByName) {
+  const auto model = Model::load(test::model_fixture("llada2-tiny"));
+  const ModelConfig& c = model->config();
+  try {
+    Model::shard(*model, plan_tensor_parallel(describe_layers(c), c.vocab_size, 0, 2));
+    FAIL() << "an MoE checkpoint was sharded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not sharded yet"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dllm
