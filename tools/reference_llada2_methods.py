@@ -280,6 +280,11 @@ def s2d2_edit_cases(rng):
         ("block8_hysteresis", pr["b8"], s2d2_edit_params(**b8, stop_ids=[], s2d2=dict(
             policy="hysteresis", estimator="soft-entropy", score_type="static", score_cost=0.0,
             hysteresis_on=0.675, hysteresis_off=0.65))),
+        # Hysteresis ON at a block's end, its post-mask forwards (empty span, score -inf) switch
+        # it off before the next block: without that reset this case verifies 17 times, not 5.
+        ("block8_hysteresis_post_mask", pr["short"], s2d2_edit_params(**b8, stop_ids=[], threshold=0.05, s2d2=dict(
+            policy="hysteresis", estimator="soft-entropy", score_type="dynamic", score_cost=0.1,
+            hysteresis_on=0.5, hysteresis_off=0.0))),
         ("block8_bandit", pr["b8"], s2d2_edit_params(**b8, temperature=1.0, seed=8, s2d2=dict(
             policy="bandit", ucb_entropy_bins=1))),
         # The LLaDA2.1-mini conservative policy of the S2D2 paper (score, tau -5, static, c 4).
