@@ -13,6 +13,12 @@ script's independent PyTorch forward of the published modeling code (model-specs
     does (the answer cut at the first EOS, without spending the rest of its blocks).
     Checked here: with verification off (span_min > B) it is LLaDA2.0 block diffusion, the same
     trajectory as reference_llada2.llada20_engine.
+  * S2D2 over LLaDA2.1 token editing -> trajectories/llada2-tiny-s2d2-edit.json (--only-s2d2-edit
+    writes just that file): the semantics of the S2D2 reference's LLaDA2 loop (phymhan/S2D2
+    LLaDA2/generate_utils.py, generate_ssd_policy): T2T edits from the draft forward, the 2L
+    verifier over the whole edited block with every mask draft-filled, the fallback (M2T) only
+    when the policy skips, post-mask editing forwards. Checked here: with verification off it is
+    LLaDA2.1 token editing, the same trajectory as reference_llada2.llada21_engine.
   * MAGE (method-specs §1), on LLaDA2.0 block diffusion and LLaDA2.1 token editing (a block's set
     also serves its post-mask editing steps), and Quest / SparseD cases -> sparse/llada2-trajectories.json
     and sparse/llada2-forwards.json:
@@ -139,6 +145,189 @@ def check_s2d2_without_verification_is_block_diffusion(rng):
         for key in ("ids", "finish_reason", "forwards", "canvases"):
             assert got[key] == want[key], (kw, key, got[key], want[key])
         assert got["verify_calls"] == 0
+
+
+# ------------------------------------------------------------------- S2D2 over token editing
+def verifier_2l_logits(x, lo, B, first_half):
+    """The reference's 2L verifier over the WHOLE block (the engine truncates it at the end of the
+    span): [block, edited, every mask draft-filled | B masks], rows [[tril, 0], [strict tril, I]]
+    after the block-causal prefix. Returns the logits of the B [MASK] rows."""
+    ids = x[:lo] + first_half + [L2.MASK_ID] * B
+    pos = list(range(lo)) + list(range(lo, lo + B)) * 2
+    qv = np.zeros((2 * B, 2 * B), dtype=bool)
+    qv[:B, :B] = np.tril(np.ones((B, B), dtype=bool))
+    qv[B:, :B] = np.tril(np.ones((B, B), dtype=bool), -1)
+    qv[B:, B:] = np.eye(B, dtype=bool)
+    return L2.forward(L2.SD, ids, pos, S2.with_queries(S2.prefix_visible(lo, B, False), qv))[lo + B:]
+
+
+def llada2_s2d2_edit(prompt, p):
+    """S2D2 over LLaDA2.1 token editing, the semantics of phymhan/S2D2 LLaDA2/generate_utils.py
+    generate_ssd_policy (num_to_transfer = 1), with the engine's bookkeeping (L2.Engine: final
+    tokens once a block's editing ends, stop ids, a canvas after every forward) and random
+    streams (draft draw of row i: uniform(seed, 0, forward, i); accept / residual draws:
+    reference_s2d2.accept_span). Per step:
+      draft forward over the block, every non-prompt row drawn;
+      T2T: token rows whose draw differs with p > editing_threshold are overwritten (shown in the
+           canvas after the draft forward);
+      the policy on the first contiguous masked span C (an empty span scores -inf: hysteresis
+           switches off);
+      verify: the 2L forward, C accepted left to right, the first rejection resampled;
+      else the fallback asks for min(1, masks) tokens: the masks above the threshold, else the
+           most confident one (M2T);
+      the block ends when a step without masks edited nothing, or before a post-mask forward
+           beyond max_post_steps; then the commit forward."""
+    q = dict(p)
+    if p["hf_quirk"] and not p["temperature"] > 0:
+        q["temperature"] = 1.0  # the HF-2.0 sampler samples at T = 1
+    g = L2.Engine(prompt, q)
+    B, s2 = g.B, q["s2d2"]
+    router = S2.Router(s2)
+    st = dict(accepted=0, rejected=0, verify_calls=0, edits=0, unverified_steps=0)
+    first = g.P // B
+    if first > 0:
+        g.forwards += 1
+        g.snapshot(first)
+    for b in range(first, g.nblk):
+        lo, hi = b * B, (b + 1) * B
+        post_steps, unmasked = 0, 0
+        while True:
+            masked = [i for i in range(lo, hi) if g.x[i] == L2.MASK_ID]
+            if not masked:
+                post_steps += 1
+                if post_steps > q["max_post_steps"]:
+                    break
+            rows = list(range(max(lo, g.P), hi))
+            logits = g.logits_block(b)
+            draws = {i: L2.sample(logits[i - lo], q, uniform(q["seed"], 0, g.forwards, i)) for i in rows}
+            g.forwards += 1
+            edits = [i for i in rows if g.x[i] != L2.MASK_ID and draws[i][1] > q["editing_threshold"]
+                     and draws[i][0] != g.x[i]]
+            for i in edits:
+                g.x[i] = draws[i][0]
+            st["edits"] += len(edits)
+            span = S2.first_span(masked)
+            decoded = 0
+            if not span:
+                router.on, router.pending = False, None  # the reference's score -inf
+                verify = False
+            else:
+                probs = {i: S2.probs_of(logits[i - lo], q["temperature"], q["top_k"], q["top_p"], L2.MASK_ID)
+                         for i in masked}
+                n_hi = sum(1 for i in masked if draws[i][1] > q["threshold"])
+                verify = router.decide([probs[i] for i in span], [float(probs[i][draws[i][0]]) for i in span],
+                                       n_hi, B, unmasked)
+            if verify:
+                g.snapshot(b)  # after the draft forward: its edits, no mask decided yet
+                first_half = [draws[i][0] if g.x[i] == L2.MASK_ID else g.x[i] for i in range(lo, hi)]
+                vlog = verifier_2l_logits(g.x, lo, B, first_half)
+                verify_index = g.forwards
+                g.forwards += 1
+                st["verify_calls"] += 1
+                drafts = {i - lo: (draws[i][0], None, None, probs[i]) for i in span}
+                decoded = S2.accept_span([i - lo for i in span], drafts, [vlog[i - lo] for i in span], g.x, lo,
+                                         dict(q, mask_id=L2.MASK_ID), verify_index, st)
+            elif masked:
+                st["unverified_steps"] += 1
+                high = [i for i in masked if draws[i][1] > q["threshold"]]
+                chosen = high if high else sorted(masked, key=lambda i: (-draws[i][1], i))[:1]
+                for i in chosen:
+                    g.x[i] = draws[i][0]
+                decoded = len(chosen)
+            unmasked += decoded
+            router.record(decoded)
+            g.snapshot(b)
+            if not masked and not edits:
+                break
+        g.final_len = hi - g.P
+        if g.done()[0]:
+            break
+        g.forwards += 1  # commit forward
+        g.snapshot(b + 1)
+    return dict(g.result(), **st)
+
+
+def s2d2_edit_params(**kw):
+    """The fixture's knobs: --strategy s2d2 --edit-mode with explicit thresholds (no step
+    schedule, no remasking rule: their options are refused)."""
+    p = s2d2_params(**dict(dict(edit_mode="s", threshold=0.2, editing_threshold=0.05, max_post_steps=16,
+                                stop_ids=[L2.EOS_ID]), **kw))
+    p.update(steps=0, remasking="")
+    return p
+
+
+def s2d2_edit_cases(rng):
+    pr = {"short": rng.integers(0, L2.EOS_ID, 5).tolist(), "exact": rng.integers(0, L2.EOS_ID, 32).tolist(),
+          "long": rng.integers(0, L2.EOS_ID, 37).tolist(), "b8": rng.integers(0, L2.EOS_ID, 11).tolist()}
+    b8 = dict(block_length=8, max_tokens=24)
+    return [
+        ("greedy_always", pr["short"], s2d2_edit_params()),
+        ("greedy_no_stop", pr["short"], s2d2_edit_params(stop_ids=[])),
+        ("sampled", pr["b8"], s2d2_edit_params(temperature=1.0, seed=12, stop_ids=[])),
+        ("sampled_eos", pr["b8"], s2d2_edit_params(temperature=1.0, seed=12)),
+        ("sampled_t08_block8", pr["b8"], s2d2_edit_params(**b8, temperature=0.8, seed=11, stop_ids=[])),
+        ("greedy_exact_prompt", pr["exact"], s2d2_edit_params(max_tokens=24)),
+        ("greedy_long_prompt", pr["long"], s2d2_edit_params(max_tokens=30)),
+        ("hf_quirk", pr["short"], s2d2_edit_params(hf_quirk=True, seed=5)),
+        ("topk_topp", pr["long"], s2d2_edit_params(temperature=0.9, top_k=40, top_p=0.9, seed=3, max_tokens=24)),
+        ("mode_q", pr["b8"], s2d2_edit_params(**b8, edit_mode="q", threshold=0.3, editing_threshold=0.1)),
+        ("post_steps_0", pr["b8"], s2d2_edit_params(**b8, max_post_steps=0)),
+        ("post_steps_2", pr["short"], s2d2_edit_params(max_post_steps=2, editing_threshold=0.0)),
+        ("block8_span2", pr["b8"], s2d2_edit_params(**b8, s2d2=dict(span_min=2))),
+        ("block8_gamma", pr["b8"], s2d2_edit_params(**b8, temperature=1.0, seed=4, stop_ids=[],
+                                                    s2d2=dict(gamma=0.5))),
+        # Scores K in [0.57, 0.68] here: the state flips, and post-mask steps switch it off.
+        ("block8_hysteresis", pr["b8"], s2d2_edit_params(**b8, stop_ids=[], s2d2=dict(
+            policy="hysteresis", estimator="soft-entropy", score_type="static", score_cost=0.0,
+            hysteresis_on=0.675, hysteresis_off=0.65))),
+        # Hysteresis ON at a block's end, its post-mask forwards (empty span, score -inf) switch
+        # it off before the next block: without that reset this case verifies 17 times, not 5.
+        ("block8_hysteresis_post_mask", pr["short"], s2d2_edit_params(**b8, stop_ids=[], threshold=0.05, s2d2=dict(
+            policy="hysteresis", estimator="soft-entropy", score_type="dynamic", score_cost=0.1,
+            hysteresis_on=0.5, hysteresis_off=0.0))),
+        ("block8_bandit", pr["b8"], s2d2_edit_params(**b8, temperature=1.0, seed=8, s2d2=dict(
+            policy="bandit", ucb_entropy_bins=1))),
+        # The LLaDA2.1-mini conservative policy of the S2D2 paper (score, tau -5, static, c 4).
+        ("paper_conservative", pr["short"], s2d2_edit_params(s2d2=dict(
+            policy="score", estimator="soft-entropy", score_type="static", score_cost=4.0,
+            score_threshold=-5.0))),
+        ("block8_score_hard_margin", pr["b8"], s2d2_edit_params(**b8, s2d2=dict(
+            policy="score", estimator="hard-margin", margin_threshold=0.002, score_type="static",
+            score_cost=0.5))),
+    ]
+
+
+def check_s2d2_edit_without_verification_is_editing(rng):
+    """span_min > B never verifies: S2D2 over token editing must then be --strategy edit,
+    forward for forward (draft forward i is editing forward i)."""
+    prompt = rng.integers(0, L2.EOS_ID, 11).tolist()
+    for kw in [dict(), dict(block_length=8, temperature=0.7, seed=9), dict(hf_quirk=True, seed=3)]:
+        p = s2d2_edit_params(**kw, s2d2=dict(span_min=1000))
+        got = llada2_s2d2_edit(prompt, p)
+        want = L2.llada21_engine(prompt, dict(L2.params(strategy="edit", **kw), max_tokens=p["max_tokens"],
+                                              threshold=p["threshold"], editing_threshold=p["editing_threshold"]))
+        for key in ("ids", "finish_reason", "forwards", "canvases"):
+            assert got[key] == want[key], (kw, key, got[key], want[key])
+        assert got["verify_calls"] == 0
+
+
+def write_s2d2_edit(out_dir):
+    rng = np.random.default_rng(2121)  # its own stream: the other fixtures stay as they are
+    check_s2d2_edit_without_verification_is_editing(rng)
+    records, total = [], dict(edits=0, verify_calls=0, accepted=0, rejected=0, unverified_steps=0)
+    for name, pr, p in s2d2_edit_cases(rng):
+        res = llada2_s2d2_edit(pr, p)
+        records.append(dict(name=name, prompt=pr, params=p, expected=res))
+        for k in total:
+            total[k] += res[k]
+        print(f"s2d2-edit {name:26s} P={len(pr):2d} -> {len(res['ids']):2d} ids {res['finish_reason']:6s} "
+              f"{res['forwards']:3d} fwd {res['edits']:2d} edits {res['verify_calls']:2d} verify "
+              f"{res['accepted']:2d} acc {res['rejected']:2d} rej {res['unverified_steps']:2d} unverified")
+    print("s2d2-edit totals:", total)
+    assert all(v > 0 for v in total.values()), "the fixture must edit, accept, reject and skip"
+    with open(os.path.join(out_dir, NAME + "-s2d2-edit.json"), "w") as fh:
+        json.dump({"model": NAME, "reference": f"tools/reference_llada2_methods.py, torch {torch.__version__}",
+                   "cases": records}, fh)
 
 
 # ---------------------------------------------------------------------------------------- MAGE
@@ -372,8 +561,13 @@ def main():
     ap.add_argument("--models", default="tests/fixtures/models")
     ap.add_argument("--trajectory-out", default="tests/fixtures/trajectories")
     ap.add_argument("--sparse-out", default="tests/fixtures/sparse")
+    ap.add_argument("--only-s2d2-edit", action="store_true",
+                    help="write trajectories/llada2-tiny-s2d2-edit.json only")
     args = ap.parse_args()
     load_fixture(os.path.join(args.models, NAME))
+    write_s2d2_edit(args.trajectory_out)
+    if args.only_s2d2_edit:
+        return
     rng = np.random.default_rng(2222)
     check_s2d2_without_verification_is_block_diffusion(rng)
 

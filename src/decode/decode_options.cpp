@@ -162,15 +162,16 @@ std::vector<DecodeOption> make_table() {
            &P::hf_sampling_quirk),
       word("edit-mode",
            "LLaDA2.1 --strategy edit presets: s (speed: threshold 0.5, editing threshold 0; "
-           "default) | q (quality: 0.7 / 0.5)",
+           "default) | q (quality: 0.7 / 0.5); with --strategy s2d2 on LLaDA2.x it selects S2D2 "
+           "over token editing",
            &P::edit_mode),
       number("editing-threshold",
-             "LLaDA2.1 --strategy edit: overwrite a generated token when the model's token differs "
-             "with probability above this (default: the --edit-mode's)",
+             "LLaDA2.1 --strategy edit (and s2d2 --edit-mode): overwrite a generated token when "
+             "the model's token differs with probability above this (default: the --edit-mode's)",
              &P::editing_threshold, 0, 1, "in [0, 1]"),
       integer("max-post-steps",
-              "LLaDA2.1 --strategy edit: editing forwards after a block's masks are gone "
-              "(default 16)",
+              "LLaDA2.1 --strategy edit (and s2d2 --edit-mode): editing forwards after a block's "
+              "masks are gone (default 16)",
               &P::max_post_steps, 0, 1 << 16),
       number("cfg-scale", "LLaDA classifier-free guidance scale (default 0 = off)", &P::cfg_scale,
              0, 1e4, ">= 0 (at most 10000)"),

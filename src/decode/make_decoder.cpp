@@ -12,6 +12,7 @@
 #include "decode/fast_dllm_v2_decoder.h"
 #include "decode/full_diffusion_decoder.h"
 #include "decode/s2d2_decoder.h"
+#include "decode/s2d2_edit_decoder.h"
 #include "decode/token_editing_decoder.h"
 #include "decode/wedlm_decoder.h"
 
@@ -254,14 +255,14 @@ void resolve_llada2_block(const ModelConfig& c, DecodeParams& p) {
 
 // LLaDA2.1 token editing (model-specs §6.6): S mode = SGLang JointThreshold's defaults (0.5 / 0),
 // Q mode = the conservative pair of the LLaDA2.1 usage example (0.7 / 0.5); 16 post-mask steps.
-void resolve_llada2_edit(const ModelConfig& c, DecodeParams& p) {
+// `who` names the request in errors (--strategy edit, or S2D2 over it).
+void resolve_llada2_edit(const ModelConfig& c, DecodeParams& p, const std::string& who) {
   if (p.block_length == 0) p.block_length = static_cast<int32_t>(c.block_size);
   if (p.block_length <= 0) fail("--block-length must be positive (got ", p.block_length, ")");
   if (p.steps != 0)
-    fail(
-        "--steps does not apply to --strategy edit (each block runs until its masks are filled "
-        "and its edits stop)");
-  if (!p.remasking.empty()) fail("--remasking does not apply to --strategy edit");
+    fail("--steps does not apply to ", who,
+         " (each block runs until its masks are filled and its edits stop)");
+  if (!p.remasking.empty()) fail("--remasking does not apply to ", who);
   if (p.edit_mode.empty()) p.edit_mode = "s";
   if (p.edit_mode != "s" && p.edit_mode != "q")
     fail("--edit-mode '", p.edit_mode, "' (expected s or q)");
@@ -272,6 +273,22 @@ void resolve_llada2_edit(const ModelConfig& c, DecodeParams& p) {
     fail("--editing-threshold must be in [0, 1] (got ", p.editing_threshold, ")");
   if (p.max_post_steps < 0) p.max_post_steps = 16;
   resolve_llada2_sampling(p);
+}
+
+// S2D2 over LLaDA2.1 token editing (s2d2_edit_decoder.h), chosen by --edit-mode on --strategy
+// s2d2: the S2D2 paper runs LLaDA2.x only this way and its reference (phymhan/S2D2
+// LLaDA2/generate_utils.py, generate_ssd_policy) drafts with generate_cached's editing loop.
+// Why --edit-mode and not a new option or a new default: the draft *is* --strategy edit, so its
+// presets, knobs and defaults carry over unchanged (the reference's eval script defaults are the
+// Q pair 0.7 / 0.5), and a LLaDA2.0 checkpoint, which was never trained to edit, keeps S2D2 over
+// block diffusion when the option is absent. The LLaDA2 reference has no causal-commit or
+// causal-draft variant (§5.4 comes from its SDAR code), so --cache-ver / --draft-ver are refused.
+void resolve_llada2_s2d2_edit(const ModelConfig& c, DecodeParams& p) {
+  if (p.s2d2.cache_ver || p.s2d2.draft_ver)
+    fail(
+        "--cache-ver / --draft-ver do not apply to --strategy s2d2 with --edit-mode (the LLaDA2 "
+        "reference verifies the block-causal token-editing draft only)");
+  resolve_llada2_edit(c, p, "--strategy s2d2 with --edit-mode");
 }
 
 }  // namespace
@@ -300,12 +317,18 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (p.strategy != "dllmcache" &&
       (p.dlc_kp != 0 || p.dlc_kr != 0 || p.dlc_rho != DecodeParams{}.dlc_rho))
     fail("--dlc-* options apply to --strategy dllmcache only, not --strategy ", p.strategy);
-  if (p.strategy != "edit" &&
+  const bool llada2_s2d2 = p.strategy == "s2d2" && c.family == "llada2_moe";
+  if (p.strategy != "edit" && !llada2_s2d2 &&
       (!p.edit_mode.empty() || p.editing_threshold >= 0 || p.max_post_steps >= 0))
     fail(
-        "--edit-mode, --editing-threshold and --max-post-steps apply to --strategy edit only "
-        "(LLaDA2.1 token editing), not --strategy ",
-        p.strategy);
+        "--edit-mode, --editing-threshold and --max-post-steps apply to --strategy edit and "
+        "--strategy s2d2 on LLaDA2.x checkpoints (LLaDA2.1 token editing), not --strategy ",
+        p.strategy, " on ", c.family);
+  if (llada2_s2d2 && p.edit_mode.empty() && (p.editing_threshold >= 0 || p.max_post_steps >= 0))
+    fail(
+        "--editing-threshold and --max-post-steps apply to --strategy s2d2 only with --edit-mode "
+        "s|q (S2D2 over LLaDA2.1 token editing; without it the draft is LLaDA2.0 block "
+        "diffusion)");
   if (p.hf_sampling_quirk && c.family != "llada2_moe")
     fail("--hf-sampling-quirk applies to LLaDA2.x checkpoints only, not ", c.family);
   if (p.fuse_commit && (p.strategy != "block" || c.family != "sdar"))
@@ -356,14 +379,17 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
     lookahead = 2 * *p.window;
   } else if (c.family == "llada2_moe") {
     if (p.strategy == "edit") {
-      resolve_llada2_edit(c, p);
+      resolve_llada2_edit(c, p, "--strategy edit");
+    } else if (p.strategy == "s2d2" && !p.edit_mode.empty()) {
+      resolve_llada2_s2d2_edit(c, p);
     } else {
-      // block, and s2d2 over it. The S2D2 paper runs LLaDA2.x only with LLaDA2.1's editing and
-      // says nothing of LLaDA2.0; decided here: the draft is LLaDA2.0's block-diffusion forward
-      // with its defaults (blocks of 32, steps = min(32, max_tokens), threshold 0.95 on the
-      // filtered probability as the fallback rule, the HF-2.0 quirk), the routing keeps S2D2's
-      // defaults (verify always), and EOS ends the answer as in --strategy block (cut at the
-      // first EOS once every token before it is decided; the blocks after it never run).
+      // block, and s2d2 over it (without --edit-mode). The S2D2 paper runs LLaDA2.x only with
+      // LLaDA2.1's editing (resolve_llada2_s2d2_edit) and says nothing of LLaDA2.0; decided
+      // here: the draft is LLaDA2.0's block-diffusion forward with its defaults (blocks of 32,
+      // steps = min(32, max_tokens), threshold 0.95 on the filtered probability as the fallback
+      // rule, the HF-2.0 quirk), the routing keeps S2D2's defaults (verify always), and EOS ends
+      // the answer as in --strategy block (cut at the first EOS once every token before it is
+      // decided; the blocks after it never run).
       resolve_llada2_block(c, p);
     }
   } else if (p.strategy == "block" || p.strategy == "s2d2") {
@@ -454,6 +480,8 @@ std::unique_ptr<Decoder> make_decoder(const ModelConfig& c, const DecodeParams& 
     if (c.family == "llada") return std::make_unique<LladaDecoder>(c, p, prompt);
     return std::make_unique<DreamDecoder>(c, p, prompt);
   }
+  if (p.strategy == "s2d2" && !p.edit_mode.empty())
+    return std::make_unique<S2d2EditDecoder>(c, p, prompt);
   if (p.strategy == "s2d2") return std::make_unique<S2d2Decoder>(c, p, prompt);
   if (p.strategy == "edit") return std::make_unique<TokenEditingDecoder>(c, p, prompt);
   if (c.family == "fast_dllm_v2") return std::make_unique<FastDllmV2Decoder>(c, p, prompt);

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "decode/block_schedule.h"
+#include "decode/s2d2_span.h"
 #include "decode/s2d2_verify.h"
 
 namespace dllm {
@@ -91,34 +92,21 @@ bool S2d2Decoder::plan(SequenceForward& fwd) {
   fwd.write = CacheWrite::kNone;
   fwd.sampler = params_.sampler;
   if (phase_ == Phase::kVerify) {
-    // The block prefix up to the end of C with the span draft-filled (everything before C is
-    // already decoded), then for SDAR one [MASK] per span position.
-    const int32_t end = span_.back() + 1;
-    fwd.tokens.assign(x_.begin() + s, x_.begin() + s + end);
-    for (size_t t = 0; t < span_.size(); ++t)
-      fwd.tokens[static_cast<size_t>(span_[t])] = draft_[t].token;  // draft_ starts with C
-    for (int32_t i = 0; i < end; ++i) fwd.positions.push_back(s + i);
-    if (shifted_) {
-      fwd.rule = AttentionRule::causal();
-      for (int32_t i : span_) fwd.output_rows.push_back(i - 1);
-    } else {
-      for (size_t t = 0; t < span_.size(); ++t) {
-        fwd.tokens.push_back(mask_id_);
-        fwd.positions.push_back(s + span_[t]);
-        fwd.output_rows.push_back(end + static_cast<int32_t>(t));
-      }
-      fwd.rule = AttentionRule::custom(verifier_mask_2l(s, end, span_));
-    }
     verify_key_ = RngKey{params_.seed, params_.sequence_id, static_cast<uint32_t>(forwards_)};
-    // q(x), p(x) and the residual draw come from the backend (the draft forward kept its rows;
-    // draft_ starts with C, so span row t is kept row t).
-    SpanVerify v;
-    for (size_t t = 0; t < span_.size(); ++t) {
-      v.draft_rows.push_back(static_cast<int32_t>(t));
-      v.draft_tokens.push_back(draft_[t].token);
-      v.residual_u.push_back(residual_uniform(verify_key_, s + span_[t]));
+    if (shifted_) {
+      // The block prefix up to the end of C, C draft-filled (everything before C is decoded).
+      const int32_t end = span_.offsets.back() + 1;
+      fwd.tokens.assign(x_.begin() + s, x_.begin() + s + end);
+      for (size_t t = 0; t < span_.offsets.size(); ++t)
+        fwd.tokens[static_cast<size_t>(span_.offsets[t])] = span_.tokens[t];
+      for (int32_t i = 0; i < end; ++i) fwd.positions.push_back(s + i);
+      fwd.rule = AttentionRule::causal();
+      for (int32_t i : span_.offsets) fwd.output_rows.push_back(i - 1);
+      fwd.verify = span_verify(span_, s, verify_key_);
+    } else {
+      plan_aligned_verify(fwd, std::span<const int32_t>(x_).subspan(static_cast<size_t>(s)), s,
+                          span_, mask_id_, verify_key_);
     }
-    fwd.verify = std::move(v);
     ++spec_.verify_calls;
     ++forwards_;
     return true;
@@ -200,20 +188,24 @@ void S2d2Decoder::observe_draft(const SequenceResult& result) {
       draft_[r].confidence = tempered_confidence(params_) ? st.p_token_tempered : st.p_token;
     }
   }
-  // C: the first contiguous run of masks (draft_ is in increasing offset order).
-  span_.clear();
+  // C: the first contiguous run of masks (draft_ is in increasing offset order), so the span's
+  // kept rows are the first ones.
+  span_ = {};
   SpanContext ctx;
   for (size_t r = 0; r < draft_.size(); ++r) {
     if (r > 0 && draft_[r].offset != draft_[r - 1].offset + 1) break;
-    span_.push_back(draft_[r].offset);
+    span_.offsets.push_back(draft_[r].offset);
+    span_.tokens.push_back(draft_[r].token);
+    span_.kept_rows.push_back(static_cast<int32_t>(r));
   }
-  ctx.span_length = static_cast<int32_t>(span_.size());
+  const size_t n_span = span_.offsets.size();
+  ctx.span_length = static_cast<int32_t>(n_span);
   if (params_.s2d2.needs_span_distributions()) {
-    if (result.span_stats.size() < span_.size())
+    if (result.span_stats.size() < n_span)
       fail("s2d2: the draft forward returned ", result.span_stats.size(),
-           " span statistics for a span of ", span_.size());
+           " span statistics for a span of ", n_span);
     ctx.span_rows.assign(result.span_stats.begin(),
-                         result.span_stats.begin() + static_cast<std::ptrdiff_t>(span_.size()));
+                         result.span_stats.begin() + static_cast<std::ptrdiff_t>(n_span));
   }
   for (const Draft& d : draft_)
     if ((shifted_ ? d.confidence : d.p) > params_.threshold) ++ctx.high_confidence;
@@ -247,24 +239,9 @@ void S2d2Decoder::observe_draft(const SequenceResult& result) {
 
 void S2d2Decoder::observe_verify(const SequenceResult& result) {
   const int32_t s = block_start();
-  int32_t decoded = 0;
-  if (result.verify_rows.size() != span_.size())
-    fail("s2d2: the verify forward returned ", result.verify_rows.size(), " rows for a span of ",
-         span_.size());
-  for (size_t t = 0; t < span_.size(); ++t) {
-    const VerifyRow& row = result.verify_rows[t];
-    const int32_t pos = s + span_[t];
-    const double ratio = acceptance_ratio(row.q_token, row.p_token, params_.s2d2.gamma);
-    ++decoded;
-    if (accept_uniform(verify_key_, pos) < ratio) {
-      x_[static_cast<size_t>(pos)] = draft_[t].token;
-      ++spec_.accepted;
-      continue;
-    }
-    x_[static_cast<size_t>(pos)] = row.residual_token;
-    ++spec_.rejected;
-    break;
-  }
+  const int32_t decoded =
+      accept_span(result.verify_rows, span_, params_.s2d2.gamma, verify_key_, s,
+                  std::span<int32_t>(x_).subspan(static_cast<size_t>(s)), spec_);
   phase_ = Phase::kDraft;
   if (shifted_) {
     decoded_in_block_ += decoded;

@@ -26,6 +26,7 @@
 
 #include "decode/decoder.h"
 #include "decode/s2d2_policy.h"
+#include "decode/s2d2_span.h"
 
 namespace dllm {
 
@@ -74,7 +75,7 @@ class S2d2Decoder final : public Decoder {
     float confidence;  // what the family's unmasking rule compares
   };
   std::vector<Draft> draft_;
-  std::vector<int32_t> span_;  // block offsets of C
+  DraftSpan span_;  // C
   RngKey verify_key_;
 };
 

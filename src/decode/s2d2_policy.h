@@ -75,6 +75,13 @@ class S2d2Router {
   bool decide(const SpanContext& ctx);
   // After the step: tokens decoded in it (bandit reward).
   void record(int32_t decoded);
+  // A step without a masked span (LLaDA2.1's post-mask editing forwards): the LLaDA2 reference
+  // (S2D2 LLaDA2/generate_utils.py, generate_ssd_policy) still runs its policy there, scoring
+  // the empty span -inf, which switches hysteresis off; nothing else is decided or learned.
+  void no_span() {
+    hysteresis_on_ = false;
+    action_ = -1;
+  }
   int32_t last_bucket() const { return bucket_; }
 
  private:

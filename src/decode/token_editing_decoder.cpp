@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "decode/sparse_recall_metrics.h"
+#include "decode/token_editing_rule.h"
 
 namespace dllm {
 
@@ -82,24 +83,11 @@ void TokenEditingDecoder::observe(const SequenceResult& result) {
 
 void TokenEditingDecoder::observe_denoise(const SequenceResult& result) {
   const int32_t s = block_start();
-  // M2T: every mask above the threshold, else the most confident one (lower position on ties).
-  std::vector<size_t> fill;
-  size_t best = rows_.size();
-  for (size_t r = 0; r < rows_.size(); ++r) {
-    if (x_[static_cast<size_t>(s + rows_[r])] != mask_id_) continue;
-    const float p = result.stats[r].p_token;
-    if (p > params_.threshold) fill.push_back(r);
-    if (best == rows_.size() || p > result.stats[best].p_token) best = r;
-  }
-  if (fill.empty() && best < rows_.size()) fill.push_back(best);
-  // T2T on the rows that were tokens when the forward was planned.
-  std::vector<size_t> edit;
-  for (size_t r = 0; r < rows_.size(); ++r) {
-    const int32_t current = x_[static_cast<size_t>(s + rows_[r])];
-    const TokenStats& st = result.stats[r];
-    if (current != mask_id_ && st.p_token > params_.editing_threshold && st.token != current)
-      edit.push_back(r);
-  }
+  // Both rules read the rows as they were when the forward was planned.
+  std::vector<int32_t> current;
+  for (int32_t i : rows_) current.push_back(x_[static_cast<size_t>(s + i)]);
+  const auto fill = mask_fills(current, result.stats, mask_id_, params_.threshold);
+  const auto edit = token_edits(current, result.stats, mask_id_, params_.editing_threshold);
   for (size_t r : fill) x_[static_cast<size_t>(s + rows_[r])] = result.stats[r].token;
   for (size_t r : edit) x_[static_cast<size_t>(s + rows_[r])] = result.stats[r].token;
   edits_ += static_cast<int64_t>(edit.size());

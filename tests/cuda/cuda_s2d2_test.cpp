@@ -111,9 +111,10 @@ TEST(CudaS2d2, SpanVerifyKernelMatchesTheHost) {
 // verification included) and, bf16 near-ties aside, produce the CPU's ids.
 TEST(CudaS2d2, GenerationsTrackTheCpu) {
   int cases = 0, identical = 0, verified = 0;
-  for (const char* name : {"sdar-tiny", "fast-dllm-v2-tiny", "llada2-tiny"}) {
+  for (const char* name :
+       {"sdar-tiny-s2d2", "fast-dllm-v2-tiny-s2d2", "llada2-tiny-s2d2", "llada2-tiny-s2d2-edit"}) {
     const auto fx =
-        read_json_file(test::fixtures_dir() / "trajectories" / (std::string(name) + "-s2d2.json"));
+        read_json_file(test::fixtures_dir() / "trajectories" / (std::string(name) + ".json"));
     auto model = Model::load(test::model_fixture(fx["model"]));
     auto gpu = make_cuda_backend(*model);
     auto cpu = make_cpu_backend(*model);

@@ -1,10 +1,13 @@
 // S2D2 trajectories against tools/reference_s2d2.py (an independent PyTorch implementation of the
 // algorithm, method-specs §5) on the tiny SDAR and Fast-dLLM v2 fixtures, and against
-// tools/reference_llada2_methods.py (that loop over LLaDA2.0 block diffusion, with its own LLaDA2
+// tools/reference_llada2_methods.py (that loop over LLaDA2.0 block diffusion, and S2D2 over
+// LLaDA2.1 token editing as phymhan/S2D2 LLaDA2/generate_utils.py runs it, with its own LLaDA2
 // forward) on the llada2-tiny fixture: every policy and estimator, greedy drafting and seeded
-// sampling. Checked: the canvas after every forward, the ids,
-// the finish reason, the forwards and the verify / accept / reject counts.
+// sampling. Checked: the canvas after every forward, the ids, the finish reason, the forwards,
+// the verify / accept / reject counts and, with token editing, the edits.
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 #include "engine/engine_core.h"
 #include "io/json_file.h"
@@ -17,13 +20,12 @@ namespace {
 class S2d2Trajectory : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(S2d2Trajectory, MatchesReferenceAfterEveryForward) {
-  const auto fx =
-      read_json_file(test::fixtures_dir() / "trajectories" / (GetParam() + "-s2d2.json"));
+  const auto fx = read_json_file(test::fixtures_dir() / "trajectories" / (GetParam() + ".json"));
   auto model = Model::load(test::model_fixture(fx["model"]));
   auto backend = make_cpu_backend(*model);
   EngineCore engine(*model, *backend);
   ASSERT_GE(fx["cases"].size(), 15u);
-  int64_t verified = 0, rejected = 0;
+  int64_t verified = 0, rejected = 0, edits = 0;
   for (const auto& c : fx["cases"]) {
     SCOPED_TRACE(c["name"].get<std::string>());
     GenerationRequest req;
@@ -44,6 +46,14 @@ TEST_P(S2d2Trajectory, MatchesReferenceAfterEveryForward) {
     EXPECT_EQ(r.stats.speculation.rejected, e["rejected"].get<int64_t>());
     verified += r.stats.speculation.verify_calls;
     rejected += r.stats.speculation.rejected;
+    if (e.contains("edits")) {
+      const auto& m = r.stats.decoder_metrics;
+      const auto it =
+          std::find_if(m.begin(), m.end(), [](const auto& x) { return x.name == "edits"; });
+      ASSERT_NE(it, m.end());
+      EXPECT_EQ(int64_t(it->value), e["edits"].get<int64_t>());
+      edits += int64_t(it->value);
+    }
     const auto want = e["canvases"].get<std::vector<std::vector<int32_t>>>();
     ASSERT_EQ(canvases.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i)
@@ -52,6 +62,7 @@ TEST_P(S2d2Trajectory, MatchesReferenceAfterEveryForward) {
   // The fixture exercises verification and residual resampling, not only the fallback.
   EXPECT_GT(verified, 0);
   EXPECT_GT(rejected, 0);
+  if (GetParam().ends_with("-edit")) EXPECT_GT(edits, 0);
 }
 
 std::string resolve_error(const std::string& fixture, const DecodeParams& d) {
@@ -91,7 +102,7 @@ TEST(S2d2Resolve, DefaultsAndFamilyChecks) {
   EXPECT_EQ(lr.confidence, ConfidenceKind::kFiltered);
   EXPECT_EQ(lr.s2d2.policy, "span");
   l.editing_threshold = 0.5f;
-  EXPECT_NE(resolve_error("llada2-tiny", l).find("apply to --strategy edit only"),
+  EXPECT_NE(resolve_error("llada2-tiny", l).find("apply to --strategy s2d2 only with --edit-mode"),
             std::string::npos);
   l = d;
   l.sparse.method = SparseMethod::kMage;
@@ -145,10 +156,13 @@ TEST(S2d2Llada2, WithoutVerificationIsBlockDiffusion) {
   EXPECT_EQ(runs, 8);
 }
 
+// Fixture files; the test names drop "-s2d2" (llada2-tiny-s2d2-edit -> llada2_tiny_edit).
 INSTANTIATE_TEST_SUITE_P(Families, S2d2Trajectory,
-                         ::testing::Values("sdar-tiny", "fast-dllm-v2-tiny", "llada2-tiny"),
+                         ::testing::Values("sdar-tiny-s2d2", "fast-dllm-v2-tiny-s2d2",
+                                           "llada2-tiny-s2d2", "llada2-tiny-s2d2-edit"),
                          [](const auto& info) {
                            std::string s = info.param;
+                           s.erase(s.find("-s2d2"), 5);
                            for (char& ch : s)
                              if (ch == '-') ch = '_';
                            return s;

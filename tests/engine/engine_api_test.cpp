@@ -162,6 +162,11 @@ TEST(EngineApi, Llada2S2d2AndMagePerRequest) {
   EXPECT_EQ(a.strategy, "s2d2");
   EXPECT_EQ(a.token_ids.size(), 12u);
   EXPECT_GT(a.stats.verify_calls, 0);
+  Request s2d2_edit = s2d2;  // S2D2 over LLaDA2.1 token editing
+  s2d2_edit.options["edit_mode"] = "q";
+  const RequestResult e = engine.generate(s2d2_edit);
+  EXPECT_EQ(e.token_ids.size(), 12u);
+  EXPECT_GT(e.stats.verify_calls, 0);
   Request mage = r;
   mage.options["sparse"] = "mage";
   mage.options["sparse_k"] = "8";
@@ -186,7 +191,13 @@ TEST(EngineApi, Llada2S2d2AndMagePerRequest) {
   EXPECT_NE(error_of(bad).find("--sparse mage applies to --strategy block"), std::string::npos);
   bad = s2d2;
   bad.options["editing_threshold"] = "0.5";
-  EXPECT_NE(error_of(bad).find("apply to --strategy edit only"), std::string::npos);
+  EXPECT_NE(error_of(bad).find("--editing-threshold and --max-post-steps apply to --strategy s2d2 "
+                               "only with --edit-mode"),
+            std::string::npos);
+  bad = s2d2_edit;
+  bad.options["steps"] = "4";
+  EXPECT_NE(error_of(bad).find("--steps does not apply to --strategy s2d2 with --edit-mode"),
+            std::string::npos);
 }
 
 TEST(EngineApi, ConfigErrorsNameTheSetting) {

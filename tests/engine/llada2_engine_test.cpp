@@ -1,8 +1,8 @@
 // LLaDA2.x through the serving engine on the tiny fixture (tools/reference_llada2.py): block
-// diffusion and token editing (exact and with MAGE) and S2D2 requests — greedy, sampled, with the
-// HF-2.0 sampling quirk, S and Q modes, blocks of 32 and 8 — batched together give the ids each
-// gives alone; the checkpoint's
-// tokenizer and Ling role-format chat template are the ones the engine uses.
+// diffusion and token editing (exact and with MAGE) and S2D2 requests (over block diffusion and
+// over token editing) — greedy, sampled, with the HF-2.0 sampling quirk, S and Q modes, blocks
+// of 32 and 8 — batched together give the ids each gives alone; the checkpoint's tokenizer and
+// Ling role-format chat template are the ones the engine uses.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -63,6 +63,33 @@ std::vector<test::EngineCase> llada2_cases(const Model& model) {
     p.sequence_id = uint32_t(20 + i);
     e.params = resolve_decode_params(model.config(), p, int64_t(e.prompt.size()));
     e.arrival_step = (i * 5) % 9;
+    cases.push_back(std::move(e));
+  }
+  // S2D2 over LLaDA2.1 token editing (draft, 2L verify, post-mask editing forwards, commit).
+  for (int i = 0; i < 6; ++i) {
+    test::EngineCase e;
+    for (int k = 0; k < 3 + (i * 13) % 40; ++k) e.prompt.push_back(int32_t(rng() % 290));
+    DecodeParams p;
+    p.strategy = "s2d2";
+    p.edit_mode = i % 2 ? "q" : "s";
+    if (i % 3 == 0) p.editing_threshold = 0.05f;
+    p.max_tokens = 9 + (i * 7) % 25;
+    if (i % 4 < 2) p.block_length = 8;
+    if (i % 3 == 1) {
+      p.sampler.temperature = 0.9f;
+      p.seed = 500 + uint64_t(i);
+    }
+    if (i == 4) p.hf_sampling_quirk = true;
+    if (i == 5) {
+      p.s2d2.policy = "score";
+      p.s2d2.estimator = "soft-entropy";
+      p.s2d2.score_type = "static";
+      p.s2d2.score_cost = 0.6f;
+    }
+    p.sampler.top_p = -1.0f;
+    p.sequence_id = uint32_t(40 + i);
+    e.params = resolve_decode_params(model.config(), p, int64_t(e.prompt.size()));
+    e.arrival_step = (i * 4) % 7;
     cases.push_back(std::move(e));
   }
   return cases;
@@ -137,7 +164,9 @@ TEST(Llada2Engine, FamilyDefaultsAndBadKnobs) {
   EXPECT_NE(error_of(bad).find("--steps does not apply to --strategy edit"), std::string::npos);
   bad = {};
   bad.editing_threshold = 0.3f;
-  EXPECT_NE(error_of(bad).find("apply to --strategy edit only"), std::string::npos);
+  EXPECT_NE(error_of(bad).find("apply to --strategy edit and --strategy s2d2 on LLaDA2.x "
+                               "checkpoints (LLaDA2.1 token editing), not --strategy block"),
+            std::string::npos);
   bad = {};
   bad.strategy = "full";
   EXPECT_NE(error_of(bad).find("available: block, edit, s2d2"), std::string::npos);

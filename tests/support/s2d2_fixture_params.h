@@ -25,6 +25,12 @@ inline DecodeParams s2d2_params_from(const nlohmann::json& p) {
   d.sampler.top_p = p["top_p"];
   d.seed = p["seed"];
   d.hf_sampling_quirk = p.value("hf_quirk", false);  // LLaDA2.x (tools/reference_llada2_methods.py)
+  // LLaDA2.x: S2D2 over LLaDA2.1 token editing (--edit-mode and its knobs).
+  if (p.contains("edit_mode")) {
+    d.edit_mode = p["edit_mode"];
+    d.editing_threshold = p["editing_threshold"];
+    d.max_post_steps = p["max_post_steps"];
+  }
   const auto& s = p["s2d2"];
   S2d2Params& o = d.s2d2;
   o.policy = s["policy"];
