@@ -2,11 +2,9 @@
 // config has its own head / KV-head / FFN-feature counts, and its tensor store holds copies of
 // its slices under the checkpoint's names, so every backend builds a rank exactly as it builds a
 // whole model; only the partial sums after o and down need the group (an all-reduce).
-#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
-#include "model/layer_desc.h"
 #include "model/model.h"
 #include "model/tensor_parallel_plan.h"
 
