@@ -18,17 +18,15 @@ BlockDiffusionDecoder::BlockDiffusionDecoder(const ModelConfig& config, const De
                                       params.block_length -
                                   prompt_len_ / params.block_length)) {
   const int32_t b = params_.block_length;
-  num_blocks_ = (prompt_len_ + params_.max_tokens + b - 1) / b;
-  x_.assign(static_cast<size_t>(num_blocks_ * b), mask_id_);
-  std::copy(prompt.begin(), prompt.end(), x_.begin());
+  x_ = aligned_block_canvas(prompt, params_.max_tokens, b, mask_id_);
+  num_blocks_ = static_cast<int32_t>(x_.size()) / b;
   schedule_ = transfer_schedule(b, params_.steps);
   block_ = prompt_len_ / b;
   phase_ = block_ > 0 ? Phase::kPrefill : Phase::kDenoise;
 }
 
 bool BlockDiffusionDecoder::block_has_mask() const {
-  const auto begin = x_.begin() + block_start();
-  return std::find(begin, begin + params_.block_length, mask_id_) != begin + params_.block_length;
+  return aligned_block_has_mask(x_, block_, params_.block_length, mask_id_);
 }
 
 bool BlockDiffusionDecoder::plan(SequenceForward& fwd) {

@@ -7,6 +7,21 @@
 
 namespace dllm {
 
+std::vector<int32_t> aligned_block_canvas(const std::vector<int32_t>& prompt, int32_t max_tokens,
+                                          int32_t block_length, int32_t mask_id) {
+  const int64_t len = static_cast<int64_t>(prompt.size()) + max_tokens;
+  const int64_t blocks = (len + block_length - 1) / block_length;
+  std::vector<int32_t> canvas(static_cast<size_t>(blocks * block_length), mask_id);
+  std::copy(prompt.begin(), prompt.end(), canvas.begin());
+  return canvas;
+}
+
+bool aligned_block_has_mask(const std::vector<int32_t>& canvas, int32_t block, int32_t block_length,
+                            int32_t mask_id) {
+  const auto begin = canvas.begin() + static_cast<int64_t>(block) * block_length;
+  return std::find(begin, begin + block_length, mask_id) != begin + block_length;
+}
+
 std::vector<int32_t> transfer_schedule(int32_t block_length, int32_t steps) {
   std::vector<int32_t> n(static_cast<size_t>(steps), block_length / steps);
   for (int32_t i = 0; i < block_length % steps; ++i) ++n[static_cast<size_t>(i)];

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "decode/block_schedule.h"
 #include "decode/token_editing_rule.h"
 
 namespace dllm {
@@ -14,16 +15,14 @@ S2d2EditDecoder::S2d2EditDecoder(const ModelConfig& config, const DecodeParams& 
       prompt_len_(static_cast<int32_t>(prompt.size())),
       router_(params.s2d2) {
   const int32_t b = params_.block_length;
-  num_blocks_ = (prompt_len_ + params_.max_tokens + b - 1) / b;
-  x_.assign(static_cast<size_t>(num_blocks_ * b), mask_id_);
-  std::copy(prompt.begin(), prompt.end(), x_.begin());
+  x_ = aligned_block_canvas(prompt, params_.max_tokens, b, mask_id_);
+  num_blocks_ = static_cast<int32_t>(x_.size()) / b;
   block_ = prompt_len_ / b;  // the prompt's last partial block is decoded with the first tokens
   phase_ = block_ > 0 ? Phase::kPrefill : Phase::kDraft;
 }
 
 bool S2d2EditDecoder::block_has_mask() const {
-  const auto begin = x_.begin() + block_start();
-  return std::find(begin, begin + params_.block_length, mask_id_) != begin + params_.block_length;
+  return aligned_block_has_mask(x_, block_, params_.block_length, mask_id_);
 }
 
 bool S2d2EditDecoder::plan(SequenceForward& fwd) {

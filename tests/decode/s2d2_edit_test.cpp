@@ -8,6 +8,7 @@
 
 #include "engine/engine_core.h"
 #include "support/test_paths.h"
+#include "support/unverified_s2d2.h"
 
 namespace dllm {
 namespace {
@@ -42,25 +43,14 @@ TEST(S2d2Edit, WithoutVerificationIsTokenEditing) {
         d.sampler.temperature = temperature;
         d.hf_sampling_quirk = quirk;
         d.seed = 17;
-        GenerationRequest req;
-        req.prompt = prompt;
-        std::vector<std::vector<int32_t>> canvases[2];
-        GenerationResult results[2];
-        for (int s = 0; s < 2; ++s) {
-          DecodeParams p = d;
-          p.strategy = s ? "s2d2" : "edit";
-          if (s) p.s2d2.span_min = 1000;
-          req.params = resolve_decode_params(model->config(), p, int64_t(prompt.size()));
-          results[s] = engine.generate(
-              req, {}, [&](const Decoder& dec) { canvases[s].push_back(dec.canvas()); });
-        }
-        EXPECT_FALSE(results[0].ids.empty());
-        EXPECT_EQ(results[1].ids, results[0].ids);
-        EXPECT_EQ(results[1].stats.forwards, results[0].stats.forwards);
-        EXPECT_EQ(results[1].stats.speculation.verify_calls, 0);
-        EXPECT_EQ(metric(results[1], "edits"), metric(results[0], "edits"));
-        EXPECT_EQ(canvases[1], canvases[0]);
-        edits += int64_t(metric(results[0], "edits"));
+        const auto r = test::decode_plain_and_unverified_s2d2(engine, *model, prompt, d, "edit");
+        EXPECT_FALSE(r.plain.ids.empty());
+        EXPECT_EQ(r.s2d2.ids, r.plain.ids);
+        EXPECT_EQ(r.s2d2.stats.forwards, r.plain.stats.forwards);
+        EXPECT_EQ(r.s2d2.stats.speculation.verify_calls, 0);
+        EXPECT_EQ(metric(r.s2d2, "edits"), metric(r.plain, "edits"));
+        EXPECT_EQ(r.s2d2_canvases, r.plain_canvases);
+        edits += int64_t(metric(r.plain, "edits"));
       }
   EXPECT_GT(edits, 0) << "the comparison must cover real edits";
 }

@@ -13,6 +13,7 @@
 #include "io/json_file.h"
 #include "support/s2d2_fixture_params.h"
 #include "support/test_paths.h"
+#include "support/unverified_s2d2.h"
 
 namespace dllm {
 namespace {
@@ -62,7 +63,9 @@ TEST_P(S2d2Trajectory, MatchesReferenceAfterEveryForward) {
   // The fixture exercises verification and residual resampling, not only the fallback.
   EXPECT_GT(verified, 0);
   EXPECT_GT(rejected, 0);
-  if (GetParam().ends_with("-edit")) EXPECT_GT(edits, 0);
+  if (GetParam().ends_with("-edit")) {
+    EXPECT_GT(edits, 0);
+  }
 }
 
 std::string resolve_error(const std::string& fixture, const DecodeParams& d) {
@@ -135,23 +138,12 @@ TEST(S2d2Llada2, WithoutVerificationIsBlockDiffusion) {
         d.sampler.temperature = temperature;
         d.hf_sampling_quirk = quirk;
         d.seed = 17;
-        GenerationRequest req;
-        req.prompt = prompt;
-        std::vector<std::vector<int32_t>> canvases[2];
-        GenerationResult results[2];
-        for (int s = 0; s < 2; ++s) {
-          DecodeParams p = d;
-          p.strategy = s ? "s2d2" : "block";
-          if (s) p.s2d2.span_min = 1000;
-          req.params = resolve_decode_params(model->config(), p, int64_t(prompt.size()));
-          results[s] = engine.generate(
-              req, {}, [&](const Decoder& dec) { canvases[s].push_back(dec.canvas()); });
-        }
-        EXPECT_EQ(results[1].ids, results[0].ids);
-        EXPECT_EQ(results[1].stats.forwards, results[0].stats.forwards);
-        EXPECT_EQ(results[1].stats.speculation.verify_calls, 0);
-        EXPECT_EQ(canvases[1], canvases[0]);
-        runs += !results[0].ids.empty();
+        const auto r = test::decode_plain_and_unverified_s2d2(engine, *model, prompt, d, "block");
+        EXPECT_EQ(r.s2d2.ids, r.plain.ids);
+        EXPECT_EQ(r.s2d2.stats.forwards, r.plain.stats.forwards);
+        EXPECT_EQ(r.s2d2.stats.speculation.verify_calls, 0);
+        EXPECT_EQ(r.s2d2_canvases, r.plain_canvases);
+        runs += !r.plain.ids.empty();
       }
   EXPECT_EQ(runs, 8);
 }
