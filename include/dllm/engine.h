@@ -33,6 +33,10 @@ namespace dllm {
 struct EngineConfig {
   std::string model;            // checkpoint directory (config.json, safetensors, tokenizer.json)
   std::string device = "auto";  // auto (CUDA when available) | cpu | cuda
+  // Tensor parallel: the model's heads and FFN features split over this many ranks (GPUs
+  // 0..N-1 joined by NCCL; on the CPU, threads of one process — the reference path, no faster).
+  // 1: one device. KV memory (kv_cache_bytes, gpu_memory_utilization) is per device.
+  int32_t tensor_parallel = 1;
   // KV pool size in bytes; 0: gpu_memory_utilization on CUDA, 1 GiB on the CPU.
   int64_t kv_cache_bytes = 0;
   // CUDA, when kv_cache_bytes is 0: the share of the GPU's total memory the engine may hold in

@@ -19,7 +19,11 @@
 
 namespace dllm {
 
+class TensorParallelBackend;
+
 class Backend {
+  friend class TensorParallelBackend;  // drives its ranks' protected storage calls
+
  public:
   virtual ~Backend() = default;
   virtual std::string name() const = 0;
@@ -40,6 +44,15 @@ class Backend {
   // The pool; a default one (default_kv_pool_bytes()) is created on first use when none was.
   KvPool& kv_pool();
   bool has_kv_pool() const { return pool_ != nullptr; }
+  // Tensor parallel (tensor_parallel_backend.h): this backend computes one rank of a group whose
+  // coordinator owns `pool` and does every cache's bookkeeping once per forward — reserving,
+  // un-sharing pages (copy_group_pages) and committing. Allocates this rank's storage for the
+  // pool; from then on forward() only reads the caches and writes this rank's K/V.
+  void join_group_pool(KvPool& pool);
+  // The coordinator's page copies (KvCache::prepare_writes), made in this rank's storage.
+  void copy_group_pages(std::span<const std::pair<int32_t, int32_t>> copies) {
+    if (!copies.empty()) copy_kv_pages(copies);
+  }
   // A cache for one sequence over the pool, with `capacity` slots reserved up front (it grows
   // as needed while the pool has pages).
   std::unique_ptr<KvCache> create_cache(int64_t capacity);
@@ -84,9 +97,15 @@ class Backend {
   // shared with other sequences by private copies (KvCache::prepare_writes).
   void prepare_cache_writes(KvCache& cache, std::span<const int32_t> query_slots,
                             int64_t needed_capacity);
+  // After a forward wrote `query_slots` of `cache`: their positions, and the new length of an
+  // append (commit_cache_writes in sequence_slots.h). Nothing for a rank of a group.
+  void commit_cache_writes(const SequenceForward& seq, KvCache& cache,
+                           std::span<const int32_t> query_slots);
 
  private:
-  std::unique_ptr<KvPool> pool_;
+  std::unique_ptr<KvPool> own_pool_;
+  KvPool* pool_ = nullptr;   // own_pool_, or the group's (join_group_pool)
+  bool group_rank_ = false;  // the group's coordinator keeps the caches
 };
 
 // Validates one request against the model; shared by every backend.
@@ -124,7 +143,9 @@ double time_cuda_dense_prefill(int n, int block_size, int heads, int kv_heads, i
 // on random bf16 Q/K/V of its length. Error when built without CUDA.
 double time_cuda_sparse_prefill(const SparsePrefillPlan& plan, int heads, int kv_heads,
                                 int head_dim, int reps);
-// "cpu", "cuda" or "auto" (CUDA when available, else CPU).
-std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device);
+// "cpu", "cuda" or "auto" (CUDA when available, else CPU); with tensor_parallel > 1 a group of
+// that many ranks (tensor_parallel_backend.h). `model` must outlive the backend.
+std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device,
+                                      int tensor_parallel = 1);
 
 }  // namespace dllm

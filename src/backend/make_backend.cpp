@@ -5,6 +5,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_ops.h"
+#include "backend/tensor_parallel_backend.h"
 #include "core/error.h"
 #include "vision/vision_encoder.h"
 
@@ -80,7 +81,9 @@ double measure_gemm_rate(const std::string& device) {
   return best;
 }
 
-std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device) {
+std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device,
+                                      int tensor_parallel) {
+  if (tensor_parallel != 1) return make_tensor_parallel_backend(model, device, tensor_parallel);
   if (device == "cpu") return make_cpu_backend(model);
   if (device == "cuda") return make_cuda_backend(model, 0);
   if (device == "auto")

@@ -48,4 +48,15 @@ std::vector<int32_t> query_slots_of(const SequenceForward& seq, const KvCache* c
   return slots;
 }
 
+void commit_cache_writes(const SequenceForward& seq, KvCache& cache,
+                         std::span<const int32_t> query_slots) {
+  for (size_t i = 0; i < query_slots.size(); ++i)
+    cache.set_position(query_slots[i], seq.positions[i]);
+  if (seq.write == CacheWrite::kAppend) {
+    const int64_t committed =
+        seq.append_count >= 0 ? seq.append_count : static_cast<int64_t>(seq.tokens.size());
+    cache.set_length(cache.length() + committed);
+  }
+}
+
 }  // namespace dllm

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "backend/forward_batch.h"
@@ -30,5 +31,10 @@ SequenceSlots plan_sequence_slots(const SequenceForward& seq, const KvCache* cac
 // Where the queries' fresh K/V go, without listing the visible slots (the scheduler's page
 // accounting, every step): the same query_slots as plan_sequence_slots().
 std::vector<int32_t> query_slots_of(const SequenceForward& seq, const KvCache* cache);
+
+// After a forward wrote `query_slots` (query i at query_slots[i]) of `cache`: each slot's
+// position, and for kAppend the new committed length. Every backend's last step of a forward.
+void commit_cache_writes(const SequenceForward& seq, KvCache& cache,
+                         std::span<const int32_t> query_slots);
 
 }  // namespace dllm

@@ -56,11 +56,23 @@ CLI::Option* add_cpu_matmul_option(CLI::App& cmd) {
       "multiply-adds per cycle, bf16 accuracy; backend/cpu/gemm_bf16.h)");
 }
 
+CLI::Option* add_tensor_parallel_option(CLI::App& cmd, int32_t& world) {
+  return cmd.add_option_function<int32_t>(
+      "--tensor-parallel",
+      [&world](const int32_t& n) {
+        if (n < 1 || n > 64) fail("--tensor-parallel must be in [1, 64] (got ", n, ")");
+        world = n;
+      },
+      "Split the model over N ranks, Megatron style: GPUs 0..N-1 joined by NCCL (on the CPU, "
+      "N threads: the reference path, no faster). Default 1");
+}
+
 void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("-m,--model", c.model,
                  "Checkpoint directory (default: the embedded models/tiny-block)");
   cmd.add_option("--device", c.device, "auto (CUDA when available) | cpu | cuda");
   const char* g = "Engine";
+  add_tensor_parallel_option(cmd, c.tensor_parallel)->group(g);
   cmd.add_option_function<double>(
          "--kv-cache-memory",
          [&c](const double& gib) {

@@ -13,7 +13,7 @@
 #include "model/tensor_parallel_plan.h"
 #include "support/rel_error.h"
 #include "support/test_paths.h"
-#include "support/thread_all_reduce.h"
+#include "backend/cpu/thread_all_reduce.h"
 
 namespace dllm {
 namespace {
@@ -52,7 +52,7 @@ std::vector<std::vector<float>> ranks_logits(const Model& whole, int world) {
   const auto layers = describe_layers(whole.config());
   std::vector<std::unique_ptr<Model>> shards;
   std::vector<std::unique_ptr<cpu_backend::CpuBackend>> backends;
-  test::ThreadAllReduce all_reduce(world);
+  cpu_backend::ThreadAllReduce all_reduce(world);
   for (int r = 0; r < world; ++r) {
     shards.push_back(
         Model::shard(whole, plan_tensor_parallel(layers, whole.config().vocab_size, r, world)));

@@ -384,13 +384,7 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
       reuse_finish(run);
       continue;
     }
-    for (size_t i = 0; i < run.query_slots.size(); ++i)
-      run.cache->set_position(run.query_slots[i], seq.positions[i]);
-    if (seq.write == CacheWrite::kAppend) {
-      const int64_t committed =
-          seq.append_count >= 0 ? seq.append_count : static_cast<int64_t>(seq.tokens.size());
-      run.cache->set_length(run.cache->length() + committed);
-    }
+    commit_cache_writes(seq, *run.cache, run.query_slots);
   }
   // Outputs: final norm + LM head on the wanted rows only.
   compute_outputs(batch, runs, x.data(), results);

@@ -19,6 +19,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_forward_plan.h"
+#include "backend/cuda/device_all_reduce.h"
 #include "backend/cuda/device_buffer.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/sparse_prefill.h"
@@ -77,6 +78,15 @@ class CudaBackend final : public Backend {
   void set_profiling(bool on) override;
   std::optional<double> profiled_moe_experts_touched() const override;
   std::vector<std::pair<std::string, double>> profile() const override { return profile_; }
+
+  // Tensor parallel (a rank of Model::shard): the group's sum of each block's partial output
+  // rows, after the o and the down projection; rank 0 adds its partial to the residual stream,
+  // the others contribute theirs alone (enqueue_layer). Unset for a whole model.
+  void set_partial_sum_reduce(DeviceAllReduce* reduce, int rank) {
+    group_sum_ = reduce;
+    lead_rank_ = rank == 0;
+    drop_graphs();
+  }
 
  protected:
   void allocate_kv_storage(int64_t num_slots) override;
@@ -226,6 +236,8 @@ class CudaBackend final : public Backend {
   uint64_t graph_uses_ = 0;
 
   bool profiling_ = false;
+  DeviceAllReduce* group_sum_ = nullptr;  // set_partial_sum_reduce
+  bool lead_rank_ = true;
   // While profiling: the routed experts with rows, summed over the MoE layers run (what the
   // rows actually touch; profiled_moe_experts_touched()).
   int64_t moe_touched_ = 0, moe_layer_runs_ = 0;

@@ -198,8 +198,18 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
   // attention call, which reads its plan before its programmatic-launch wait (with Quest in the
   // batch: after its selection, which needs this layer's queries).
   if (!plan.any_quest) enqueue_sparse_keys(plan, li);
-  // Outputs go straight into the residual stream when every row is recomputed.
+  // Outputs go straight into the residual stream when every row is recomputed. In a
+  // tensor-parallel group each rank's o / down output is a partial sum over its heads / features:
+  // only rank 0 adds its partial to the residual, the others write theirs alone, and the sum in
+  // place leaves residual + every partial on every rank.
   auto block_out = [&]() -> float* { return rows.all ? x_.get() : block_out_.get(); };
+  const bool accumulate = rows.all && lead_rank_;
+  auto sum_over_group = [&] {
+    if (!group_sum_) return;
+    op_begin("all-reduce");
+    group_sum_->sum(block_out(), static_cast<int64_t>(M) * h, stream_);
+    op_end();
+  };
   if (M > 0) {
     op_begin("norms");
     cuda::rms_norm(x_.get(), rows.rows, L.attn_norm.get(), xn_.get(), M, static_cast<int>(h), eps,
@@ -241,8 +251,9 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
     if (plan.any_sparse_select) enqueue_sparse_selection(plan, li);
     op_begin("gemm");
     cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), block_out(), CUDA_R_32F, M, static_cast<int>(h),
-                  static_cast<int>(qd), rows.all);
+                  static_cast<int>(qd), accumulate);
     op_end();
+    sum_over_group();
   }
   if (!rows.all) add_block_output(plan, li, rows, /*ffn=*/false);
   if (M > 0) {
@@ -250,7 +261,8 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
     cuda::rms_norm(x_.get(), rows.rows, L.mlp_norm.get(), xn_.get(), M, static_cast<int>(h), eps,
                    stream_);
     op_end();
-    enqueue_ffn(li, M, block_out(), rows.all);
+    enqueue_ffn(li, M, block_out(), accumulate);
+    sum_over_group();
   }
   if (!rows.all) add_block_output(plan, li, rows, /*ffn=*/true);
 }

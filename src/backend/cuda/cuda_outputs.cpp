@@ -170,14 +170,8 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
     const SequenceForward& seq = *p.seq;
     SequenceResult& r = results[si];
     // Commit: positions of every written slot, and the new length for appends.
-    for (size_t i = 0; i < p.query_slots.size(); ++i)
-      p.cache->set_position(p.query_slots[i], seq.positions[i]);
+    commit_cache_writes(seq, *p.cache, p.query_slots);
     if (p.reuse_first) p.cache->set_length(p.rows);
-    if (seq.write == CacheWrite::kAppend) {
-      const int64_t committed =
-          seq.append_count >= 0 ? seq.append_count : static_cast<int64_t>(seq.tokens.size());
-      p.cache->set_length(p.cache->length() + committed);
-    }
     const int64_t m = static_cast<int64_t>(seq.output_rows.size());
     if (m > 0 && seq.want_stats) {
       r.stats.resize(static_cast<size_t>(m));

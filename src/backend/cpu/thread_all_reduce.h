@@ -1,6 +1,7 @@
-// A sum over the threads of one process, one thread per tensor-parallel rank: the CPU tests'
-// stand-in for NCCL's all-reduce (the GPU path's). Every rank gets the same bits: the sum is
-// taken in rank order by rank 0.
+// A sum over the threads of one process, one thread per tensor-parallel rank: the CPU backend's
+// all-reduce (the CUDA backend's is NCCL, nccl_group.h). Every rank gets the same bits: rank 0
+// adds the parts in rank order. abort() releases every waiting rank with an Error, so a rank that
+// failed never leaves the others blocked.
 #pragma once
 
 #include <condition_variable>
@@ -8,7 +9,9 @@
 #include <mutex>
 #include <vector>
 
-namespace dllm::test {
+#include "core/error.h"
+
+namespace dllm::cpu_backend {
 
 class ThreadAllReduce {
  public:
@@ -29,15 +32,24 @@ class ThreadAllReduce {
     barrier(lock);  // every rank has copied it (rank 0 may start the next sum)
   }
 
+  // Ends every current and later sum with an Error (a rank failed; the group is unusable).
+  void abort() {
+    std::lock_guard lock(mutex_);
+    aborted_ = true;
+    changed_.notify_all();
+  }
+
  private:
   void barrier(std::unique_lock<std::mutex>& lock) {
+    if (aborted_) fail("the tensor-parallel group was aborted after a rank failed");
     const int64_t generation = generation_;
     if (++arrived_ == world_) {
       arrived_ = 0;
       ++generation_;
       changed_.notify_all();
     } else {
-      changed_.wait(lock, [&] { return generation_ != generation; });
+      changed_.wait(lock, [&] { return generation_ != generation || aborted_; });
+      if (aborted_) fail("the tensor-parallel group was aborted after a rank failed");
     }
   }
 
@@ -48,6 +60,7 @@ class ThreadAllReduce {
   std::condition_variable changed_;
   int arrived_ = 0;
   int64_t generation_ = 0;
+  bool aborted_ = false;
 };
 
-}  // namespace dllm::test
+}  // namespace dllm::cpu_backend

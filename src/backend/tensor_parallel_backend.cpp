@@ -1,0 +1,207 @@
+#include "backend/tensor_parallel_backend.h"
+
+#include <algorithm>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/thread_all_reduce.h"
+#include "backend/sequence_slots.h"
+#include "core/error.h"
+#include "model/layer_desc.h"
+#include "model/tensor_parallel_plan.h"
+
+namespace dllm {
+
+namespace {
+
+// One method state per rank: each rank keeps its own heads' share of a sequence's method data.
+class GroupMethodState final : public MethodState {
+ public:
+  std::vector<std::unique_ptr<MethodState>> ranks;
+};
+
+// The options whose per-head data a rank cannot give for the whole model yet.
+void refuse_unsplit_requests(const SequenceForward& seq, size_t index) {
+  const char* what = nullptr;
+  if (seq.dllm_cache)
+    what = "--strategy dllm-cache (each rank would choose its rows from its own heads)";
+  else if (seq.want_attention_rows || seq.want_attention_rollout)
+    what = "d2Cache's attention rollout (--strategy d2cache: each rank sees its heads only)";
+  else if (seq.want_layer_qk)
+    what = "the pattern search's per-layer queries and keys";
+  else if (seq.sparse_prefill)
+    what = "--sparse-prefill (its patterns are per query head of the whole model)";
+  else if (seq.sparse && seq.sparse->want_selection)
+    what = "--sparse-recall (each rank selects for its own KV heads)";
+  if (what) fail("forward request ", index, ": ", what, " does not combine with --tensor-parallel");
+}
+
+}  // namespace
+
+TensorParallelBackend::TensorParallelBackend(const Model& whole, int world, RankGroup group)
+    : config_(whole.config()), group_(std::move(group)) {
+  if (world < 1) fail("--tensor-parallel must be at least 1 (got ", world, ")");
+  const auto layers = describe_layers(config_);
+  for (int r = 0; r < world; ++r)
+    shards_.push_back(
+        Model::shard(whole, plan_tensor_parallel(layers, config_.vocab_size, r, world)));
+  threads_ = std::make_unique<RankThreads>(world);
+  ranks_.resize(static_cast<size_t>(world));
+  threads_->run_all([&](int r) { ranks_[size_t(r)] = group_.make_rank(*shards_[size_t(r)], r); });
+}
+
+TensorParallelBackend::~TensorParallelBackend() {
+  // Each rank's device memory is freed on its own thread, before the collective goes.
+  threads_->run_all([&](int r) { ranks_[size_t(r)].reset(); });
+}
+
+std::string TensorParallelBackend::name() const {
+  return ranks_[0]->name() + " x" + std::to_string(world()) + " tensor-parallel";
+}
+
+std::pair<int64_t, int64_t> TensorParallelBackend::device_memory() const {
+  // Per device: the fullest rank's free bytes bound what every rank may still allocate.
+  std::vector<std::pair<int64_t, int64_t>> each(ranks_.size());
+  threads_->run_all([&](int r) { each[size_t(r)] = ranks_[size_t(r)]->device_memory(); });
+  return *std::min_element(each.begin(), each.end());
+}
+
+int64_t TensorParallelBackend::activation_bytes(int64_t rows) const {
+  return ranks_[0]->activation_bytes(rows);
+}
+
+int64_t TensorParallelBackend::kv_bytes_per_slot() const {
+  return ranks_[0]->kv_bytes_per_slot();  // per device, as the pool is sized per device
+}
+
+int64_t TensorParallelBackend::default_kv_pool_bytes() const {
+  int64_t bytes = 0;
+  threads_->run_on(0, [&] { bytes = ranks_[0]->default_kv_pool_bytes(); });
+  return bytes;
+}
+
+void TensorParallelBackend::allocate_kv_storage(int64_t num_slots) {
+  KvPool& pool = kv_pool();  // create_kv_pool() sets it before allocating
+  if (pool.num_slots() != num_slots) fail("internal: the group's pool changed while allocating");
+  threads_->run_all([&](int r) { ranks_[size_t(r)]->join_group_pool(pool); });
+}
+
+void TensorParallelBackend::copy_kv_pages(std::span<const std::pair<int32_t, int32_t>> copies) {
+  threads_->run_all([&](int r) { ranks_[size_t(r)]->copy_group_pages(copies); }, group_.abort);
+}
+
+std::unique_ptr<MethodState> TensorParallelBackend::create_method_state() {
+  auto state = std::make_unique<GroupMethodState>();
+  for (auto& rank : ranks_) state->ranks.push_back(rank->create_method_state());
+  return state;
+}
+
+void TensorParallelBackend::check_forward(const SequenceForward& seq, size_t index) const {
+  refuse_unsplit_requests(seq, index);
+  ranks_[0]->check_forward(seq, index);
+}
+
+void TensorParallelBackend::check_usable() const {
+  if (!failure_.empty())
+    fail("the tensor-parallel group stopped after a rank failed (", failure_,
+         "); restart the engine");
+}
+
+std::vector<SequenceResult> TensorParallelBackend::forward(std::span<const SequenceForward> batch) {
+  check_usable();
+  for (size_t i = 0; i < batch.size(); ++i) {
+    validate_forward(config_, batch[i], i);
+    check_forward(batch[i], i);
+  }
+  // The bookkeeping, once for the group: a cache-less request gets an empty cache of the pool
+  // (the same keys: nothing committed, its queries after it), then every cache reserves and
+  // un-shares the slots it writes.
+  std::vector<SequenceForward> shared(batch.begin(), batch.end());
+  std::vector<std::unique_ptr<KvCache>> scratch;
+  std::vector<std::vector<int32_t>> query_slots(batch.size());
+  std::vector<std::pair<int32_t, int32_t>> copies;
+  for (size_t i = 0; i < shared.size(); ++i) {
+    SequenceForward& seq = shared[i];
+    if (!seq.cache) seq.cache = scratch.emplace_back(std::make_unique<KvCache>(kv_pool())).get();
+    if (&seq.cache->pool() != &kv_pool()) fail("the cache was not created by this backend");
+    const SequenceSlots slots = plan_sequence_slots(seq, seq.cache, i);
+    seq.cache->reserve(slots.needed_capacity);
+    for (const auto& copy : seq.cache->prepare_writes(slots.query_slots)) copies.push_back(copy);
+    query_slots[i] = slots.query_slots;
+  }
+  std::vector<std::vector<SequenceResult>> results(ranks_.size());
+  try {
+    threads_->run_all(
+        [&](int r) {
+          std::vector<SequenceForward> mine = shared;
+          for (SequenceForward& seq : mine)
+            if (seq.state)
+              seq.state = static_cast<GroupMethodState&>(*seq.state).ranks[size_t(r)].get();
+          ranks_[size_t(r)]->copy_group_pages(copies);
+          results[size_t(r)] = ranks_[size_t(r)]->forward(mine);
+        },
+        group_.abort);
+  } catch (const std::exception& e) {
+    failure_ = e.what();
+    throw;
+  }
+  for (size_t i = 0; i < shared.size(); ++i)
+    if (batch[i].cache) dllm::commit_cache_writes(batch[i], *batch[i].cache, query_slots[i]);
+  return std::move(results[0]);
+}
+
+void TensorParallelBackend::fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) {
+  check_usable();
+  // One rank after the other: each fills its KV heads; the bookkeeping they repeat is the same.
+  for (int r = 0; r < world(); ++r)
+    threads_->run_on(r, [&] { ranks_[size_t(r)]->fill_cache_random(cache, n, seed); });
+}
+
+void TensorParallelBackend::set_profiling(bool on) {
+  threads_->run_on(0, [&] { ranks_[0]->set_profiling(on); });
+}
+
+std::vector<std::pair<std::string, double>> TensorParallelBackend::profile() const {
+  std::vector<std::pair<std::string, double>> out;
+  threads_->run_on(0, [&] { out = ranks_[0]->profile(); });
+  return out;
+}
+
+namespace {
+
+RankGroup cpu_rank_group(int world) {
+  auto sum = std::make_shared<cpu_backend::ThreadAllReduce>(world);
+  RankGroup g;
+  g.make_rank = [sum](const Model& shard, int rank) -> std::unique_ptr<Backend> {
+    auto backend = std::make_unique<cpu_backend::CpuBackend>(shard);
+    backend->set_partial_sum_reduce(
+        [sum, rank](float* rows, int64_t count) { (*sum)(rank, rows, count); });
+    return backend;
+  };
+  g.abort = [sum] { sum->abort(); };
+  g.collective = sum;
+  return g;
+}
+
+}  // namespace
+
+#ifdef DLLM_HAVE_CUDA
+RankGroup cuda_rank_group(int world);  // backend/cuda/cuda_rank_group.cpp
+#else
+static RankGroup cuda_rank_group(int) {
+  fail("this dllm was built without CUDA (rebuild where nvcc is installed)");
+}
+#endif
+
+std::unique_ptr<Backend> make_tensor_parallel_backend(const Model& whole, const std::string& device,
+                                                      int world) {
+  if (world < 1 || world > 64) fail("--tensor-parallel must be in [1, 64] (got ", world, ")");
+  if (device == "cpu")
+    return std::make_unique<TensorParallelBackend>(whole, world, cpu_rank_group(world));
+  if (device == "cuda" || (device == "auto" && cuda_available()))
+    return std::make_unique<TensorParallelBackend>(whole, world, cuda_rank_group(world));
+  if (device == "auto")
+    return std::make_unique<TensorParallelBackend>(whole, world, cpu_rank_group(world));
+  fail("--device '", device, "' (expected auto, cpu or cuda)");
+}
+
+}  // namespace dllm

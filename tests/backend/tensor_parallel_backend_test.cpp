@@ -1,0 +1,218 @@
+// The tensor-parallel backend (issue 27) behind the engine: requests of every strategy, batched
+// with staggered arrivals and shared prompt prefixes (the coordinator reserves, un-shares and
+// commits the caches; each rank copies pages in its own storage), give the ids one device gives
+// them alone. On the CPU the ranks are threads; tests/cuda runs the NCCL group.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <filesystem>
+#include <numeric>
+
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/thread_all_reduce.h"
+#include "backend/tensor_parallel_backend.h"
+#include "core/error.h"
+#include "engine/engine_core.h"
+#include "support/engine_runs.h"
+#include "support/rel_error.h"
+#include "support/test_paths.h"
+
+namespace dllm {
+namespace {
+
+std::filesystem::path embedded(const std::string& name) {
+  return test::models_dir() / name;
+}
+
+struct Case {
+  const char* model;
+  int world;
+  std::vector<std::string> strategies;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.model << " at TP " << c.world;
+}
+
+class TensorParallelEngine : public ::testing::TestWithParam<Case> {};
+
+TEST_P(TensorParallelEngine, BatchedRanksGiveOneDevicesIds) {
+  const Case c = GetParam();
+  auto model = Model::load(embedded(c.model));
+  const auto cases = test::mixed_cases(*model, c.strategies, 12, 8);
+  auto one_device = make_cpu_backend(*model);
+  const auto alone = test::run_alone(*model, *one_device, cases);
+  auto group = make_tensor_parallel_backend(*model, "cpu", c.world);
+  EngineCore core(*model, *group);
+  const auto together = test::run_together(core, cases);
+  ASSERT_EQ(alone.size(), together.size());
+  for (size_t i = 0; i < alone.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i) + " " + cases[i].params.strategy);
+    EXPECT_EQ(together[i].error, "");
+    EXPECT_EQ(together[i].finishes, 1);
+    EXPECT_FALSE(alone[i].ids.empty());
+    EXPECT_EQ(together[i].ids, alone[i].ids);
+    EXPECT_EQ(together[i].finish_reason, alone[i].finish_reason);
+  }
+  EXPECT_GT(core.counters().sequences_in_steps, 2 * core.counters().steps)
+      << "the requests must actually share forwards";
+  EXPECT_EQ(core.kv_pool().used_pages(), 0) << "every page is back in the pool";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    EmbeddedModels, TensorParallelEngine,
+    ::testing::Values(Case{"tiny-block", 1, {"block", "s2d2"}},
+                      Case{"tiny-block",
+                           2,
+                           {"block", "s2d2", "ar", "block+mage", "block+quest", "block+sparsed"}},
+                      Case{"tiny-block", 4, {"block", "s2d2", "ar"}},  // KV heads replicated
+                      Case{"tiny-full", 2, {"full", "fastdllm"}},
+                      Case{"tiny-causal", 2, {"wedlm", "ar"}}),
+    [](const auto& info) {
+      std::string s = std::string(info.param.model) + "_tp" + std::to_string(info.param.world);
+      for (char& ch : s)
+        if (ch == '-') ch = '_';
+      return s;
+    });
+
+// A prompt shared by several requests is prefilled once: the later requests read its pages,
+// the same physical pages in every rank's storage.
+TEST(TensorParallelEngine, SharedPromptPagesServeEveryRank) {
+  auto model = Model::load(embedded("tiny-block"));
+  auto cases = test::mixed_cases(*model, {"ar", "block"}, 4, 0);
+  std::vector<int32_t> prompt;  // three pages
+  while (prompt.size() < 48)
+    prompt.insert(prompt.end(), cases[0].prompt.begin(), cases[0].prompt.end());
+  prompt.resize(48);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    cases[i].prompt = prompt;
+    cases[i].arrival_step = 3 * static_cast<int>(i);
+  }
+  auto one_device = make_cpu_backend(*model);
+  const auto alone = test::run_alone(*model, *one_device, cases);
+  auto group = make_tensor_parallel_backend(*model, "cpu", 2);
+  EngineCore core(*model, *group);
+  const auto together = test::run_together(core, cases);
+  for (size_t i = 0; i < alone.size(); ++i) EXPECT_EQ(together[i].ids, alone[i].ids) << i;
+  EXPECT_GT(core.kv_pool().prefix_hits(), 0) << "the prompt's pages must be shared";
+}
+
+SequenceForward rows_at(const std::vector<int32_t>& ids, int32_t first_position) {
+  SequenceForward f;
+  f.tokens = ids;
+  f.positions.resize(ids.size());
+  std::iota(f.positions.begin(), f.positions.end(), first_position);
+  f.rule = AttentionRule::block_causal(4);
+  f.want_logits = true;
+  f.output_rows.resize(ids.size());
+  std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
+  return f;
+}
+
+// Copy-on-write under the group: sequence B maps A's prompt page, then rewrites one of its slots
+// (write-at-slots): the coordinator gives B a private copy, which every rank must make in its
+// own storage. Then a block over each cache: A must still see its own K/V, B its copy plus the
+// rewritten slot — the logits of one device doing the same.
+std::vector<float> rewrite_a_shared_page(Backend& backend) {
+  const std::vector<int32_t> prompt = {3, 99, 17, 250, 5, 8, 41, 7, 12, 290, 64, 33, 2, 81, 9, 14};
+  auto a = backend.create_cache(32);
+  SequenceForward fill = rows_at(prompt, 0);
+  fill.cache = a.get();
+  fill.write = CacheWrite::kAppend;
+  backend.forward(std::span(&fill, 1));
+  auto b = std::make_unique<KvCache>(backend.kv_pool());
+  const int32_t page = a->pages()[0];
+  backend.kv_pool().retain(page);
+  b->adopt_prefix(std::span(&page, 1));
+  SequenceForward rewrite = rows_at({77}, 5);
+  rewrite.cache = b.get();
+  rewrite.write = CacheWrite::kAtSlots;
+  rewrite.write_slots = {5};
+  backend.forward(std::span(&rewrite, 1));
+  EXPECT_NE(b->pages()[0], page) << "B must write its own copy";
+  std::vector<float> out;
+  for (KvCache* cache : {a.get(), b.get()}) {
+    SequenceForward block = rows_at({12, 290, 290, 64}, 16);
+    block.cache = cache;
+    const auto logits = backend.forward(std::span(&block, 1))[0].logits;
+    out.insert(out.end(), logits.begin(), logits.end());
+  }
+  return out;
+}
+
+TEST(TensorParallelBackend, SharedPagesAreCopiedInEveryRank) {
+  auto model = Model::load(embedded("tiny-block"));
+  const auto one_device = rewrite_a_shared_page(*make_cpu_backend(*model));
+  const auto group = rewrite_a_shared_page(*make_tensor_parallel_backend(*model, "cpu", 2));
+  ASSERT_EQ(group.size(), one_device.size());
+  EXPECT_LT(test::rel_error(group, one_device), 1e-5);
+}
+
+// What a rank cannot give for the whole model is refused per request, by name, and leaves the
+// group usable for the others.
+TEST(TensorParallelEngine, UnsplitRequestsAreRefusedByName) {
+  auto model = Model::load(embedded("tiny-full"));
+  auto cases = test::mixed_cases(*model, {"full", "d2cache", "dllmcache"}, 3, 0);
+  auto group = make_tensor_parallel_backend(*model, "cpu", 2);
+  EngineCore core(*model, *group);
+  const auto out = test::run_together(core, cases);
+  EXPECT_EQ(out[0].error, "");
+  EXPECT_FALSE(out[0].ids.empty());
+  EXPECT_NE(out[1].error.find("d2Cache"), std::string::npos) << out[1].error;
+  EXPECT_NE(out[1].error.find("--tensor-parallel"), std::string::npos) << out[1].error;
+  EXPECT_NE(out[2].error.find("dllm-cache"), std::string::npos) << out[2].error;
+}
+
+TEST(TensorParallelBackend, GroupSizesTheModelCannotSplitNameTheField) {
+  auto model = Model::load(embedded("tiny-block"));  // 8 heads, 2 KV heads
+  try {
+    make_tensor_parallel_backend(*model, "cpu", 3);
+    FAIL() << "8 heads were split over 3 ranks";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("num_attention_heads"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(make_tensor_parallel_backend(*model, "cpu", 0), Error);
+  EXPECT_THROW(make_tensor_parallel_backend(*model, "cpu", 65), Error);
+  EXPECT_THROW(make_tensor_parallel_backend(*model, "tpu", 2), Error);
+}
+
+// A rank that fails inside a forward (here: an all-reduce that throws on rank 1) must not leave
+// rank 0 waiting in the sum: the forward fails with the cause, and so does every later one.
+TEST(TensorParallelBackend, ARankFailingReleasesTheOthers) {
+  auto model = Model::load(embedded("tiny-block"));
+  auto sum = std::make_shared<cpu_backend::ThreadAllReduce>(2);
+  auto calls = std::make_shared<std::atomic<int>>(0);
+  RankGroup g;
+  g.make_rank = [sum, calls](const Model& shard, int rank) -> std::unique_ptr<Backend> {
+    auto b = std::make_unique<cpu_backend::CpuBackend>(shard);
+    b->set_partial_sum_reduce([sum, calls, rank](float* rows, int64_t count) {
+      if (rank == 1 && ++*calls == 3) fail("rank 1 lost its device");
+      (*sum)(rank, rows, count);
+    });
+    return b;
+  };
+  g.abort = [sum] { sum->abort(); };
+  g.collective = sum;
+  TensorParallelBackend group(*model, 2, g);
+  SequenceForward f;
+  f.tokens = {5, 6, 7, 8};
+  f.positions = {0, 1, 2, 3};
+  f.rule = AttentionRule::block_causal(4);
+  f.output_rows = {3};
+  f.want_stats = true;
+  try {
+    group.forward(std::span(&f, 1));
+    FAIL() << "the failing rank's error was lost";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lost its device"), std::string::npos) << e.what();
+  }
+  try {
+    group.forward(std::span(&f, 1));
+    FAIL() << "a broken group ran another forward";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("restart"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace dllm
