@@ -64,8 +64,8 @@ class Model {
   static std::unique_ptr<Model> from_parts(const nlohmann::json& config, TensorStore store,
                                            std::string source);
   // One rank's model of a tensor-parallel group (model_shard.cpp): its heads, KV heads and FFN
-  // features, copies of its weight slices; embedding, norms and LM head replicated. Dense layers
-  // with separate q / k / v only (an Error names the checkpoint kind otherwise).
+  // features (MoE: its features of every expert), copies of its weight slices (a fused QKV: its
+  // Q, K and V rows); embedding, norms, router and LM head replicated.
   static std::unique_ptr<Model> shard(const Model& whole, const TensorParallelPlan& plan);
 
   const ModelConfig& config() const { return config_; }

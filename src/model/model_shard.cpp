@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "model/layer_desc.h"
 #include "model/model.h"
 #include "model/tensor_parallel_plan.h"
 
@@ -41,27 +42,82 @@ void add_whole(TensorStore& store, const TensorEntry* t) {
   if (t) add_rows(store, *t, {0, t->shape[0]});
 }
 
-// The sharded layers must agree on their counts: the rank's config has one of each.
-void check_uniform(const TensorParallelPlan& plan) {
+// Several row ranges of one tensor, concatenated in order (a fused [Q | K | V] projection: the
+// rank's Q rows, then its K rows, then its V rows).
+void add_row_ranges(TensorStore& store, const TensorEntry& t, const std::vector<IdRange>& ranges) {
+  const size_t row_bytes = static_cast<size_t>(t.shape[1]) * dtype_size(*t.dtype);
+  std::vector<unsigned char> bytes;
+  int64_t rows = 0;
+  for (const IdRange& r : ranges) {
+    const unsigned char* from = t.data + static_cast<size_t>(r.begin) * row_bytes;
+    bytes.insert(bytes.end(), from, from + static_cast<size_t>(r.count) * row_bytes);
+    rows += r.count;
+  }
+  store.add_owned(t.name, *t.dtype, {rows, t.shape[1]}, std::move(bytes));
+}
+
+// A SwiGLU FFN's slice: rows of gate / up and columns of down for the rank's features.
+void add_ffn(TensorStore& store, const FfnTensors& f, IdRange features) {
+  add_rows(store, *f.gate, features);
+  add_rows(store, *f.up, features);
+  add_columns(store, *f.down, features);
+}
+
+// The sharded layers must agree on their counts: the rank's config has one of each (dense
+// layers' FFN features, MoE layers' expert features).
+void check_uniform(const TensorParallelPlan& plan, const MoeConfig& moe) {
   const LayerShard& first = plan.layers.front();
-  for (const LayerShard& s : plan.layers)
+  const LayerShard& last = plan.layers.back();
+  for (size_t i = 0; i < plan.layers.size(); ++i) {
+    const LayerShard& s = plan.layers[i];
+    const LayerShard& like = moe.is_moe_layer(static_cast<int64_t>(i)) ? last : first;
     if (s.attention.heads.count != first.attention.heads.count ||
         s.attention.kv_heads.count != first.attention.kv_heads.count ||
-        s.ffn_features.count != first.ffn_features.count)
+        s.ffn_features.count != like.ffn_features.count ||
+        s.expert_features.count != like.expert_features.count)
       fail("--tensor-parallel: layers of different shapes are not sharded (internal error)");
+  }
+}
+
+// `whole`: the whole model's attention (where a fused projection's K and V rows start).
+void add_attention(TensorStore& store, const LayerTensors& l, const AttentionShard& a,
+                   const AttentionDesc& whole) {
+  const IdRange q = q_rows(a, whole.head_dim), kv = kv_rows(a, whole.head_dim);
+  add_whole(store, l.attn_norm);
+  if (l.qkv) {
+    add_row_ranges(store, *l.qkv, fused_qkv_rows(a, whole));
+  } else {
+    add_rows(store, *l.q, q);
+    add_rows(store, *l.k, kv);
+    add_rows(store, *l.v, kv);
+  }
+  if (l.q_bias) {
+    add_rows(store, *l.q_bias, q);
+    add_rows(store, *l.k_bias, kv);
+    add_rows(store, *l.v_bias, kv);
+  }
+  add_whole(store, l.q_norm);  // per head_dim: the same for every head
+  add_whole(store, l.k_norm);
+  add_columns(store, *l.o, q);
+}
+
+// Tensor parallel inside the experts: every routed expert and the shared experts split by
+// feature; the router and its bias replicated, so every rank routes every token alike.
+void add_moe(TensorStore& store, const LayerTensors& l, const LayerShard& s) {
+  add_whole(store, l.router);
+  add_whole(store, l.expert_bias);
+  for (const FfnTensors& e : l.experts) add_ffn(store, e, s.expert_features);
+  if (l.shared.gate) add_ffn(store, l.shared, s.shared_features);
 }
 
 }  // namespace
 
 std::unique_ptr<Model> Model::shard(const Model& whole, const TensorParallelPlan& plan) {
   const ModelConfig& c = whole.config();
-  if (c.moe.num_experts > 0 || c.fused_qkv)
-    fail("--tensor-parallel: ", c.model_type,
-         " checkpoints (MoE layers, a fused QKV projection) are not sharded yet");
   if (plan.layers.size() != static_cast<size_t>(c.num_layers))
     fail("--tensor-parallel: the plan has ", plan.layers.size(), " layers, the model ",
          c.num_layers, " (internal error)");
-  check_uniform(plan);
+  check_uniform(plan, c.moe);
   std::unique_ptr<Model> m(new Model());
   m->dir_ = whole.dir_;
   m->family_ = whole.family_;
@@ -69,33 +125,29 @@ std::unique_ptr<Model> Model::shard(const Model& whole, const TensorParallelPlan
   const LayerShard& first = plan.layers.front();
   m->config_.num_heads = first.attention.heads.count;
   m->config_.num_kv_heads = first.attention.kv_heads.count;
-  m->config_.intermediate_size = first.ffn_features.count;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    const LayerShard& s = plan.layers[static_cast<size_t>(i)];
+    if (c.moe.is_moe_layer(i))
+      m->config_.moe.expert_intermediate_size = s.expert_features.count;
+    else
+      m->config_.intermediate_size = s.ffn_features.count;
+  }
 
   const ModelTensors& t = whole.tensors();
   TensorStore& store = m->store_;
   add_whole(store, t.embed);
   add_whole(store, t.final_norm);
   if (t.lm_head != t.embed) add_whole(store, t.lm_head);  // replicated: every rank's logits
+  const std::vector<LayerDesc> layers = describe_layers(c);
   for (size_t i = 0; i < t.layers.size(); ++i) {
     const LayerTensors& l = t.layers[i];
     const LayerShard& s = plan.layers[i];
-    const IdRange q = q_rows(s.attention, c.head_dim), kv = kv_rows(s.attention, c.head_dim);
-    add_whole(store, l.attn_norm);
-    add_rows(store, *l.q, q);
-    add_rows(store, *l.k, kv);
-    add_rows(store, *l.v, kv);
-    if (l.q_bias) {
-      add_rows(store, *l.q_bias, q);
-      add_rows(store, *l.k_bias, kv);
-      add_rows(store, *l.v_bias, kv);
-    }
-    add_whole(store, l.q_norm);  // per head_dim: the same for every head
-    add_whole(store, l.k_norm);
-    add_columns(store, *l.o, q);
+    add_attention(store, l, s.attention, layers[i].attention);
     add_whole(store, l.mlp_norm);
-    add_rows(store, *l.gate, s.ffn_features);
-    add_rows(store, *l.up, s.ffn_features);
-    add_columns(store, *l.down, s.ffn_features);
+    if (l.router)
+      add_moe(store, l, s);
+    else
+      add_ffn(store, {l.gate, l.up, l.down}, s.ffn_features);
   }
   m->config_.validate(whole.dir_.string() + " (tensor-parallel rank " + std::to_string(plan.rank) +
                       " of " + std::to_string(plan.world) + ")");

@@ -5,8 +5,6 @@
 // Ling role-format chat template are the ones the engine uses.
 #include <gtest/gtest.h>
 
-#include <random>
-
 #include "support/engine_runs.h"
 #include "support/test_paths.h"
 #include "tokenizer/chat_template.h"
@@ -15,90 +13,10 @@
 namespace dllm {
 namespace {
 
-std::vector<test::EngineCase> llada2_cases(const Model& model) {
-  std::mt19937 rng(5);
-  std::vector<test::EngineCase> cases;
-  for (int i = 0; i < 14; ++i) {
-    test::EngineCase e;
-    for (int k = 0; k < 3 + (i * 7) % 36; ++k) e.prompt.push_back(int32_t(rng() % 290));
-    DecodeParams p;
-    p.strategy = i % 2 ? "edit" : "block";
-    p.max_tokens = 8 + (i * 5) % 30;
-    if (i % 4 < 2) p.block_length = 8;
-    if (i % 3 == 2) {
-      p.sampler.temperature = 0.8f;
-      p.seed = 100 + uint64_t(i);
-    }
-    if (i % 5 == 3) {
-      p.hf_sampling_quirk = true;
-      p.seed = 7 + uint64_t(i);
-    }
-    if (i % 4 == 3) p.edit_mode = "q";
-    p.sampler.top_p = -1.0f;
-    p.sequence_id = uint32_t(i);
-    e.params = resolve_decode_params(model.config(), p, int64_t(e.prompt.size()));
-    e.arrival_step = (i * 3) % 7;
-    cases.push_back(std::move(e));
-  }
-  // S2D2 (draft, 2L verify with a custom mask, commit) and MAGE on block diffusion and token
-  // editing (select at a block's first forward, attend through the sets after) among them.
-  for (int i = 0; i < 8; ++i) {
-    test::EngineCase e;
-    for (int k = 0; k < 17 + (i * 11) % 40; ++k) e.prompt.push_back(int32_t(rng() % 290));
-    DecodeParams p;
-    p.strategy = i % 2 ? "s2d2" : i % 4 == 2 ? "edit" : "block";
-    if (p.strategy != "s2d2") {
-      p.sparse.method = SparseMethod::kMage;
-      p.sparse.k = 8 + i;
-      p.sparse.exact_layers = i % 4 == 0 ? 0 : 1;
-    }
-    p.max_tokens = 10 + (i * 7) % 25;
-    if (i % 4 < 2) p.block_length = 8;
-    if (i % 3 == 1) {
-      p.sampler.temperature = 0.9f;
-      p.seed = 300 + uint64_t(i);
-    }
-    if (i == 5) p.hf_sampling_quirk = true;
-    p.sampler.top_p = -1.0f;
-    p.sequence_id = uint32_t(20 + i);
-    e.params = resolve_decode_params(model.config(), p, int64_t(e.prompt.size()));
-    e.arrival_step = (i * 5) % 9;
-    cases.push_back(std::move(e));
-  }
-  // S2D2 over LLaDA2.1 token editing (draft, 2L verify, post-mask editing forwards, commit).
-  for (int i = 0; i < 6; ++i) {
-    test::EngineCase e;
-    for (int k = 0; k < 3 + (i * 13) % 40; ++k) e.prompt.push_back(int32_t(rng() % 290));
-    DecodeParams p;
-    p.strategy = "s2d2";
-    p.edit_mode = i % 2 ? "q" : "s";
-    if (i % 3 == 0) p.editing_threshold = 0.05f;
-    p.max_tokens = 9 + (i * 7) % 25;
-    if (i % 4 < 2) p.block_length = 8;
-    if (i % 3 == 1) {
-      p.sampler.temperature = 0.9f;
-      p.seed = 500 + uint64_t(i);
-    }
-    if (i == 4) p.hf_sampling_quirk = true;
-    if (i == 5) {
-      p.s2d2.policy = "score";
-      p.s2d2.estimator = "soft-entropy";
-      p.s2d2.score_type = "static";
-      p.s2d2.score_cost = 0.6f;
-    }
-    p.sampler.top_p = -1.0f;
-    p.sequence_id = uint32_t(40 + i);
-    e.params = resolve_decode_params(model.config(), p, int64_t(e.prompt.size()));
-    e.arrival_step = (i * 4) % 7;
-    cases.push_back(std::move(e));
-  }
-  return cases;
-}
-
 TEST(Llada2Engine, BatchedRequestsEqualRequestsAlone) {
   auto model = Model::load(test::model_fixture("llada2-tiny"));
   auto backend = make_cpu_backend(*model);
-  const auto cases = llada2_cases(*model);
+  const auto cases = test::llada2_cases(*model);
   const auto alone = test::run_alone(*model, *backend, cases);
   EngineCore core(*model, *backend);
   const auto together = test::run_together(core, cases);

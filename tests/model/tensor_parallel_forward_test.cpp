@@ -7,13 +7,13 @@
 #include <thread>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/thread_all_reduce.h"
 #include "core/error.h"
 #include "model/layer_desc.h"
 #include "model/model.h"
 #include "model/tensor_parallel_plan.h"
 #include "support/rel_error.h"
 #include "support/test_paths.h"
-#include "backend/cpu/thread_all_reduce.h"
 
 namespace dllm {
 namespace {
@@ -96,7 +96,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"sdar-tiny", 1}, Case{"sdar-tiny", 2},
                       Case{"sdar-tiny", 4},          // 1 query head a rank, KV heads replicated
                       Case{"fast-dllm-v2-tiny", 2},  // q/k/v biases
-                      Case{"llada-tiny", 2}, Case{"llada-tiny", 4}, Case{"dream-tiny", 2}),
+                      Case{"llada-tiny", 2}, Case{"llada-tiny", 4}, Case{"dream-tiny", 2},
+                      // MoE (tensor parallel inside every expert and the shared expert), a fused
+                      // query_key_value, partial rotary; at TP 4 KV heads replicated
+                      Case{"llada2-tiny", 2}, Case{"llada2-tiny", 4}),
     [](const auto& info) {
       std::string name = std::string(info.param.fixture) + "_tp" + std::to_string(info.param.world);
       for (char& ch : name)
@@ -125,15 +128,30 @@ TEST(TensorParallelShard, RankHoldsItsSlices) {
   EXPECT_EQ(o.shape, (std::vector<int64_t>{whole_o.shape[0], whole_o.shape[1] / 2}));
 }
 
-TEST(TensorParallelShard, MoeCheckpointsAreRefusedByName) {
+TEST(TensorParallelShard, MoeRankHoldsItsExpertFeaturesAndFusedQkvRows) {
   const auto model = Model::load(test::model_fixture("llada2-tiny"));
   const ModelConfig& c = model->config();
-  try {
-    Model::shard(*model, plan_tensor_parallel(describe_layers(c), c.vocab_size, 0, 2));
-    FAIL() << "an MoE checkpoint was sharded";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("not sharded yet"), std::string::npos) << e.what();
-  }
+  const auto plan = plan_tensor_parallel(describe_layers(c), c.vocab_size, 1, 2);
+  const auto rank = Model::shard(*model, plan);
+  EXPECT_EQ(rank->config().moe.expert_intermediate_size, c.moe.expert_intermediate_size / 2);
+  EXPECT_EQ(rank->config().moe.num_experts, c.moe.num_experts) << "every rank holds every expert";
+  const int64_t moe_layer = c.moe.first_dense_layers;
+  const LayerTensors& l = rank->tensors().layers[static_cast<size_t>(moe_layer)];
+  const LayerTensors& whole = model->tensors().layers[static_cast<size_t>(moe_layer)];
+  // Expert 3's gate: the second half of its rows.
+  const TensorEntry& g = *l.experts[3].gate;
+  const TensorEntry& wg = *whole.experts[3].gate;
+  ASSERT_EQ(g.nbytes, wg.nbytes / 2);
+  EXPECT_TRUE(std::equal(g.data, g.data + g.nbytes, wg.data + wg.nbytes / 2));
+  // The fused projection: rank 1's Q rows, then its K rows, then its V rows.
+  const TensorEntry& qkv = *l.qkv;
+  const TensorEntry& wqkv = *whole.qkv;
+  const size_t row = wqkv.nbytes / static_cast<size_t>(wqkv.shape[0]);
+  const int64_t hd = c.head_dim, q_rows = c.num_heads * hd, kv_rows = c.num_kv_heads * hd;
+  ASSERT_EQ(qkv.shape[0], (q_rows + 2 * kv_rows) / 2);
+  const unsigned char* k_part = qkv.data + static_cast<size_t>(q_rows / 2) * row;
+  EXPECT_TRUE(std::equal(k_part, k_part + static_cast<size_t>(kv_rows / 2) * row,
+                         wqkv.data + static_cast<size_t>(q_rows + kv_rows / 2) * row));
 }
 
 }  // namespace

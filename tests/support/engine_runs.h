@@ -14,7 +14,7 @@ namespace dllm::test {
 
 struct EngineCase {
   std::vector<int32_t> prompt;
-  DecodeParams params;  // resolved
+  DecodeParams params;   // resolved
   int arrival_step = 0;  // when it joins a batched run
 };
 
@@ -31,6 +31,11 @@ struct EngineOutcome {
 // is --strategy block with that sparse attention at k = 8.
 std::vector<EngineCase> mixed_cases(const Model& model, const std::vector<std::string>& strategies,
                                     int n, int spread);
+
+// Requests for the llada2-tiny fixture (ids below 290): block diffusion and token editing, exact
+// and with MAGE, S2D2 over both — greedy, sampled, the HF-2.0 sampling quirk, S and Q modes,
+// blocks of 32 and 8 — with staggered arrivals.
+std::vector<EngineCase> llada2_cases(const Model& model);
 
 // Every case in its own fresh EngineCore over `backend`.
 std::vector<EngineOutcome> run_alone(const Model& model, Backend& backend,
