@@ -51,8 +51,11 @@ SequenceRequest bench_request(const Model& model, uint64_t id, int32_t block, co
   p.strategy = "block";
   p.block_length = block;
   p.steps = block;
-  if (c.family == "llada2_moe") {  // dynamic only; a threshold no probability passes commits
-    p.remasking = "low_confidence_dynamic";  // the schedule's one token per step, the same
+  if (c.family == "fast_dllm_v2") {  // its sub-blocks decode until done: a threshold no
+    p.steps = 0;                     // probability passes commits one token per step
+    p.threshold = 1.0f;
+  } else if (c.family == "llada2_moe") {  // dynamic only; a threshold no probability passes
+    p.remasking = "low_confidence_dynamic";  // commits the schedule's one token per step
     p.threshold = 1.0f;
   } else {
     p.remasking = "low_confidence_static";
