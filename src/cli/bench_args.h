@@ -13,7 +13,7 @@ namespace dllm::cli {
 struct BenchArgs {
   std::string shape, contexts = "4096", blocks = "32", device = "auto", json_out, step = "block";
   int reps = 20, prefill = 2048;
-  int32_t threads = 0;  // --threads (0: the default, core/thread_pool.h)
+  int32_t threads = 0;          // --threads (0: the default, core/thread_pool.h)
   int32_t tensor_parallel = 1;  // --tensor-parallel
   // d2Cache / Fast-dLLM v1-style step: the --block query rows are canvas positions spread evenly
   // over the cached context, rewritten in place (write-at-slots) and attending bidirectionally
@@ -29,6 +29,9 @@ struct BenchArgs {
   // With attention_kernel: the batched paged call for each of these sequence counts instead.
   std::string attention_batch;
   int page_size = 16;
+  // The step bench: this many sequences in each step, each over its own cache of --context
+  // random K/V (batched long-context decoding: 32 x 32K, MAGE vs exact).
+  int sequences = 1;
   // Serving: comma-separated counts of concurrent requests (serve_bench.cpp), optionally with
   // finished blocks committed in the next block's first denoising forward.
   std::string concurrency;

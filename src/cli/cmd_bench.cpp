@@ -42,13 +42,13 @@ double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-// Median ms of `reps` forwards of `step` (after one warm-up).
-double median_forward_ms(Backend& backend, const SequenceForward& step, int reps) {
-  backend.forward(std::span(&step, 1));
+// Median ms of `reps` forwards of `batch` (after one warm-up).
+double median_forward_ms(Backend& backend, std::span<const SequenceForward> batch, int reps) {
+  backend.forward(batch);
   std::vector<double> times;
   for (int i = 0; i < reps; ++i) {
     const double s = now_s();
-    backend.forward(std::span(&step, 1));
+    backend.forward(batch);
     times.push_back((now_s() - s) * 1e3);
   }
   std::sort(times.begin(), times.end());
@@ -253,19 +253,24 @@ void run_bench(const BenchArgs& a) {
   const double kv_bytes_per_token = 2.0 * c.num_layers * c.kv_dim() * elem;
 
   nlohmann::json rows = nlohmann::json::array();
-  std::printf("\n%s on %s: copy bandwidth %.0f GB/s, weights %.2f GB, K/V %.1f KB/token\n\n",
+  std::printf("\n%s on %s: copy bandwidth %.0f GB/s, weights %.2f GB, K/V %.1f KB/token%s\n\n",
               a.shape.c_str(), backend->name().c_str(), bw / 1e9, weight_bytes / 1e9,
-              kv_bytes_per_token / 1e3);
+              kv_bytes_per_token / 1e3,
+              a.sequences > 1
+                  ? cat(", ", a.sequences, " sequences a step (each its own context)").c_str()
+                  : "");
   std::printf(
       "| context | block | ms/step (median) | floor ms | x floor | attention GB/s (%% of copy) | "
       "prefill tok/s |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
-  // One sequence at a time, the longest context plus its block at most: the pool holds that
-  // (the backend's default pool, a quarter of free memory up to 8 GiB, stops an 8B shape
-  // short of 64K).
+  // --sequences caches of the longest context plus its block at most: the pool holds that (the
+  // backend's default pool, a quarter of free memory up to 8 GiB, stops an 8B shape short of 64K).
+  if (a.sequences < 1 || a.sequences > 4096)
+    fail("--sequences must be in [1, 4096] (got ", a.sequences, ")");
   const int64_t longest = int64_t{*std::max_element(contexts.begin(), contexts.end())} +
                           *std::max_element(blocks.begin(), blocks.end());
-  backend->create_kv_pool((longest + a.page_size - 1) / a.page_size + 1, a.page_size);
+  backend->create_kv_pool(a.sequences * ((longest + a.page_size - 1) / a.page_size + 1),
+                          a.page_size);
   for (int32_t block : blocks)
     for (int32_t ctx : contexts) {
       if (a.at_slots && block > ctx)
@@ -291,6 +296,12 @@ void run_bench(const BenchArgs& a) {
         prefill_tps = pf / (now_s() - s);
       }
       backend->fill_cache_random(*cache, ctx, 99);
+      // The other sequences of a batched step: caches of their own random contexts.
+      std::vector<std::unique_ptr<KvCache>> more_caches;
+      for (int si = 1; si < a.sequences; ++si) {
+        more_caches.push_back(backend->create_cache(ctx + block));
+        backend->fill_cache_random(*more_caches.back(), ctx, 99 + static_cast<uint64_t>(si));
+      }
 
       SequenceForward step;
       step.cache = cache.get();
@@ -333,46 +344,49 @@ void run_bench(const BenchArgs& a) {
       std::iota(step.output_rows.begin(), step.output_rows.end(), out_first);
       step.want_stats = true;
       // Sparse: step 1 selects (Quest: and attends), the steps after it attend through the sets.
-      std::unique_ptr<MethodState> state;
+      std::vector<std::unique_ptr<MethodState>> states;
       double step1_ms = 0;
       nlohmann::json step1_ops = nlohmann::json::object();
       if (sparse != SparseMethod::kNone) {
-        state = backend->create_method_state();
-        step.state = state.get();
         step.sparse = SparseStep{};
         step.sparse->k = a.sparse_k;
         step.sparse->exact_layers = a.sparse_exact_layers;
         step.sparse->select = sparse;
         step.sparse->attend_selected = sparse == SparseMethod::kQuest;
-        step1_ms = median_forward_ms(*backend, step, a.reps);
+      }
+      // The step of every sequence: the same rows over its own cache (and method state).
+      std::vector<SequenceForward> batch(static_cast<size_t>(a.sequences), step);
+      for (int si = 0; si < a.sequences; ++si) {
+        SequenceForward& f = batch[static_cast<size_t>(si)];
+        if (si > 0) f.cache = more_caches[static_cast<size_t>(si - 1)].get();
+        if (f.sparse) f.state = states.emplace_back(backend->create_method_state()).get();
+      }
+      if (sparse != SparseMethod::kNone) {
+        step1_ms = median_forward_ms(*backend, batch, a.reps);
         // Step 1's event-timed ops (the selection shows as "sparse selection" where it runs on
         // the main stream: DLLM_MAGE_SIDE_STREAM=0).
         backend->set_profiling(true);
-        backend->forward(std::span(&step, 1));
+        backend->forward(batch);
         for (const auto& [op, t] : backend->profile()) step1_ops[op] = t;
         backend->set_profiling(false);
-        step.sparse->select = sparse == SparseMethod::kQuest ? sparse : SparseMethod::kNone;
-        step.sparse->attend_selected = true;
+        for (SequenceForward& f : batch) {
+          f.sparse->select = sparse == SparseMethod::kQuest ? sparse : SparseMethod::kNone;
+          f.sparse->attend_selected = true;
+        }
       }
-      for (int i = 0; i < 3; ++i) backend->forward(std::span(&step, 1));
-      std::vector<double> times;
-      for (int i = 0; i < a.reps; ++i) {
-        const double s = now_s();
-        backend->forward(std::span(&step, 1));
-        times.push_back((now_s() - s) * 1e3);
-      }
-      std::sort(times.begin(), times.end());
-      const double ms = times[times.size() / 2];
-      const int64_t keys = a.at_slots ? ctx : ctx + static_cast<int64_t>(step.tokens.size());
+      for (int i = 0; i < 2; ++i) backend->forward(batch);
+      const double ms = median_forward_ms(*backend, batch, a.reps);
+      const int64_t keys =
+          a.sequences * (a.at_slots ? ctx : ctx + static_cast<int64_t>(step.tokens.size()));
 
       backend->set_profiling(true);
-      backend->forward(std::span(&step, 1));
+      backend->forward(batch);
       const auto prof = backend->profile();
       const std::optional<double> moe_touched = backend->profiled_moe_experts_touched();
       backend->set_profiling(false);
       // MoE: only the experts this step's rows route to, as counted where the backend counts
       // them (Model::parameters_read).
-      const int64_t step_rows = static_cast<int64_t>(step.tokens.size());
+      const int64_t step_rows = a.sequences * static_cast<int64_t>(step.tokens.size());
       const double step_weight_bytes = model->parameters_read(step_rows, moe_touched) * elem;
       const double floor_ms = (step_weight_bytes + kv_bytes_per_token * keys) / bw * 1e3;
       if (moe_touched)
@@ -395,7 +409,8 @@ void run_bench(const BenchArgs& a) {
                             {"x_floor", ms / floor_ms},
                             {"attention_gbs", attn_gbs},
                             {"prefill_tokens_per_s", prefill_tps},
-                            {"copy_gbs", bw / 1e9}};
+                            {"copy_gbs", bw / 1e9},
+                            {"sequences", a.sequences}};
       if (moe_touched) row["moe_experts_touched_per_layer"] = *moe_touched;
       if (sparse != SparseMethod::kNone) {
         row["sparse"] = a.sparse;
@@ -408,6 +423,12 @@ void run_bench(const BenchArgs& a) {
         for (const auto& [op, t] : step1_ops.items())
           std::printf(" %s %.3f;", op.c_str(), t.get<double>());
         std::printf("\n");
+      }
+      if (a.sequences > 1) {  // one token a sequence a step; a block's first step may select
+        const double block_ms = (sparse != SparseMethod::kNone ? step1_ms : ms) + (block - 1) * ms;
+        row["tokens_per_s"] = a.sequences * block / (block_ms * 1e-3);
+        std::printf("  %d sequences: %.0f tokens/s over a block of %d steps\n", a.sequences,
+                    row["tokens_per_s"].get<double>(), block);
       }
       nlohmann::json ops = nlohmann::json::object();
       for (const auto& [op, t] : prof) ops[op] = t;
@@ -469,6 +490,9 @@ void add_bench_command(CLI::App& app) {
                   "MMInference pattern config (JSON) against dense x layers");
   cmd->add_option("--prefill-block", a->prefill_block,
                   "--sparse-prefill-kernel: 1 = causal, B = block-causal with block B (SDAR: 4)");
+  cmd->add_option("--sequences", a->sequences,
+                  "Step bench: N sequences in every step, each over its own --context of random "
+                  "K/V (batched long context; default 1)");
   cmd->add_option("--page-size", a->page_size,
                   "KV pool page size in slots for steps and --attention-batch (default 16)");
   cmd->add_option("--decode", a->decode,

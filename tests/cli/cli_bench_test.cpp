@@ -62,11 +62,33 @@ TEST(CliBench, BadArgumentsNameTheOption) {
 
 TEST(CliBench, ThreadsOptionRunsTheStep) {
   const auto out = test::temp_dir("cli-bench") / "threads.json";
-  const auto r = test::run_command(test::dllm_binary() + " bench --device cpu --threads 1 --shape " +
-                                   shape("sdar-tiny") + " --block 4 --context 8 --reps 2 " +
-                                   "--prefill 0 --json " + out.string());
+  const auto r = test::run_command(
+      test::dllm_binary() + " bench --device cpu --threads 1 --shape " + shape("sdar-tiny") +
+      " --block 4 --context 8 --reps 2 " + "--prefill 0 --json " + out.string());
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_EQ(read_json_file(out)["rows"].size(), 1u);
+}
+
+// Batched long context (--sequences): every sequence over its own random context, sparse or
+// exact, through one forward a step; tensor parallel through the same step.
+TEST(CliBench, SequencesRunInOneStepSparseAndTensorParallel) {
+  const auto dir = test::temp_dir("cli-bench");
+  for (const char* extra : {"", " --sparse mage --sparse-k 8", " --tensor-parallel 2"}) {
+    const auto out = dir / "sequences.json";
+    const auto r =
+        test::run_command(test::dllm_binary() + " bench --device cpu --shape " +
+                          shape("sdar-tiny") + " --block 4 --context 32 --reps 2 " +
+                          "--prefill 0 --sequences 3" + extra + " --json " + out.string());
+    ASSERT_EQ(r.status, 0) << extra << r.output;
+    const auto row = read_json_file(out)["rows"][0];
+    EXPECT_EQ(row["sequences"], 3) << extra;
+    EXPECT_GT(row["tokens_per_s"].get<double>(), 0.0) << extra;
+  }
+  const auto bad = test::run_command(test::dllm_binary() + " bench --device cpu --shape " +
+                                     shape("sdar-tiny") + " --sequences 0");
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.output.find("--sequences must be in [1, 4096] (got 0)"), std::string::npos)
+      << bad.output;
 }
 
 // The vision prompt end to end (--video): a directory of frame images (the fixture's test
@@ -87,10 +109,9 @@ TEST(CliBench, VideoModeTimesEveryStageOfAVisionPrompt) {
   EXPECT_EQ(row["images"], 2);
   EXPECT_GE(row["image_crops"].get<int>(), 2);  // a base crop each, tiles by aspect
   // Asking for more frames than the directory holds takes every frame (the uniform sampler).
-  const auto all = test::run_command(test::dllm_binary() + " bench --device cpu --shape " +
-                                     shape("sdar-vl-tiny") + " --video " +
-                                     (dir / "images").string() + " --frames 64 --reps 1 --json " +
-                                     out.string());
+  const auto all = test::run_command(
+      test::dllm_binary() + " bench --device cpu --shape " + shape("sdar-vl-tiny") + " --video " +
+      (dir / "images").string() + " --frames 64 --reps 1 --json " + out.string());
   ASSERT_EQ(all.status, 0) << all.output;
   EXPECT_EQ(read_json_file(out)["rows"][0]["frames"], 6);
 }
