@@ -86,7 +86,7 @@ void TensorParallelBackend::allocate_kv_storage(int64_t num_slots) {
 }
 
 void TensorParallelBackend::copy_kv_pages(std::span<const std::pair<int32_t, int32_t>> copies) {
-  threads_->run_all([&](int r) { ranks_[size_t(r)]->copy_group_pages(copies); }, group_.abort);
+  run_ranks([&](int r) { ranks_[size_t(r)]->copy_group_pages(copies); });
 }
 
 std::unique_ptr<MethodState> TensorParallelBackend::create_method_state() {
@@ -98,6 +98,16 @@ std::unique_ptr<MethodState> TensorParallelBackend::create_method_state() {
 void TensorParallelBackend::check_forward(const SequenceForward& seq, size_t index) const {
   refuse_unsplit_requests(seq, index);
   ranks_[0]->check_forward(seq, index);
+}
+
+void TensorParallelBackend::run_ranks(const std::function<void(int)>& job) {
+  check_usable();
+  try {
+    threads_->run_all(job, group_.abort);
+  } catch (const std::exception& e) {
+    failure_ = e.what();
+    throw;
+  }
 }
 
 void TensorParallelBackend::check_usable() const {
@@ -129,21 +139,13 @@ std::vector<SequenceResult> TensorParallelBackend::forward(std::span<const Seque
     query_slots[i] = slots.query_slots;
   }
   std::vector<std::vector<SequenceResult>> results(ranks_.size());
-  try {
-    threads_->run_all(
-        [&](int r) {
-          std::vector<SequenceForward> mine = shared;
-          for (SequenceForward& seq : mine)
-            if (seq.state)
-              seq.state = static_cast<GroupMethodState&>(*seq.state).ranks[size_t(r)].get();
-          ranks_[size_t(r)]->copy_group_pages(copies);
-          results[size_t(r)] = ranks_[size_t(r)]->forward(mine);
-        },
-        group_.abort);
-  } catch (const std::exception& e) {
-    failure_ = e.what();
-    throw;
-  }
+  run_ranks([&](int r) {
+    std::vector<SequenceForward> mine = shared;
+    for (SequenceForward& seq : mine)
+      if (seq.state) seq.state = static_cast<GroupMethodState&>(*seq.state).ranks[size_t(r)].get();
+    ranks_[size_t(r)]->copy_group_pages(copies);
+    results[size_t(r)] = ranks_[size_t(r)]->forward(mine);
+  });
   for (size_t i = 0; i < shared.size(); ++i)
     if (batch[i].cache) dllm::commit_cache_writes(batch[i], *batch[i].cache, query_slots[i]);
   return std::move(results[0]);

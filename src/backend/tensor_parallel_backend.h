@@ -63,6 +63,9 @@ class TensorParallelBackend final : public Backend {
 
  private:
   void check_usable() const;
+  // Runs job(rank) on every rank at once; a rank's failure aborts the collective and stops the
+  // group (failure_), then rethrows.
+  void run_ranks(const std::function<void(int)>& job);
 
   const ModelConfig config_;
   RankGroup group_;

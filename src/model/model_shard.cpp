@@ -13,18 +13,6 @@ namespace dllm {
 
 namespace {
 
-// Rows [begin, end) of an [out, in] (or [out]) tensor, or the whole tensor for a null range.
-void add_rows(TensorStore& store, const TensorEntry& t, IdRange rows) {
-  const size_t elem = dtype_size(*t.dtype);
-  const int64_t row_elems = t.shape.size() > 1 ? t.shape[1] : 1;
-  std::vector<int64_t> shape = t.shape;
-  shape[0] = rows.count;
-  const size_t row_bytes = static_cast<size_t>(row_elems) * elem;
-  const unsigned char* from = t.data + static_cast<size_t>(rows.begin) * row_bytes;
-  store.add_owned(t.name, *t.dtype, std::move(shape),
-                  {from, from + static_cast<size_t>(rows.count) * row_bytes});
-}
-
 // Columns [begin, end) of an [out, in] tensor (o and down: the rank's input features).
 void add_columns(TensorStore& store, const TensorEntry& t, IdRange cols) {
   const size_t elem = dtype_size(*t.dtype);
@@ -38,22 +26,28 @@ void add_columns(TensorStore& store, const TensorEntry& t, IdRange cols) {
   store.add_owned(t.name, *t.dtype, {t.shape[0], cols.count}, std::move(bytes));
 }
 
-void add_whole(TensorStore& store, const TensorEntry* t) {
-  if (t) add_rows(store, *t, {0, t->shape[0]});
-}
-
-// Several row ranges of one tensor, concatenated in order (a fused [Q | K | V] projection: the
-// rank's Q rows, then its K rows, then its V rows).
+// Several row ranges of an [out, in] (or [out]) tensor, concatenated in order (a fused
+// [Q | K | V] projection: the rank's Q rows, then its K rows, then its V rows).
 void add_row_ranges(TensorStore& store, const TensorEntry& t, const std::vector<IdRange>& ranges) {
-  const size_t row_bytes = static_cast<size_t>(t.shape[1]) * dtype_size(*t.dtype);
+  const int64_t row_elems = t.shape.size() > 1 ? t.shape[1] : 1;
+  const size_t row_bytes = static_cast<size_t>(row_elems) * dtype_size(*t.dtype);
   std::vector<unsigned char> bytes;
-  int64_t rows = 0;
+  std::vector<int64_t> shape = t.shape;
+  shape[0] = 0;
   for (const IdRange& r : ranges) {
     const unsigned char* from = t.data + static_cast<size_t>(r.begin) * row_bytes;
     bytes.insert(bytes.end(), from, from + static_cast<size_t>(r.count) * row_bytes);
-    rows += r.count;
+    shape[0] += r.count;
   }
-  store.add_owned(t.name, *t.dtype, {rows, t.shape[1]}, std::move(bytes));
+  store.add_owned(t.name, *t.dtype, std::move(shape), std::move(bytes));
+}
+
+void add_rows(TensorStore& store, const TensorEntry& t, IdRange rows) {
+  add_row_ranges(store, t, {rows});
+}
+
+void add_whole(TensorStore& store, const TensorEntry* t) {
+  if (t) add_rows(store, *t, {0, t->shape[0]});
 }
 
 // A SwiGLU FFN's slice: rows of gate / up and columns of down for the rank's features.
