@@ -6,7 +6,6 @@
 
 #include <atomic>
 #include <filesystem>
-#include <numeric>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/thread_all_reduce.h"
@@ -15,6 +14,7 @@
 #include "engine/engine_core.h"
 #include "support/engine_runs.h"
 #include "support/rel_error.h"
+#include "support/tensor_parallel_forwards.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -115,53 +115,14 @@ TEST(TensorParallelEngine, SharedPromptPagesServeEveryRank) {
   EXPECT_GT(core.kv_pool().prefix_hits(), 0) << "the prompt's pages must be shared";
 }
 
-SequenceForward rows_at(const std::vector<int32_t>& ids, int32_t first_position) {
-  SequenceForward f;
-  f.tokens = ids;
-  f.positions.resize(ids.size());
-  std::iota(f.positions.begin(), f.positions.end(), first_position);
-  f.rule = AttentionRule::block_causal(4);
-  f.want_logits = true;
-  f.output_rows.resize(ids.size());
-  std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
-  return f;
-}
-
-// Copy-on-write under the group: sequence B maps A's prompt page, then rewrites one of its slots
-// (write-at-slots): the coordinator gives B a private copy, which every rank must make in its
-// own storage. Then a block over each cache: A must still see its own K/V, B its copy plus the
-// rewritten slot — the logits of one device doing the same.
-std::vector<float> rewrite_a_shared_page(Backend& backend) {
-  const std::vector<int32_t> prompt = {3, 99, 17, 250, 5, 8, 41, 7, 12, 290, 64, 33, 2, 81, 9, 14};
-  auto a = backend.create_cache(32);
-  SequenceForward fill = rows_at(prompt, 0);
-  fill.cache = a.get();
-  fill.write = CacheWrite::kAppend;
-  backend.forward(std::span(&fill, 1));
-  auto b = std::make_unique<KvCache>(backend.kv_pool());
-  const int32_t page = a->pages()[0];
-  backend.kv_pool().retain(page);
-  b->adopt_prefix(std::span(&page, 1));
-  SequenceForward rewrite = rows_at({77}, 5);
-  rewrite.cache = b.get();
-  rewrite.write = CacheWrite::kAtSlots;
-  rewrite.write_slots = {5};
-  backend.forward(std::span(&rewrite, 1));
-  EXPECT_NE(b->pages()[0], page) << "B must write its own copy";
-  std::vector<float> out;
-  for (KvCache* cache : {a.get(), b.get()}) {
-    SequenceForward block = rows_at({12, 290, 290, 64}, 16);
-    block.cache = cache;
-    const auto logits = backend.forward(std::span(&block, 1))[0].logits;
-    out.insert(out.end(), logits.begin(), logits.end());
-  }
-  return out;
-}
-
+// Copy-on-write under the group: a sequence maps another's prompt page and rewrites one slot;
+// the coordinator gives it a private copy, which every rank must make in its own storage. Then
+// blocks over both caches: the logits of one device doing the same.
 TEST(TensorParallelBackend, SharedPagesAreCopiedInEveryRank) {
   auto model = Model::load(embedded("tiny-block"));
-  const auto one_device = rewrite_a_shared_page(*make_cpu_backend(*model));
-  const auto group = rewrite_a_shared_page(*make_tensor_parallel_backend(*model, "cpu", 2));
+  const auto one_device = test::prefill_share_and_blocks(*make_cpu_backend(*model));
+  const auto group =
+      test::prefill_share_and_blocks(*make_tensor_parallel_backend(*model, "cpu", 2));
   ASSERT_EQ(group.size(), one_device.size());
   EXPECT_LT(test::rel_error(group, one_device), 1e-5);
 }

@@ -3,7 +3,6 @@
 // whole model's logits — the layer-by-layer semantics the NCCL path on the GPU follows.
 #include <gtest/gtest.h>
 
-#include <numeric>
 #include <thread>
 
 #include "backend/cpu/cpu_backend.h"
@@ -13,6 +12,7 @@
 #include "model/model.h"
 #include "model/tensor_parallel_plan.h"
 #include "support/rel_error.h"
+#include "support/tensor_parallel_forwards.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -21,26 +21,14 @@ namespace {
 const std::vector<int32_t> kPrompt = {3, 99, 17, 250, 5, 8, 41, 7};
 const std::vector<int32_t> kBlock = {12, 290, 290, 64};
 
-SequenceForward rows(const std::vector<int32_t>& ids, int32_t first_position) {
-  SequenceForward f;
-  f.tokens = ids;
-  f.positions.resize(ids.size());
-  std::iota(f.positions.begin(), f.positions.end(), first_position);
-  f.rule = AttentionRule::block_causal(4);
-  f.want_logits = true;
-  f.output_rows.resize(ids.size());
-  std::iota(f.output_rows.begin(), f.output_rows.end(), 0);
-  return f;
-}
-
 // A prefill that writes the cache, then a block attending it: both forwards' logits.
 std::vector<float> prefill_then_block(Backend& backend) {
   auto cache = backend.create_cache(32);
-  SequenceForward pre = rows(kPrompt, 0);
+  SequenceForward pre = test::logit_rows(kPrompt, 0);
   pre.cache = cache.get();
   pre.write = CacheWrite::kAppend;
   std::vector<float> out = backend.forward(std::span(&pre, 1))[0].logits;
-  SequenceForward block = rows(kBlock, static_cast<int32_t>(kPrompt.size()));
+  SequenceForward block = test::logit_rows(kBlock, static_cast<int32_t>(kPrompt.size()));
   block.cache = cache.get();
   const std::vector<float> second = backend.forward(std::span(&block, 1))[0].logits;
   out.insert(out.end(), second.begin(), second.end());
