@@ -457,7 +457,10 @@ DecodeParams resolve_decode_params(const ModelConfig& c, DecodeParams p, int64_t
   if (c.max_position_embeddings > 0 &&
       prompt_tokens + p.max_tokens + overhang > c.max_position_embeddings)
     fail("prompt (", prompt_tokens, " tokens) + --max-tokens ", p.max_tokens,
-         " exceeds the model's context of ", c.max_position_embeddings, " positions");
+         " exceeds the model's context of ", c.max_position_embeddings, " positions",
+         overhang > 0 ? cat(" (with the ", overhang, " positions a forward may run ahead: ",
+                            wedlm ? "2 x --window" : "one block", ")")
+                      : "");
   return p;
 }
 
