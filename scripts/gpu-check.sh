@@ -28,8 +28,10 @@ status=0
 if [ -d gpu-bundle ]; then
   BIN=$PWD/gpu-bundle/bin
   export LD_LIBRARY_PATH=$PWD/gpu-bundle/lib:${LD_LIBRARY_PATH:-}
-  # cuBLAS from the machine's CUDA toolkit or PyTorch's wheel.
-  for d in /usr/local/cuda/lib64 $(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__))' 2>/dev/null)/cu13/lib; do
+  # cuBLAS from the machine's CUDA toolkit or PyTorch's wheel; NCCL (loaded by --tensor-parallel
+  # and CudaTensorParallel.*) from the toolkit or PyPI's nvidia-nccl-cu13.
+  nvidia_dir=$(python3 -c 'import nvidia, os; print(os.path.dirname(nvidia.__file__))' 2>/dev/null)
+  for d in /usr/local/cuda/lib64 "$nvidia_dir/cu13/lib" "$nvidia_dir/nccl/lib"; do
     [ -d "$d" ] && export LD_LIBRARY_PATH=$LD_LIBRARY_PATH:$d
   done
   export DLLM_FIXTURES_DIR=$PWD/tests/fixtures DLLM_MODELS_DIR=$PWD/models DLLM_BINARY=$BIN/dllm
