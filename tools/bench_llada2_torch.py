@@ -24,37 +24,17 @@ CPU smoke test and correctness check (batched MoE and attention vs a per-token c
 import argparse
 import json
 import math
-import statistics
-import time
 
 import torch
 import torch.nn.functional as F
+
+from bench_torch import time_ms  # tools/: the same timing as the dense peer
 
 # --tiny: a shape that runs in seconds on the CPU but keeps every structural feature (GQA, partial
 # RoPE, a dense layer then MoE layers, several groups with group limiting, a shared expert).
 TINY = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
             num_key_value_heads=2, head_dim=16, num_experts=16, num_experts_per_tok=4, n_group=4,
             topk_group=2, moe_intermediate_size=32, vocab_size=512)
-
-
-def time_ms(fn, reps, cuda, warmup=3):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        if not cuda:
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-            continue
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        torch.cuda.synchronize()
-        s.record()
-        fn()
-        e.record()
-        torch.cuda.synchronize()
-        times.append(s.elapsed_time(e))
-    return statistics.median(times)
 
 
 # ------------------------------------------------------------------------------------- weights

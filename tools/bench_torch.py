@@ -10,17 +10,24 @@ prefix of C random K/V per layer plus themselves; the cache is cropped back afte
 import argparse
 import json
 import statistics
+import time
 
 import torch
 
 
-def time_ms(fn, reps, warmup=3):
+def time_ms(fn, reps, cuda=True, warmup=3):
+    """Median ms of `reps` calls after `warmup`: CUDA events on the GPU, wall time on the CPU."""
     for _ in range(warmup):
         fn()
-    torch.cuda.synchronize()
     times = []
     for _ in range(reps):
+        if not cuda:
+            t0 = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - t0) * 1e3)
+            continue
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda.synchronize()
         s.record()
         fn()
         e.record()
