@@ -122,31 +122,36 @@ std::vector<SequenceResult> TensorParallelBackend::forward(std::span<const Seque
     validate_forward(config_, batch[i], i);
     check_forward(batch[i], i);
   }
-  // The bookkeeping, once for the group: a cache-less request gets an empty cache of the pool
-  // (the same keys: nothing committed, its queries after it), then every cache reserves and
-  // un-shares the slots it writes.
-  std::vector<SequenceForward> shared(batch.begin(), batch.end());
+  // The bookkeeping, once for the group: every cache reserves and un-shares the slots it writes
+  // (only where the queries go: the ranks check what they see); a cache-less request gets an
+  // empty cache of the pool (the same keys: nothing committed, its queries after it).
+  std::vector<KvCache*> caches(batch.size());
   std::vector<std::unique_ptr<KvCache>> scratch;
   std::vector<std::vector<int32_t>> query_slots(batch.size());
   std::vector<std::pair<int32_t, int32_t>> copies;
-  for (size_t i = 0; i < shared.size(); ++i) {
-    SequenceForward& seq = shared[i];
-    if (!seq.cache) seq.cache = scratch.emplace_back(std::make_unique<KvCache>(kv_pool())).get();
-    if (&seq.cache->pool() != &kv_pool()) fail("the cache was not created by this backend");
-    const SequenceSlots slots = plan_sequence_slots(seq, seq.cache, i);
-    seq.cache->reserve(slots.needed_capacity);
-    for (const auto& copy : seq.cache->prepare_writes(slots.query_slots)) copies.push_back(copy);
-    query_slots[i] = slots.query_slots;
+  for (size_t i = 0; i < batch.size(); ++i) {
+    KvCache* cache = batch[i].cache;
+    if (!cache) cache = scratch.emplace_back(std::make_unique<KvCache>(kv_pool())).get();
+    if (&cache->pool() != &kv_pool()) fail("the cache was not created by this backend");
+    query_slots[i] = query_slots_of(batch[i], cache);
+    int64_t needed = 0;
+    for (int32_t slot : query_slots[i]) needed = std::max<int64_t>(needed, slot + 1);
+    cache->reserve(needed);
+    for (const auto& copy : cache->prepare_writes(query_slots[i])) copies.push_back(copy);
+    caches[i] = cache;
   }
   std::vector<std::vector<SequenceResult>> results(ranks_.size());
   run_ranks([&](int r) {
-    std::vector<SequenceForward> mine = shared;
-    for (SequenceForward& seq : mine)
-      if (seq.state) seq.state = static_cast<GroupMethodState&>(*seq.state).ranks[size_t(r)].get();
+    std::vector<SequenceForward> mine(batch.begin(), batch.end());
+    for (size_t i = 0; i < mine.size(); ++i) {
+      mine[i].cache = caches[i];
+      if (mine[i].state)
+        mine[i].state = static_cast<GroupMethodState&>(*mine[i].state).ranks[size_t(r)].get();
+    }
     ranks_[size_t(r)]->copy_group_pages(copies);
     results[size_t(r)] = ranks_[size_t(r)]->forward(mine);
   });
-  for (size_t i = 0; i < shared.size(); ++i)
+  for (size_t i = 0; i < batch.size(); ++i)
     if (batch[i].cache) dllm::commit_cache_writes(batch[i], *batch[i].cache, query_slots[i]);
   return std::move(results[0]);
 }
