@@ -13,6 +13,7 @@
 #include "backend/input_embeddings.h"
 #include "backend/method_state.h"
 #include "decode/token_stats.h"
+#include "decode/vocab_parallel_stats.h"
 #include "kv/kv_cache.h"
 
 namespace dllm {
@@ -126,6 +127,11 @@ struct SequenceForward {
 struct SequenceResult {
   std::vector<float> logits;      // [output_rows.size(), vocab] when want_logits
   std::vector<TokenStats> stats;  // [output_rows.size()] when want_stats
+  // A tensor-parallel rank whose LM head is a slice of the vocabulary (Model::shard) gives,
+  // instead of stats, each output row's partial where the device reduced its slice
+  // ([output_rows.size()]), else its slice of the logits rows in `logits`
+  // ([output_rows.size(), its vocabulary count]); the group merges them.
+  std::vector<VocabShardPartial> vocab_partials;
   // want_attention_rows: [num_layers, tokens.size(), attention_width], row-major. Column j is the
   // key in cache slot j (for a cache-less request: query j); keys the query could not see, and
   // slots that were not keys, are 0. attention_width = 1 + the largest key slot.

@@ -5,6 +5,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/thread_all_reduce.h"
 #include "backend/sequence_slots.h"
+#include "backend/vocab_parallel_outputs.h"
 #include "core/error.h"
 #include "model/layer_desc.h"
 #include "model/tensor_parallel_plan.h"
@@ -17,6 +18,7 @@ namespace {
 class GroupMethodState final : public MethodState {
  public:
   std::vector<std::unique_ptr<MethodState>> ranks;
+  std::vector<float> kept_logits;  // S2D2's draft rows, whole (vocab_parallel_outputs.h)
 };
 
 // The options whose per-head data a rank cannot give for the whole model yet.
@@ -140,6 +142,7 @@ std::vector<SequenceResult> TensorParallelBackend::forward(std::span<const Seque
     for (const auto& copy : cache->prepare_writes(query_slots[i])) copies.push_back(copy);
     caches[i] = cache;
   }
+  const bool vocab_split = shards_[0]->lm_head_is_vocab_slice();
   std::vector<std::vector<SequenceResult>> results(ranks_.size());
   run_ranks([&](int r) {
     std::vector<SequenceForward> mine(batch.begin(), batch.end());
@@ -147,13 +150,29 @@ std::vector<SequenceResult> TensorParallelBackend::forward(std::span<const Seque
       mine[i].cache = caches[i];
       if (mine[i].state)
         mine[i].state = static_cast<GroupMethodState&>(*mine[i].state).ranks[size_t(r)].get();
+      if (vocab_split) ask_ranks_for_slices(mine[i]);
     }
     ranks_[size_t(r)]->copy_group_pages(copies);
     results[size_t(r)] = ranks_[size_t(r)]->forward(mine);
   });
   for (size_t i = 0; i < batch.size(); ++i)
     if (batch[i].cache) dllm::commit_cache_writes(batch[i], *batch[i].cache, query_slots[i]);
+  if (vocab_split) join_rank_outputs(batch, results);
   return std::move(results[0]);
+}
+
+void TensorParallelBackend::join_rank_outputs(std::span<const SequenceForward> batch,
+                                              std::vector<std::vector<SequenceResult>>& results) {
+  std::vector<int64_t> widths;
+  for (const auto& shard : shards_) widths.push_back(shard->lm_head_vocab_count());
+  std::vector<SequenceResult*> ranks(results.size());
+  std::vector<float> no_kept;  // a request without method state keeps nothing
+  for (size_t i = 0; i < batch.size(); ++i) {
+    for (size_t r = 0; r < results.size(); ++r) ranks[r] = &results[r][i];
+    std::vector<float>& kept =
+        batch[i].state ? static_cast<GroupMethodState&>(*batch[i].state).kept_logits : no_kept;
+    join_vocab_slices(batch[i], ranks, widths, config_.vocab_size, kept);
+  }
 }
 
 void TensorParallelBackend::fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) {

@@ -8,8 +8,9 @@
 // storage), committing after every rank is done — while the ranks, each a whole backend of its
 // kind over its shard, compute the same batch at once and sum their partial block outputs with
 // the group's all-reduce (NCCL on GPUs, a thread sum on the CPU). The step plan needs no
-// broadcast: the ranks read the coordinator's batch in shared memory. Every rank computes the
-// same token statistics; rank 0's are returned.
+// broadcast: the ranks read the coordinator's batch in shared memory. The LM head is split by
+// vocabulary: each rank reduces its slice of every greedy row to a few numbers that the
+// coordinator merges (rows the host finishes come back as slices and are joined there).
 //
 // A failure inside a rank (out of device memory, a device error) aborts the group's collective,
 // so no rank is left waiting, and every later forward fails with that cause: a group is not
@@ -66,6 +67,10 @@ class TensorParallelBackend final : public Backend {
   // Runs job(rank) on every rank at once; a rank's failure aborts the collective and stops the
   // group (failure_), then rethrows.
   void run_ranks(const std::function<void(int)>& job);
+  // A vocabulary-parallel group's per-sequence outputs from every rank's into results[0]
+  // (vocab_parallel_outputs.h).
+  void join_rank_outputs(std::span<const SequenceForward> batch,
+                         std::vector<std::vector<SequenceResult>>& results);
 
   const ModelConfig config_;
   RankGroup group_;

@@ -103,4 +103,9 @@ std::vector<SpanRowStats> span_stats_on_host(const SequenceForward& seq,
   return out;
 }
 
+SpanRowStats greedy_span_stats(const TokenStats& stats, double collision, int64_t vocab) {
+  const double log_v = std::log(static_cast<double>(vocab));
+  return {vocab > 1 ? stats.entropy / log_v : 0.0, stats.margin, collision, stats.p_max};
+}
+
 }  // namespace dllm

@@ -50,6 +50,10 @@ std::vector<SpanRowStats> span_stats_on_host(const SequenceForward& seq,
                                              std::span<const float> logits,
                                              const std::vector<TokenStats>& stats, int64_t vocab);
 
+// SequenceForward::want_span_stats of a greedy row from its merged statistics (the devices'
+// reduced rows, vocab_parallel_stats.h): H / ln V, margin, sum of p^2, p of the argmax.
+SpanRowStats greedy_span_stats(const TokenStats& stats, double collision, int64_t vocab);
+
 // RNG draws of one verification: the accept uniform of the token at `position` and the residual
 // uniform (RngStream::kAccept, indices 0 and 1), keyed by the verify forward's step.
 inline double accept_uniform(const RngKey& key, int32_t position) {

@@ -144,6 +144,7 @@ VocabShardPartial vocab_shard_partial(std::span<const float> logits, int32_t voc
       const double e = std::exp(d), dt = d / t, et = std::exp(dt);
       p.sum_exp += e;
       p.sum_exp_shifted += e * d;
+      p.sum_exp_sq += e * e;
       p.sum_exp_tempered += et;
       p.sum_exp_tempered_shifted += et * dt;
       if (!confidence_banned[i]) p.confidence_exp += e;
@@ -235,6 +236,17 @@ TokenStats merge_vocab_shards(std::span<const VocabShardPartial> shards,
                        ? 0.0f
                        : static_cast<float>(std::exp(l_tok - m) / zc);
   return st;
+}
+
+double merged_collision(std::span<const VocabShardPartial> shards) {
+  const MergedScale scale = merged_scale(shards);
+  double z = 0, z2 = 0;
+  for (const VocabShardPartial& p : shards) {
+    const double w = scale.raw(p);
+    z += w * p.sum_exp;
+    z2 += w * w * p.sum_exp_sq;
+  }
+  return z2 / (z * z);
 }
 
 }  // namespace dllm

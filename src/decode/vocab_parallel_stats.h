@@ -28,6 +28,7 @@ struct VocabShardPartial {
   float second_logit = -std::numeric_limits<float>::infinity();  // a second maximum counts
   double sum_exp = 0;                                            // sum exp(l - max_logit)
   double sum_exp_shifted = 0;  // sum exp(l - max_logit) * (l - max_logit): the entropy's
+  double sum_exp_sq = 0;       // sum exp(2 (l - max_logit)): S2D2's collision (sum of p^2)
   double confidence_exp = 0;   // sum exp(l - max_logit) over tokens the confidence keeps
   // The sampling distribution softmax(l / t), t = the temperature (1 when greedy).
   double sum_exp_tempered = 0;          // sum exp((l - max_logit) / t)
@@ -73,5 +74,8 @@ DrawnToken draw_in_shard(std::span<const float> logits, int32_t vocab_begin,
 // Gumbel-max rows, whose token the partials hold.
 TokenStats merge_vocab_shards(std::span<const VocabShardPartial> shards,
                               const SamplerConfig& sampler, DrawnToken drawn);
+
+// The row's sum of p^2 under softmax(l) (S2D2's Renyi-2 estimator on greedy rows).
+double merged_collision(std::span<const VocabShardPartial> shards);
 
 }  // namespace dllm

@@ -82,9 +82,10 @@ void Model::resolve_tensors() {
   const int64_t h = c.hidden_size;
   tensors_.embed = want(family_->global_tensor(GlobalTensor::kEmbed), {c.vocab_size, h});
   tensors_.final_norm = want(family_->global_tensor(GlobalTensor::kFinalNorm), {h});
+  const int64_t head_rows = lm_head_rows_ < 0 ? c.vocab_size : lm_head_rows_;
   tensors_.lm_head = c.tied_embeddings
                          ? tensors_.embed
-                         : want(family_->global_tensor(GlobalTensor::kLmHead), {c.vocab_size, h});
+                         : want(family_->global_tensor(GlobalTensor::kLmHead), {head_rows, h});
   tensors_.layers.resize(static_cast<size_t>(c.num_layers));
   for (int64_t i = 0; i < c.num_layers; ++i) {
     LayerTensors& l = tensors_.layers[static_cast<size_t>(i)];

@@ -65,7 +65,8 @@ class Model {
                                            std::string source);
   // One rank's model of a tensor-parallel group (model_shard.cpp): its heads, KV heads and FFN
   // features (MoE: its features of every expert), copies of its weight slices (a fused QKV: its
-  // Q, K and V rows); embedding, norms, router and LM head replicated.
+  // Q, K and V rows; the LM head: its vocabulary rows, untied); embedding, norms and router
+  // replicated.
   static std::unique_ptr<Model> shard(const Model& whole, const TensorParallelPlan& plan);
 
   const ModelConfig& config() const { return config_; }
@@ -73,6 +74,13 @@ class Model {
   const ModelTensors& tensors() const { return tensors_; }
   const TensorStore& store() const { return store_; }
   const std::filesystem::path& dir() const { return dir_; }
+
+  // The vocabulary ids whose LM-head rows this model holds, [begin, begin + count): every id,
+  // except in a tensor-parallel rank, whose LM head is its slice of the vocabulary (its logits
+  // rows are that slice; the token statistics merge across the ranks, vocab_parallel_stats.h).
+  int64_t lm_head_vocab_begin() const { return lm_head_begin_; }
+  int64_t lm_head_vocab_count() const { return tensors_.lm_head->shape[0]; }
+  bool lm_head_is_vocab_slice() const { return lm_head_vocab_count() != config_.vocab_size; }
 
   int64_t parameter_count() const;  // elements of the tensors the forward uses (tied counted once)
   size_t weight_bytes() const;      // bytes of those tensors as stored
@@ -94,6 +102,8 @@ class Model {
   const Family* family_ = nullptr;
   TensorStore store_;
   ModelTensors tensors_;
+  int64_t lm_head_begin_ = 0;
+  int64_t lm_head_rows_ = -1;  // -1: the whole vocabulary
 };
 
 }  // namespace dllm

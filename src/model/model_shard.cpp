@@ -3,8 +3,10 @@
 // its slices under the checkpoint's names, so every backend builds a rank exactly as it builds a
 // whole model; only the partial sums after o and down need the group (an all-reduce).
 #include <cstring>
+#include <string>
 
 #include "core/error.h"
+#include "model/families/family.h"
 #include "model/layer_desc.h"
 #include "model/model.h"
 #include "model/tensor_parallel_plan.h"
@@ -28,7 +30,8 @@ void add_columns(TensorStore& store, const TensorEntry& t, IdRange cols) {
 
 // Several row ranges of an [out, in] (or [out]) tensor, concatenated in order (a fused
 // [Q | K | V] projection: the rank's Q rows, then its K rows, then its V rows).
-void add_row_ranges(TensorStore& store, const TensorEntry& t, const std::vector<IdRange>& ranges) {
+void add_row_ranges(TensorStore& store, const TensorEntry& t, const std::vector<IdRange>& ranges,
+                    const std::string& name) {
   const int64_t row_elems = t.shape.size() > 1 ? t.shape[1] : 1;
   const size_t row_bytes = static_cast<size_t>(row_elems) * dtype_size(*t.dtype);
   std::vector<unsigned char> bytes;
@@ -39,7 +42,11 @@ void add_row_ranges(TensorStore& store, const TensorEntry& t, const std::vector<
     bytes.insert(bytes.end(), from, from + static_cast<size_t>(r.count) * row_bytes);
     shape[0] += r.count;
   }
-  store.add_owned(t.name, *t.dtype, std::move(shape), std::move(bytes));
+  store.add_owned(name, *t.dtype, std::move(shape), std::move(bytes));
+}
+
+void add_row_ranges(TensorStore& store, const TensorEntry& t, const std::vector<IdRange>& ranges) {
+  add_row_ranges(store, t, ranges, t.name);
 }
 
 void add_rows(TensorStore& store, const TensorEntry& t, IdRange rows) {
@@ -131,7 +138,15 @@ std::unique_ptr<Model> Model::shard(const Model& whole, const TensorParallelPlan
   TensorStore& store = m->store_;
   add_whole(store, t.embed);
   add_whole(store, t.final_norm);
-  if (t.lm_head != t.embed) add_whole(store, t.lm_head);  // replicated: every rank's logits
+  if (plan.vocab.count == c.vocab_size) {  // a group of one: the whole head, tied as it was
+    if (t.lm_head != t.embed) add_whole(store, t.lm_head);
+  } else {  // the rank's vocabulary rows, under the LM head's name even where the whole is tied
+    add_row_ranges(store, *t.lm_head, {plan.vocab},
+                   whole.family().global_tensor(GlobalTensor::kLmHead));
+    m->config_.tied_embeddings = false;
+    m->lm_head_begin_ = plan.vocab.begin;
+    m->lm_head_rows_ = plan.vocab.count;
+  }
   const std::vector<LayerDesc> layers = describe_layers(c);
   for (size_t i = 0; i < t.layers.size(); ++i) {
     const LayerTensors& l = t.layers[i];

@@ -334,7 +334,10 @@ TEST(CudaKernels, HopperAttentionMatchesCpuOnEveryRule) {
 #endif
 }
 
-TEST(CudaKernels, GreedyTokenStatsMatchTheReference) {
+// The device's greedy sums, finished on the host (row_sums_partial, merge_vocab_shards), against
+// compute_token_stats on the whole row — for whole rows and for a row cut into two vocabulary
+// slices (a tensor-parallel group's LM head), merged.
+TEST(CudaKernels, GreedyRowSumsMatchTheReference) {
   std::mt19937 rng(15);
   // 300 and 151936: 16-byte loads; 301: one logit at a time.
   for (int vocab : {300, 301, 151936}) {
@@ -342,32 +345,54 @@ TEST(CudaKernels, GreedyTokenStatsMatchTheReference) {
     const int rows = 6;
     auto logits = test::random_floats(rows * vocab, rng, 3.0f);
     logits[2 * vocab + 17] = logits[2 * vocab + 5] = 100.0f;  // a tie: the lower id wins
-    auto d = test::to_device(logits);
-    cuda::DeviceBuffer<cuda::DeviceTokenStats> out(rows, "stats");
+    logits[0 * vocab + 7] = 1000.0f;                           // banned: must not win
+    logits[3 * vocab + vocab - 2] = 1000.0f;                   // banned, in the second slice
+    SamplerConfig s;
+    s.banned_tokens = {7, vocab - 2};
     cuda::BannedTokens ban;
     ban.ids[0] = 7;
-    ban.n = 1;
-    logits[0 * vocab + 7] = 1000.0f;  // banned: must not win
-    d = test::to_device(logits);
-    cuda::greedy_token_stats(d.get(), rows, vocab, ban, out.get(), nullptr);
-    const auto got = test::to_host(out);
-    SamplerConfig s;
-    s.banned_tokens = {7};
+    ban.ids[1] = vocab - 2;
+    ban.n = 2;
+    // Slices [0, cut) and [cut, vocab) as a group of two computes them (each its own buffer).
+    const int cut = vocab / 2 + (vocab % 4 == 0 ? 0 : 1);
+    std::vector<float> first, second;
     for (int r = 0; r < rows; ++r) {
-      const TokenStats ref =
-          compute_token_stats(std::span<const float>(&logits[r * vocab], vocab), s, 0.0);
-      EXPECT_EQ(got[r].argmax, ref.argmax) << r;
-      EXPECT_NEAR(got[r].p_max, ref.p_max, 1e-4 + 1e-3 * ref.p_max);
-      EXPECT_NEAR(got[r].entropy, ref.entropy, 1e-3 + 1e-4 * ref.entropy);
-      EXPECT_NEAR(got[r].margin, ref.margin, 1e-4 + 1e-3 * ref.margin);
-      // Sum of p^2 over the same distribution (S2D2's Renyi-2 estimator), against the host's.
-      const auto p = sampling_distribution(std::span<const float>(&logits[r * vocab], vocab), s);
+      first.insert(first.end(), &logits[r * vocab], &logits[r * vocab + cut]);
+      second.insert(second.end(), &logits[r * vocab + cut], &logits[(r + 1) * vocab]);
+    }
+    auto sums_of = [&](const std::vector<float>& host, int width, int begin) {
+      auto d = test::to_device(host);
+      cuda::DeviceBuffer<cuda::DeviceRowSums> out(rows, "sums");
+      cuda::greedy_row_sums(d.get(), rows, width, begin, ban, out.get(), nullptr);
+      return test::to_host(out);
+    };
+    const auto whole = sums_of(logits, vocab, 0);
+    const auto lo = sums_of(first, cut, 0), hi = sums_of(second, vocab - cut, cut);
+    for (int r = 0; r < rows; ++r) {
+      SCOPED_TRACE(r);
+      const auto row = std::span<const float>(&logits[r * vocab], vocab);
+      const TokenStats ref = compute_token_stats(row, s, 0.0);
+      const auto p = sampling_distribution(row, s);
       double collision = 0;
       for (double v : p) collision += v * v;
-      EXPECT_NEAR(got[r].collision, collision, 1e-5 + 1e-3 * collision) << r;
+      const VocabShardPartial one[] = {cuda::row_sums_partial(whole[r], 0)};
+      const VocabShardPartial two[] = {cuda::row_sums_partial(lo[r], 0),
+                                       cuda::row_sums_partial(hi[r], cut)};
+      using Parts = std::span<const VocabShardPartial>;
+      for (Parts parts : {Parts(one), Parts(two)}) {
+        const TokenStats got = merge_vocab_shards(parts, s, {});
+        EXPECT_EQ(got.argmax, ref.argmax) << parts.size() << " slices";
+        EXPECT_EQ(got.token, ref.argmax);
+        EXPECT_NEAR(got.p_max, ref.p_max, 1e-4 + 1e-3 * ref.p_max);
+        EXPECT_NEAR(got.entropy, ref.entropy, 1e-3 + 1e-4 * ref.entropy);
+        EXPECT_NEAR(got.margin, ref.margin, 1e-4 + 1e-3 * ref.margin);
+        // Sum of p^2 (S2D2's Renyi-2 estimator), against the host's.
+        EXPECT_NEAR(merged_collision(parts), collision, 1e-5 + 1e-3 * collision);
+      }
     }
-    EXPECT_EQ(got[2].argmax, 5);
-    EXPECT_NEAR(got[2].margin, 0.0f, 1e-6);
+    EXPECT_EQ(whole[2].argmax, 5);
+    EXPECT_NEAR(merge_vocab_shards(std::vector{cuda::row_sums_partial(whole[2], 0)}, s, {}).margin,
+                0.0f, 1e-6);
   }
 }
 

@@ -9,7 +9,10 @@
 #include <cstdio>
 
 #include "backend/tensor_parallel_backend.h"
+#include "backend/vocab_parallel_outputs.h"
 #include "engine/engine_core.h"
+#include "model/layer_desc.h"
+#include "model/tensor_parallel_plan.h"
 #include "support/engine_runs.h"
 #include "support/rel_error.h"
 #include "support/tensor_parallel_forwards.h"
@@ -47,6 +50,83 @@ TEST(CudaTensorParallel, GroupOfOneBatchesRequestsAsThePlainBackend) {
     EXPECT_EQ(got[i].ids, expected[i].ids) << "request " << i << " " << cases[i].params.strategy;
   }
   EXPECT_EQ(core.kv_pool().used_pages(), 0);
+}
+
+// Three rows a forward of every kind the ranks return: greedy statistics (each rank's device
+// reduces its slice: partials), sampled statistics (slices to the host) and logits.
+std::vector<SequenceResult> outputs_of_every_kind(Backend& backend) {
+  auto cache = backend.create_cache(32);
+  SequenceForward fill = test::logit_rows({3, 99, 17, 250, 5, 8, 41, 7}, 0);
+  fill.cache = cache.get();
+  fill.write = CacheWrite::kAppend;
+  fill.want_logits = false;
+  fill.output_rows.clear();
+  backend.forward(std::span(&fill, 1));
+  std::vector<SequenceForward> steps(3, test::logit_rows({12, 290, 290, 64}, 8));
+  for (SequenceForward& f : steps) f.cache = cache.get();
+  steps[0].want_logits = false;
+  steps[0].want_stats = true;
+  steps[0].want_span_stats = true;
+  steps[0].sampler.banned_tokens = {5, 200};
+  steps[1].want_logits = false;
+  steps[1].want_stats = true;
+  steps[1].sampler.temperature = 0.8f;
+  steps[1].rng = {7, 1, 0};
+  return backend.forward(steps);
+}
+
+// The vocabulary-parallel outputs on one GPU: two CUDA backends over the whole model's layers,
+// each holding half the LM head's rows (a plan no group makes: every head on both ranks, so no
+// all-reduce is needed), their results joined by the group's own code, give the plain backend's
+// statistics and logits.
+TEST(CudaTensorParallel, VocabularySlicesJoinIntoTheWholeRows) {
+  const auto model = Model::load(test::models_dir() / "tiny-block");
+  const ModelConfig& c = model->config();
+  const TensorParallelPlan one = plan_tensor_parallel(describe_layers(c), c.vocab_size, 0, 1);
+  std::vector<std::unique_ptr<Model>> shards;
+  std::vector<std::vector<SequenceResult>> ranks;
+  std::vector<int64_t> widths;
+  const int64_t half = c.vocab_size / 2 / 4 * 4;  // 16-byte rows in the first slice
+  for (int r = 0; r < 2; ++r) {
+    TensorParallelPlan plan = one;
+    plan.rank = r;
+    plan.world = 2;
+    plan.vocab = r == 0 ? IdRange{0, half} : IdRange{half, c.vocab_size - half};
+    shards.push_back(Model::shard(*model, plan));
+    ASSERT_TRUE(shards.back()->lm_head_is_vocab_slice());
+    widths.push_back(plan.vocab.count);
+    ranks.push_back(outputs_of_every_kind(*make_cuda_backend(*shards.back())));
+  }
+  ASSERT_FALSE(ranks[0][0].vocab_partials.empty()) << "greedy rows reduce on the device";
+  ASSERT_TRUE(ranks[0][1].vocab_partials.empty()) << "sampled rows come back as slices";
+  const auto want = outputs_of_every_kind(*make_cuda_backend(*model));
+  std::vector<float> kept;
+  for (size_t i = 0; i < want.size(); ++i) {
+    SCOPED_TRACE(i);
+    SequenceForward seq = test::logit_rows({12, 290, 290, 64}, 8);
+    if (i < 2) seq.want_logits = false;
+    seq.want_stats = i < 2;
+    seq.want_span_stats = i == 0;
+    if (i == 0) seq.sampler.banned_tokens = {5, 200};
+    if (i == 1) {
+      seq.sampler.temperature = 0.8f;
+      seq.rng = {7, 1, 0};
+    }
+    SequenceResult* both[] = {&ranks[0][i], &ranks[1][i]};
+    join_vocab_slices(seq, both, widths, c.vocab_size, kept);
+    const SequenceResult& got = ranks[0][i];
+    ASSERT_EQ(got.stats.size(), want[i].stats.size());
+    for (size_t row = 0; row < got.stats.size(); ++row) {
+      EXPECT_EQ(got.stats[row].token, want[i].stats[row].token) << "row " << row;
+      EXPECT_NEAR(got.stats[row].p_token, want[i].stats[row].p_token, 1e-5);
+      EXPECT_NEAR(got.stats[row].entropy, want[i].stats[row].entropy, 1e-4);
+    }
+    ASSERT_EQ(got.span_stats.size(), want[i].span_stats.size());
+    for (size_t row = 0; row < got.span_stats.size(); ++row)
+      EXPECT_NEAR(got.span_stats[row].collision, want[i].span_stats[row].collision, 1e-5);
+    ASSERT_EQ(got.logits.size(), want[i].logits.size());
+    if (!got.logits.empty()) EXPECT_LT(test::rel_error(got.logits, want[i].logits), 1e-5);
+  }
 }
 
 // Every group size the machine's GPUs allow (2, 4): the logits of the CPU's whole model within

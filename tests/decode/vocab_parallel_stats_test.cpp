@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <random>
 #include <string>
@@ -114,6 +115,38 @@ TEST(VocabParallelStats, ShardsMergeIntoTheWholeRowsStatistics) {
             sharded_stats(logits, cuts, ns.sampler, key, position, u), want,
             ns.name + ", row " + std::to_string(row) + ", " + std::to_string(shards) + " shards");
       }
+    }
+  }
+}
+
+// S2D2's Renyi-2 estimate on greedy rows: the sum of p^2 of softmax(l), from the partials.
+TEST(VocabParallelStats, ShardsMergeIntoTheWholeRowsCollision) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> logit(0.0f, 2.0f);
+  constexpr int32_t kVocab = 501;
+  for (int row = 0; row < 20; ++row) {
+    std::vector<float> logits(kVocab);
+    for (float& v : logits) v = logit(rng);
+    if (row % 3 == 0) logits[static_cast<size_t>(rng() % kVocab)] += 15.0f;
+    const float mx = *std::max_element(logits.begin(), logits.end());
+    double z = 0, z2 = 0;
+    for (float v : logits) {
+      const double e = std::exp(static_cast<double>(v) - mx);
+      z += e;
+      z2 += e * e;
+    }
+    const double want = z2 / (z * z);
+    for (int shards : {1, 2, 5}) {
+      const auto cuts = random_cuts(kVocab, shards, rng);
+      std::vector<VocabShardPartial> partials;
+      for (size_t r = 0; r < cuts.size(); ++r) {
+        const size_t end = r + 1 < cuts.size() ? static_cast<size_t>(cuts[r + 1]) : logits.size();
+        partials.push_back(vocab_shard_partial(
+            std::span<const float>(logits).subspan(static_cast<size_t>(cuts[r]), end - cuts[r]),
+            cuts[r], SamplerConfig{}, nullptr, 0));
+      }
+      EXPECT_NEAR(merged_collision(partials), want, 1e-12 + 1e-9 * want)
+          << "row " << row << ", " << shards << " shards";
     }
   }
 }

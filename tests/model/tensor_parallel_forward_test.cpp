@@ -67,16 +67,32 @@ void PrintTo(const Case& c, std::ostream* os) {
 
 class TensorParallelForward : public ::testing::TestWithParam<Case> {};
 
+// Each rank's slice of every row (its LM head's vocabulary ids, in rank order) side by side.
+std::vector<float> joined_slices(const std::vector<std::vector<float>>& ranks, size_t rows) {
+  std::vector<float> out;
+  for (size_t i = 0; i < rows; ++i)
+    for (const auto& slice : ranks) {
+      const size_t w = slice.size() / rows;
+      out.insert(out.end(), slice.begin() + static_cast<std::ptrdiff_t>(i * w),
+                 slice.begin() + static_cast<std::ptrdiff_t>((i + 1) * w));
+    }
+  return out;
+}
+
 TEST_P(TensorParallelForward, RanksGiveTheWholeModelsLogits) {
   const auto model = Model::load(test::model_fixture(GetParam().fixture));
   const std::vector<float> whole = prefill_then_block(*make_cpu_backend(*model));
   const auto ranks = ranks_logits(*model, GetParam().world);
-  for (size_t r = 0; r < ranks.size(); ++r) {
-    ASSERT_EQ(ranks[r].size(), whole.size());
-    EXPECT_EQ(ranks[r], ranks[0]) << "rank " << r << " differs from rank 0";
+  const int64_t vocab = model->config().vocab_size;
+  const size_t rows = whole.size() / static_cast<size_t>(vocab);
+  for (size_t r = 0; r < ranks.size(); ++r) {  // the plan's split: vocab / world ids a rank
+    const int64_t width = vocab / GetParam().world + (int64_t(r) < vocab % GetParam().world);
+    EXPECT_EQ(ranks[r].size(), rows * static_cast<size_t>(width)) << "rank " << r;
   }
   // Only the order of the partial sums differs from the whole model's GEMMs.
-  EXPECT_LT(test::rel_error(ranks[0], whole), 1e-5);
+  const std::vector<float> joined = joined_slices(ranks, rows);
+  ASSERT_EQ(joined.size(), whole.size());
+  EXPECT_LT(test::rel_error(joined, whole), 1e-5);
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -114,6 +130,34 @@ TEST(TensorParallelShard, RankHoldsItsSlices) {
   const TensorEntry& o = *rank->tensors().layers[0].o;
   const TensorEntry& whole_o = *model->tensors().layers[0].o;
   EXPECT_EQ(o.shape, (std::vector<int64_t>{whole_o.shape[0], whole_o.shape[1] / 2}));
+}
+
+// The LM head by vocabulary: rank r holds the rows of its ids — a copy of the embedding's rows
+// where the checkpoint ties them (Fast-dLLM v2), the embedding itself staying whole.
+TEST(TensorParallelShard, RankHoldsItsVocabularyRowsOfTheLmHead) {
+  for (const char* fixture : {"sdar-tiny", "fast-dllm-v2-tiny"}) {
+    SCOPED_TRACE(fixture);
+    const auto model = Model::load(test::model_fixture(fixture));
+    const ModelConfig& c = model->config();
+    const auto plan = plan_tensor_parallel(describe_layers(c), c.vocab_size, 1, 2);
+    const auto rank = Model::shard(*model, plan);
+    EXPECT_TRUE(rank->lm_head_is_vocab_slice());
+    EXPECT_EQ(rank->lm_head_vocab_begin(), plan.vocab.begin);
+    EXPECT_EQ(rank->lm_head_vocab_count(), plan.vocab.count);
+    EXPECT_EQ(rank->tensors().embed->shape[0], c.vocab_size) << "the embedding stays whole";
+    const TensorEntry& head = *rank->tensors().lm_head;
+    const TensorEntry& whole = *model->tensors().lm_head;
+    const size_t row_bytes = whole.nbytes / static_cast<size_t>(whole.shape[0]);
+    ASSERT_EQ(head.nbytes, static_cast<size_t>(plan.vocab.count) * row_bytes);
+    EXPECT_TRUE(std::equal(head.data, head.data + head.nbytes,
+                           whole.data + static_cast<size_t>(plan.vocab.begin) * row_bytes));
+  }
+  // A group of one keeps the whole head, tied as the checkpoint has it.
+  const auto tied = Model::load(test::model_fixture("fast-dllm-v2-tiny"));
+  const auto one = Model::shard(
+      *tied, plan_tensor_parallel(describe_layers(tied->config()), tied->config().vocab_size, 0, 1));
+  EXPECT_FALSE(one->lm_head_is_vocab_slice());
+  EXPECT_EQ(one->tensors().lm_head, one->tensors().embed);
 }
 
 TEST(TensorParallelShard, MoeRankHoldsItsExpertFeaturesAndFusedQkvRows) {

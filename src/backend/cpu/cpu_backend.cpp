@@ -69,6 +69,8 @@ CpuBackend::CpuBackend(const Model& model)
   final_norm_ = to_f32(t.final_norm);
   tied_ = t.lm_head == t.embed;
   if (!tied_) lm_head_ = WeightMatrix::of(t.lm_head);
+  head_rows_ = model.lm_head_vocab_count();
+  vocab_slice_ = model.lm_head_is_vocab_slice();
   for (const LayerTensors& l : t.layers) layers_.push_back(load_layer(l, config_));
   const RopeTable rope = rope_table(config_);
   inv_freq_ = rope.inv_freq;
@@ -270,7 +272,11 @@ void CpuBackend::run_ffn(int64_t li, const float* xn, int64_t m, float* out) con
 
 std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward> batch) {
   const ModelConfig& c = config_;
-  for (size_t i = 0; i < batch.size(); ++i) validate_forward(c, batch[i], i);
+  for (size_t i = 0; i < batch.size(); ++i) {
+    validate_forward(c, batch[i], i);
+    if (vocab_slice_ && (batch[i].verify || batch[i].retain_logits))
+      fail("forward request ", i, ": a vocabulary-parallel rank keeps no draft rows (internal)");
+  }
   for (size_t i = 0; i < batch.size(); ++i)
     if (batch[i].state && !dynamic_cast<CpuMethodState*>(batch[i].state))
       fail("forward request ", i, ": the method state was not created by the CPU backend");

@@ -178,6 +178,10 @@ class CpuBackend : public Backend {  // not final: tests override check_forward(
   cpu::WeightMatrix embed_, lm_head_;
   HostTensor final_norm_;
   bool tied_ = false;
+  // The LM head's vocabulary rows (Model::lm_head_vocab_count: all ids but in a vocabulary-
+  // parallel rank, which gives its logits slices and leaves the statistics to its group).
+  int64_t head_rows_ = 0;
+  bool vocab_slice_ = false;
   std::vector<CpuLayer> layers_;
   std::vector<float> inv_freq_;  // RoPE (model/rope.h)
   float rope_scale_ = 1.0f;

@@ -30,7 +30,7 @@ bool wants_outputs(const SequenceForward& seq) {
 void CpuBackend::compute_outputs(std::span<const SequenceForward> batch,
                                  std::span<const SequenceRun> runs, const float* x,
                                  std::vector<SequenceResult>& results) const {
-  const int64_t vocab_bytes = config_.vocab_size * static_cast<int64_t>(sizeof(float));
+  const int64_t vocab_bytes = head_rows_ * static_cast<int64_t>(sizeof(float));
   size_t first = 0;
   while (first < batch.size()) {
     size_t last = first;
@@ -51,7 +51,7 @@ void CpuBackend::compute_group_outputs(std::span<const SequenceForward> batch,
                                        std::span<const SequenceRun> runs, const float* x,
                                        std::span<SequenceResult> results) const {
   const ModelConfig& c = config_;
-  const int64_t h = c.hidden_size, vocab = c.vocab_size;
+  const int64_t h = c.hidden_size, vocab = head_rows_;
   const float eps = static_cast<float>(c.norm_eps);
   const cpu::WeightMatrix& head = tied_ ? embed_ : lm_head_;
   // Output row j of the group: sequence owner[j], its output row index[j].
@@ -78,6 +78,14 @@ void CpuBackend::compute_group_outputs(std::span<const SequenceForward> batch,
   std::vector<float>& logits = scratch_.logits;
   logits.resize(static_cast<size_t>(m * vocab));
   cpu::matmul_nt(rows.data(), h, head, logits.data(), vocab, m);
+  if (vocab_slice_) {  // a rank of a vocabulary-parallel group: its slices, merged by the group
+    for (size_t si = 0; si < batch.size(); ++si)
+      if (wants_outputs(batch[si]))
+        results[si].logits.assign(
+            logits.begin() + first_row[si] * vocab,
+            logits.begin() + (first_row[si] + int64_t(batch[si].output_rows.size())) * vocab);
+    return;
+  }
 
   for (size_t si = 0; si < batch.size(); ++si)
     if (batch[si].want_stats && wants_outputs(batch[si]))

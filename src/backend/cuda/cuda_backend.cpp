@@ -104,6 +104,9 @@ CudaBackend::CudaBackend(const Model& model, int device)
   final_norm_ = upload_bf16({t.final_norm}, "the final norm");
   tied_ = t.lm_head == t.embed;
   if (!tied_) lm_head_ = upload_bf16({t.lm_head}, "the LM head");
+  head_begin_ = model.lm_head_vocab_begin();
+  head_rows_ = model.lm_head_vocab_count();
+  vocab_slice_ = model.lm_head_is_vocab_slice();
   for (const LayerTensors& l : t.layers) layers_.push_back(upload_layer(l));
   const RopeTable rope = rope_table(config_);  // fp32, as Hugging Face computes it
   inv_freq_ = upload(rope.inv_freq, "RoPE frequencies");

@@ -113,7 +113,7 @@ class CudaBackend final : public Backend {
   // run: everything the GPU does for a forward, in stream order (captured as a graph or run
   // directly). `ints` is where the staged integers are copied from; device statistics go to
   // `stats_dst` (pinned for graphs).
-  void enqueue(ForwardPlan& plan, const int32_t* ints, cuda::DeviceTokenStats* stats_dst);
+  void enqueue(ForwardPlan& plan, const int32_t* ints, cuda::DeviceRowSums* stats_dst);
   void splice_input_embeddings(const ForwardPlan& plan);
   void enqueue_layer(ForwardPlan& plan, int64_t layer);
   void enqueue_attention(ForwardPlan& plan, int64_t layer, const LayerRows& rows);
@@ -126,7 +126,7 @@ class CudaBackend final : public Backend {
   // dLLM-Cache: the rows `layer` recomputes for each sequence (may sync for V similarity).
   LayerRows layer_rows(ForwardPlan& plan, int64_t layer);
   std::vector<int32_t> rows_by_similarity(const PlannedSequence& p, int64_t layer);
-  void enqueue_outputs(ForwardPlan& plan, cuda::DeviceTokenStats* stats_dst);
+  void enqueue_outputs(ForwardPlan& plan, cuda::DeviceRowSums* stats_dst);
   // Sparse attention (cuda_sparse.cpp): a sequence's checks and knobs (prepare), the per-layer
   // attention plans and the selection's staging (stage), the layer's gathered key lists (at the
   // layer's start), MAGE's selection (after the layer's K/V are written); after the forward, the
@@ -148,8 +148,13 @@ class CudaBackend final : public Backend {
   const cuda::AttentionBatchPlan& layer_attention(const ForwardPlan& plan, int64_t layer) const;
   // collect (cuda_outputs.cpp): S2D2 verification and kept rows, host copies, results.
   std::vector<SequenceResult> collect(ForwardPlan& plan,
-                                      std::span<const cuda::DeviceTokenStats> stats);
-  void run_graph_or_direct(ForwardPlan& plan, std::vector<cuda::DeviceTokenStats>& stats);
+                                      std::span<const cuda::DeviceRowSums> stats);
+  // A whole-vocabulary rank's statistics, span statistics and verification of one sequence
+  // (collect()): from the device's sums, or from its logits rows on the host.
+  void whole_vocab_outputs(const PlannedSequence& p, std::span<const cuda::DeviceRowSums> stats,
+                           std::span<const cuda::DeviceVerifyRow> device_verify,
+                           std::span<const float> host_kept, SequenceResult& r) const;
+  void run_graph_or_direct(ForwardPlan& plan, std::vector<cuda::DeviceRowSums>& stats);
 
   // Profiling: events around each op class, summed per class after the forward's sync.
   struct OpEvents {
@@ -171,6 +176,11 @@ class CudaBackend final : public Backend {
   DeviceBuffer<char> cublas_workspace_;
   DeviceBuffer<bf16> embed_, final_norm_, lm_head_;
   bool tied_ = false;
+  // The LM head's vocabulary rows, ids [head_begin_, head_begin_ + head_rows_): all of them but
+  // in a vocabulary-parallel rank (Model::lm_head_vocab_*), which gives each output row's
+  // partial sums or its logits slice and leaves the statistics to its group.
+  int64_t head_begin_ = 0, head_rows_ = 0;
+  bool vocab_slice_ = false;
   std::vector<CudaLayer> layers_;
   DeviceBuffer<float> inv_freq_;  // RoPE (model/rope.h)
   float rope_scale_ = 1.0f;
@@ -189,7 +199,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<int32_t> moe_experts_, moe_offsets_, moe_order_, moe_position_, moe_active_;
   DeviceBuffer<bf16> moe_gu_, moe_act_;
   DeviceBuffer<int32_t> layer_plan_;  // dLLM-Cache batches: each layer's attention plan
-  DeviceBuffer<cuda::DeviceTokenStats> stats_;
+  DeviceBuffer<cuda::DeviceRowSums> stats_;
   DeviceBuffer<float> dlc_sim_;     // dLLM-Cache: V similarities
   DeviceBuffer<float> rollout_ws_;  // d2Cache rollout: importance first, then scratch
   // Sparse selection's scratch: prefix LSE of the selection rows, its chunk partials, the score
@@ -222,7 +232,7 @@ class CudaBackend final : public Backend {
   DeviceBuffer<int32_t> verify_in_;  // S2D2 verify: draft rows | tokens | uniforms (bits)
   DeviceBuffer<cuda::DeviceVerifyRow> verify_out_;
   cuda::PinnedBuffer<int32_t> pinned_ints_;
-  cuda::PinnedBuffer<cuda::DeviceTokenStats> pinned_stats_;
+  cuda::PinnedBuffer<cuda::DeviceRowSums> pinned_stats_;
 
   bool graphs_enabled_ = true;  // DLLM_CUDA_GRAPHS=0 turns capture off (debugging, comparisons)
   // Captured graphs by shape, at most kMaxGraphs (the least recently used one goes first).

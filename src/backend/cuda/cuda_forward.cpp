@@ -19,7 +19,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
     add_profile(
         "host: prepare",
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  std::vector<cuda::DeviceTokenStats> stats(static_cast<size_t>(plan.padded_out));
+  std::vector<cuda::DeviceRowSums> stats(static_cast<size_t>(plan.padded_out));
   run_graph_or_direct(plan, stats);
   return collect(plan, stats);
 }
@@ -62,7 +62,7 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
   }
   if (M > 0) {
     moved |= hn_.ensure(M * h, "output rows");
-    moved |= logits_.ensure(M * static_cast<size_t>(c.vocab_size), "logits");
+    moved |= logits_.ensure(M * static_cast<size_t>(head_rows_), "logits");
     moved |= stats_.ensure(M, "token statistics");
   }
   size_t rows_ws = 0;
@@ -143,7 +143,7 @@ void CudaBackend::splice_input_embeddings(const ForwardPlan& plan) {
 }
 
 void CudaBackend::enqueue(ForwardPlan& plan, const int32_t* ints,
-                          cuda::DeviceTokenStats* stats_dst) {
+                          cuda::DeviceRowSums* stats_dst) {
   DLLM_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), ints, plan.ints.size() * sizeof(int32_t),
                                   cudaMemcpyHostToDevice, stream_));
   if (plan.attn_rows_total > 0)
@@ -162,7 +162,7 @@ void CudaBackend::enqueue(ForwardPlan& plan, const int32_t* ints,
 }
 
 void CudaBackend::run_graph_or_direct(ForwardPlan& plan,
-                                      std::vector<cuda::DeviceTokenStats>& stats) {
+                                      std::vector<cuda::DeviceRowSums>& stats) {
   const size_t M = stats.size();
   if (!plan.graphable) {
     enqueue(plan, plan.ints.data(), stats.data());

@@ -92,6 +92,8 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
   ForwardPlan plan;
   for (size_t i = 0; i < batch.size(); ++i) {
     validate_forward(c, batch[i], i);
+    if (vocab_slice_ && (batch[i].verify || batch[i].retain_logits))
+      fail("forward request ", i, ": a vocabulary-parallel rank keeps no draft rows (internal)");
     if (batch[i].want_layer_qk)
       fail("forward request ", i, ": want_layer_qk (pattern search) runs on the CPU backend");
     plan.any_input_embeddings = plan.any_input_embeddings || batch[i].input_embeddings;

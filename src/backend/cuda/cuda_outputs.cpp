@@ -1,6 +1,6 @@
 // The CUDA forward's outputs: final norm and LM head on the wanted rows of every sequence at
-// once, greedy token statistics on the device (only five numbers per row come back), logits
-// rows to the host where a sequence needs them; then collect: S2D2's span verification and kept
+// once, greedy softmax sums on the device (only six numbers per row come back), logits rows to
+// the host where a sequence needs them; then collect: S2D2's span verification and kept
 // draft rows, d2Cache's rollout, and the commit of every written slot.
 #include <cmath>
 #include <cstring>
@@ -8,6 +8,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm.h"
+#include "backend/host_token_stats.h"
 #include "core/thread_pool.h"
 #include "decode/s2d2_verify.h"
 
@@ -21,36 +22,15 @@ bool verify_on_device(const SamplerConfig& s) {
   return s.top_k == 0 && !(s.top_p < 1.0f) && s.banned_tokens.size() <= cuda::kMaxBanned;
 }
 
-TokenStats from_device_stats(const cuda::DeviceTokenStats& d) {
-  TokenStats st;
-  st.argmax = st.token = d.argmax;
-  st.p_max = st.p_token = st.p_token_tempered = st.p_token_raw = d.p_max;
-  st.entropy = st.entropy_filtered = d.entropy;
-  st.margin = st.margin_filtered = d.margin;
-  return st;
-}
-
-// Host statistics of the output rows' logits (filters, sampling, LLaDA's per-entry Gumbel
-// draws) where the device's greedy statistics do not suffice: one row per thread.
-void host_token_stats(const ModelConfig& c, const SequenceForward& seq,
-                      const std::vector<float>& logits, std::vector<TokenStats>& stats) {
-  const int64_t m = static_cast<int64_t>(seq.output_rows.size());
-  parallel_for(m, [&](int64_t first, int64_t last) {
-    for (int64_t i = first; i < last; ++i) {
-      const size_t row = static_cast<size_t>(seq.output_rows[static_cast<size_t>(i)]);
-      const int32_t pos = seq.rng_positions.empty() ? seq.positions[row]
-                                                    : seq.rng_positions[static_cast<size_t>(i)];
-      stats[static_cast<size_t>(i)] = compute_token_stats(
-          std::span<const float>(logits).subspan(static_cast<size_t>(i * c.vocab_size),
-                                                 static_cast<size_t>(c.vocab_size)),
-          seq.sampler, seq.rng, pos);
-    }
-  });
+// The device's greedy statistics of a whole-vocabulary row: the one slice's sums, finished.
+TokenStats from_device_sums(const cuda::DeviceRowSums& d, const SamplerConfig& sampler) {
+  const VocabShardPartial whole = cuda::row_sums_partial(d, 0);
+  return merge_vocab_shards(std::span(&whole, 1), sampler, {});
 }
 
 }  // namespace
 
-void CudaBackend::enqueue_outputs(ForwardPlan& plan, cuda::DeviceTokenStats* stats_dst) {
+void CudaBackend::enqueue_outputs(ForwardPlan& plan, cuda::DeviceRowSums* stats_dst) {
   const ModelConfig& c = config_;
   const int M = static_cast<int>(plan.padded_out);
   if (M == 0) return;
@@ -60,22 +40,22 @@ void CudaBackend::enqueue_outputs(ForwardPlan& plan, cuda::DeviceTokenStats* sta
   op_end();
   op_begin("lm head gemm");
   cuda::gemm_nt(cublas_, hn_.get(), tied_ ? embed_.get() : lm_head_.get(), logits_.get(),
-                CUDA_R_32F, M, static_cast<int>(c.vocab_size), static_cast<int>(c.hidden_size),
+                CUDA_R_32F, M, static_cast<int>(head_rows_), static_cast<int>(c.hidden_size),
                 false);
   op_end();
   op_begin("token stats");
-  cuda::greedy_token_stats_rows(logits_.get(), M, static_cast<int>(c.vocab_size),
-                                ints_.get() + plan.bans_at, ints_.get() + plan.row_ban_at,
-                                stats_.get(), stream_);
+  cuda::greedy_row_sums_rows(logits_.get(), M, static_cast<int>(head_rows_),
+                             static_cast<int>(head_begin_), ints_.get() + plan.bans_at,
+                             ints_.get() + plan.row_ban_at, stats_.get(), stream_);
   op_end();
-  DLLM_CUDA_CHECK(cudaMemcpyAsync(stats_dst, stats_.get(), M * sizeof(cuda::DeviceTokenStats),
+  DLLM_CUDA_CHECK(cudaMemcpyAsync(stats_dst, stats_.get(), M * sizeof(cuda::DeviceRowSums),
                                   cudaMemcpyDeviceToHost, stream_));
 }
 
 std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
-                                                 std::span<const cuda::DeviceTokenStats> stats) {
+                                                 std::span<const cuda::DeviceRowSums> stats) {
   const ModelConfig& c = config_;
-  const int64_t V = c.vocab_size;
+  const int64_t V = head_rows_;  // the logits rows' width: the vocabulary, or a rank's slice
   std::vector<SequenceResult> results(plan.seqs.size());
   std::vector<std::vector<cuda::DeviceVerifyRow>> device_verify(plan.seqs.size());
   std::vector<std::vector<float>> host_kept(plan.seqs.size()), importance(plan.seqs.size());
@@ -173,40 +153,57 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
     commit_cache_writes(seq, *p.cache, p.query_slots);
     if (p.reuse_first) p.cache->set_length(p.rows);
     const int64_t m = static_cast<int64_t>(seq.output_rows.size());
-    if (m > 0 && seq.want_stats) {
-      r.stats.resize(static_cast<size_t>(m));
-      if (p.host_rows) {
-        host_token_stats(c, seq, r.logits, r.stats);
-      } else {
+    if (vocab_slice_) {  // the group merges: device rows' partial sums, or the logits slices
+      if (m > 0 && seq.want_stats && !p.host_rows)
         for (int64_t i = 0; i < m; ++i)
-          r.stats[static_cast<size_t>(i)] = from_device_stats(stats[size_t(p.out_offset + i)]);
-      }
-    }
-    if (seq.want_span_stats && m > 0) {
-      if (p.host_rows) {
-        r.span_stats = span_stats_on_host(seq, r.logits, r.stats, V);
-      } else {
-        const double log_v = std::log(static_cast<double>(V));
-        for (int64_t i = 0; i < m; ++i) {
-          const cuda::DeviceTokenStats& d = stats[static_cast<size_t>(p.out_offset + i)];
-          r.span_stats.push_back({V > 1 ? d.entropy / log_v : 0.0, d.margin, d.collision, d.p_max});
-        }
-      }
-    }
-    if (seq.verify && m > 0) {
-      if (!device_verify[si].empty()) {
-        for (const cuda::DeviceVerifyRow& d : device_verify[si])
-          r.verify_rows.push_back({d.q_token, d.p_token, d.residual_token});
-      } else {
-        r.verify_rows = verify_span_rows(r.logits, host_kept[si], V, *seq.verify, seq.sampler);
-      }
+          r.vocab_partials.push_back(cuda::row_sums_partial(
+              stats[size_t(p.out_offset + i)], static_cast<int32_t>(head_begin_)));
+    } else {
+      whole_vocab_outputs(p, stats, device_verify[si], host_kept[si], r);
     }
     if (seq.want_attention_rollout)
       r.attention_importance.assign(importance[si].begin(), importance[si].end());
     if (seq.sparse) finish_sparse(p, r);
-    if (!seq.want_logits) r.logits.clear();
+    if (!seq.want_logits && !vocab_slice_) r.logits.clear();
   }
   return results;
+}
+
+void CudaBackend::whole_vocab_outputs(const PlannedSequence& p,
+                                      std::span<const cuda::DeviceRowSums> stats,
+                                      std::span<const cuda::DeviceVerifyRow> device_verify,
+                                      std::span<const float> host_kept, SequenceResult& r) const {
+  const SequenceForward& seq = *p.seq;
+  const int64_t V = head_rows_;
+  const int64_t m = static_cast<int64_t>(seq.output_rows.size());
+  if (m == 0) return;
+  if (seq.want_stats) {
+    if (p.host_rows) {
+      r.stats = token_stats_on_host(seq, r.logits, V);
+    } else {
+      for (int64_t i = 0; i < m; ++i)
+        r.stats.push_back(from_device_sums(stats[size_t(p.out_offset + i)], seq.sampler));
+    }
+  }
+  if (seq.want_span_stats) {
+    if (p.host_rows) {
+      r.span_stats = span_stats_on_host(seq, r.logits, r.stats, V);
+    } else {
+      for (int64_t i = 0; i < m; ++i) {
+        const VocabShardPartial whole = cuda::row_sums_partial(stats[size_t(p.out_offset + i)], 0);
+        r.span_stats.push_back(
+            greedy_span_stats(r.stats[size_t(i)], merged_collision(std::span(&whole, 1)), V));
+      }
+    }
+  }
+  if (seq.verify) {
+    if (!device_verify.empty()) {
+      for (const cuda::DeviceVerifyRow& d : device_verify)
+        r.verify_rows.push_back({d.q_token, d.p_token, d.residual_token});
+    } else {
+      r.verify_rows = verify_span_rows(r.logits, host_kept, V, *seq.verify, seq.sampler);
+    }
+  }
 }
 
 }  // namespace dllm::cuda_backend

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/device_buffer.h"
+#include "decode/vocab_parallel_stats.h"
 
 namespace dllm::cuda {
 
@@ -288,28 +289,37 @@ void add_inplace(float* x, const float* a, int64_t n, cudaStream_t stream);
 void value_similarity(const float* v_new, const float* bias, bf16* v_cache, const int32_t* slots,
                       float* sim, int g, int kvd, cudaStream_t stream);
 
-// Per-row statistics of fp32 logits for greedy decoding (the device half of TokenStats): argmax,
-// its probability, entropy, top1 - top2 margin. Banned ids act as -inf.
-struct DeviceTokenStats {
-  int32_t argmax;
-  float p_max;
-  float entropy;
-  float margin;
-  float collision;  // sum of p^2 (S2D2's Renyi-2 estimator)
+// Per-row softmax sums of fp32 logits for greedy decoding (the device half of TokenStats): the
+// first maximum and its id, the second largest logit, and sum e^(l-max), sum e^(l-max) (l-max),
+// sum e^(2(l-max)) — only these leave the device. The rows may be one vocabulary slice
+// (ids vocab_begin.., a tensor-parallel rank's LM head): the sums of every slice merge on the
+// host (row_sums_partial, then merge_vocab_shards). Banned ids (global) act as -inf; a slice
+// whose every id is banned has sum_exp 0.
+struct DeviceRowSums {
+  int32_t argmax;  // global id
+  float max_logit;
+  float second_logit;
+  float sum_exp;
+  float sum_exp_shifted;
+  float sum_exp_sq;
 };
 constexpr int kMaxBanned = 8;
 struct BannedTokens {
   int32_t ids[kMaxBanned];
   int n = 0;
 };
-void greedy_token_stats(const float* logits, int rows, int vocab, BannedTokens banned,
-                        DeviceTokenStats* out, cudaStream_t stream);
+void greedy_row_sums(const float* logits, int rows, int vocab, int vocab_begin,
+                     BannedTokens banned, DeviceRowSums* out, cudaStream_t stream);
 // The same for the output rows of a whole batch in one launch: row r uses the banned list
 // bans[row_ban[r]] (each kBannedInts int32: the ids, then the count) or, where row_ban[r] < 0,
 // is skipped (out[r] left as it is).
 constexpr int kBannedInts = kMaxBanned + 1;
-void greedy_token_stats_rows(const float* logits, int rows, int vocab, const int32_t* bans,
-                             const int32_t* row_ban, DeviceTokenStats* out, cudaStream_t stream);
+void greedy_row_sums_rows(const float* logits, int rows, int vocab, int vocab_begin,
+                          const int32_t* bans, const int32_t* row_ban, DeviceRowSums* out,
+                          cudaStream_t stream);
+// A row's sums as the slice's partial of vocab_parallel_stats.h (greedy: temperature 1, no
+// confidence bans — the rows the device reduces).
+VocabShardPartial row_sums_partial(const DeviceRowSums& d, int32_t vocab_begin);
 
 // S2D2 span verification (span_verify.cu): per row, q(x) and p(x) under softmax(logits * inv_T)
 // with banned ids at -inf, and the residual draw from norm((q - p)+) (q when that mass is 0) by

@@ -1,6 +1,6 @@
-// Greedy TokenStats over the vocabulary, one block per row: max/argmax/second max and the
-// log-sum-exp, entropy and sum-of-squares sums in one pass — only five numbers per row leave the
-// device.
+// Greedy softmax sums over the vocabulary (or a tensor-parallel rank's slice of it), one block
+// per row: max/argmax/second max and the normaliser, entropy and sum-of-squares sums in one pass
+// — only six numbers per row leave the device; the host finishes TokenStats from them.
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
@@ -94,10 +94,10 @@ __device__ __forceinline__ RowState shfl_xor(const RowState& a, int o) {
   return r;
 }
 
-// The statistics of one row (one block of kThreads threads), in one pass over the logits
-// (16-byte loads when the vocabulary is a multiple of 4, as every real one is).
-__device__ void row_stats(const float* row, int vocab, const BannedTokens& ban,
-                          DeviceTokenStats* out) {
+// The sums of one row (one block of kThreads threads), in one pass over the logits (16-byte
+// loads when the slice is a multiple of 4 ids, as every real vocabulary and its even splits are).
+__device__ void row_sums(const float* row, int vocab, int begin, const BannedTokens& ban,
+                         DeviceRowSums* out) {
   __shared__ RowState part[kThreads / 32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   RowState st;
@@ -105,13 +105,14 @@ __device__ void row_stats(const float* row, int vocab, const BannedTokens& ban,
     const auto* row4 = reinterpret_cast<const float4*>(row);
     for (int c = threadIdx.x; c < vocab / 4; c += kThreads) {
       const float4 v = row4[c];
-      visit(st, v.x, 4 * c, ban);
-      visit(st, v.y, 4 * c + 1, ban);
-      visit(st, v.z, 4 * c + 2, ban);
-      visit(st, v.w, 4 * c + 3, ban);
+      const int id = begin + 4 * c;
+      visit(st, v.x, id, ban);
+      visit(st, v.y, id + 1, ban);
+      visit(st, v.z, id + 2, ban);
+      visit(st, v.w, id + 3, ban);
     }
   } else {
-    for (int i = threadIdx.x; i < vocab; i += kThreads) visit(st, row[i], i, ban);
+    for (int i = threadIdx.x; i < vocab; i += kThreads) visit(st, row[i], begin + i, ban);
   }
   for (int o = 16; o > 0; o >>= 1) st = merge(st, shfl_xor(st, o));
   if (lane == 0) part[warp] = st;
@@ -119,27 +120,22 @@ __device__ void row_stats(const float* row, int vocab, const BannedTokens& ban,
   if (threadIdx.x == 0) {
     RowState r = part[0];
     for (int w = 1; w < kThreads / 32; ++w) r = merge(r, part[w]);
-    const float zt = r.sums.z, mx = r.sums.m;
-    DeviceTokenStats s;
-    s.argmax = r.top.idx;
-    s.p_max = 1.0f / zt;
-    s.entropy = logf(zt) - r.sums.zl / zt;
-    s.margin = (1.0f - __expf(r.top.second - mx)) / zt;
-    s.collision = r.sums.z2 / (zt * zt);
-    *out = s;
+    *out = {r.top.idx, r.sums.m, r.top.second, r.sums.z, r.sums.zl, r.sums.z2};
   }
 }
 
 __global__ void __launch_bounds__(kThreads)
-    greedy_stats_kernel(const float* logits, int vocab, BannedTokens ban, DeviceTokenStats* out) {
+    greedy_sums_kernel(const float* logits, int vocab, int begin, BannedTokens ban,
+                       DeviceRowSums* out) {
   ptx::wait_for_primary_grid();  // a programmatic dependent of the LM head GEMM
-  row_stats(logits + static_cast<int64_t>(blockIdx.x) * vocab, vocab, ban, out + blockIdx.x);
+  row_sums(logits + static_cast<int64_t>(blockIdx.x) * vocab, vocab, begin, ban,
+           out + blockIdx.x);
 }
 
 // Rows of many sequences in one launch, each with its sequence's banned list.
 __global__ void __launch_bounds__(kThreads)
-    greedy_stats_rows_kernel(const float* logits, int vocab, const int32_t* bans,
-                             const int32_t* row_ban, DeviceTokenStats* out) {
+    greedy_sums_rows_kernel(const float* logits, int vocab, int begin, const int32_t* bans,
+                            const int32_t* row_ban, DeviceRowSums* out) {
   ptx::wait_for_primary_grid();
   const int set = row_ban[blockIdx.x];
   if (set < 0) return;  // a row whose statistics come from the host, or padding
@@ -147,25 +143,40 @@ __global__ void __launch_bounds__(kThreads)
   const int32_t* b = bans + set * kBannedInts;
   for (int k = 0; k < kMaxBanned; ++k) ban.ids[k] = b[k];
   ban.n = b[kMaxBanned];
-  row_stats(logits + static_cast<int64_t>(blockIdx.x) * vocab, vocab, ban, out + blockIdx.x);
+  row_sums(logits + static_cast<int64_t>(blockIdx.x) * vocab, vocab, begin, ban,
+           out + blockIdx.x);
 }
 
 }  // namespace
 
-void greedy_token_stats(const float* logits, int rows, int vocab, BannedTokens banned,
-                        DeviceTokenStats* out, cudaStream_t stream) {
+void greedy_row_sums(const float* logits, int rows, int vocab, int vocab_begin,
+                     BannedTokens banned, DeviceRowSums* out, cudaStream_t stream) {
   if (rows == 0) return;
-  launch_pdl(greedy_stats_kernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab, banned,
-             out);
+  launch_pdl(greedy_sums_kernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab,
+             vocab_begin, banned, out);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
-void greedy_token_stats_rows(const float* logits, int rows, int vocab, const int32_t* bans,
-                             const int32_t* row_ban, DeviceTokenStats* out, cudaStream_t stream) {
+void greedy_row_sums_rows(const float* logits, int rows, int vocab, int vocab_begin,
+                          const int32_t* bans, const int32_t* row_ban, DeviceRowSums* out,
+                          cudaStream_t stream) {
   if (rows == 0) return;
-  launch_pdl(greedy_stats_rows_kernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab, bans,
-             row_ban, out);
+  launch_pdl(greedy_sums_rows_kernel, dim3(rows), dim3(kThreads), 0, stream, logits, vocab,
+             vocab_begin, bans, row_ban, out);
   DLLM_CUDA_LAUNCH_CHECK();
+}
+
+VocabShardPartial row_sums_partial(const DeviceRowSums& d, int32_t vocab_begin) {
+  VocabShardPartial p;
+  p.vocab_begin = vocab_begin;
+  if (!(d.sum_exp > 0)) return p;  // every id of the slice banned
+  p.max_logit = d.max_logit;
+  p.argmax = d.argmax;
+  p.second_logit = d.second_logit;
+  p.sum_exp = p.confidence_exp = p.sum_exp_tempered = d.sum_exp;
+  p.sum_exp_shifted = p.sum_exp_tempered_shifted = d.sum_exp_shifted;
+  p.sum_exp_sq = d.sum_exp_sq;
+  return p;
 }
 
 }  // namespace dllm::cuda
