@@ -46,6 +46,7 @@ struct BenchArgs {
   std::string sparse_prefill_config;  // --sparse-prefill CONFIG.json: also time every layer of it
   std::string sparse = "none";
   int sparse_k = 1024, sparse_exact_layers = 2;
+  int sparse_select_queries = 0;  // MAGE: select from this many of the block's query rows (0: all)
   // A vision-language shape's vision prompt end to end (vision_bench.h): a video file or a
   // directory of frame images, the frames sampled from it, and whole images (the first
   // `images` sampled files) for images/s.

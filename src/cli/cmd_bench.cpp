@@ -203,6 +203,8 @@ void run_bench(const BenchArgs& a) {
   if (a.sparse_k < 1) fail("--sparse-k must be positive (got ", a.sparse_k, ")");
   if (a.sparse_exact_layers < 0)
     fail("--sparse-exact-layers must be >= 0 (got ", a.sparse_exact_layers, ")");
+  if (a.sparse_select_queries < 0)
+    fail("--sparse-select-queries must be >= 0 (got ", a.sparse_select_queries, ")");
   const auto contexts = parse_int_list(a.contexts, "--context");
   for (int32_t c : contexts)
     if (c < 0) fail("--context values must be >= 0");
@@ -351,6 +353,7 @@ void run_bench(const BenchArgs& a) {
         step.sparse = SparseStep{};
         step.sparse->k = a.sparse_k;
         step.sparse->exact_layers = a.sparse_exact_layers;
+        step.sparse->select_queries = a.sparse_select_queries;
         step.sparse->select = sparse;
         step.sparse->attend_selected = sparse == SparseMethod::kQuest;
       }
@@ -388,7 +391,9 @@ void run_bench(const BenchArgs& a) {
       // them (Model::parameters_read).
       const int64_t step_rows = a.sequences * static_cast<int64_t>(step.tokens.size());
       const double step_weight_bytes = model->parameters_read(step_rows, moe_touched) * elem;
-      const double floor_ms = (step_weight_bytes + kv_bytes_per_token * keys) / bw * 1e3;
+      // --tensor-parallel N: N devices' bandwidth together (what ranks replicate is overhead).
+      const double floor_ms =
+          (step_weight_bytes + kv_bytes_per_token * keys) / (bw * a.tensor_parallel) * 1e3;
       if (moe_touched)
         std::fprintf(stderr,
                      "  moe: %.1f experts with rows per MoE layer at %lld rows (the floor's)\n",
@@ -515,6 +520,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--sparse-k", a->sparse_k, "--sparse: prefix keys per layer and KV head (1024)");
   cmd->add_option("--sparse-exact-layers", a->sparse_exact_layers,
                   "--sparse: the first N layers attend exactly (default 2)");
+  cmd->add_option("--sparse-select-queries", a->sparse_select_queries,
+                  "--sparse mage: select from this many of the block's query rows, spread over "
+                  "it (default 0: all of them)");
   cmd->add_option("--video", a->video,
                   "Time a vision-language shape's video prompt end to end (decode, preprocess, "
                   "encode, pack, prefill): a video file (FFmpeg builds) or a directory of frame "

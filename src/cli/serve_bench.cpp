@@ -12,6 +12,8 @@
 // (scheduling, decoders, streaming; the backend's own preparation is part of its forward, and in
 // the per-op profile). --sparse mage|quest|sparsed (--sparse-k, --sparse-exact-layers): every
 // request decodes with that sparse attention (the floor still counts every visible key).
+// --tensor-parallel N: the floor of N devices together (bytes and FLOPs split evenly; what a rank
+// holds twice — norms, the replicated LM head — is the group's overhead above it).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -65,6 +67,7 @@ SequenceRequest bench_request(const Model& model, uint64_t id, int32_t block, co
   p.sparse.method = parse_sparse_method(a.sparse);  // --sparse: e.g. MAGE against exact
   p.sparse.k = a.sparse_k;
   p.sparse.exact_layers = a.sparse_exact_layers;
+  p.sparse.select_queries = a.sparse_select_queries;
   p.sequence_id = static_cast<uint32_t>(id);
   r.params = resolve_decode_params(c, p, prompt_length);
   return r;  // no stop ids: every request generates max_tokens
@@ -175,7 +178,7 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
   const double kv_per_token = 2.0 * c.num_layers * c.kv_dim() * elem;
   std::printf(
       "\n%s on %s: prompt %d, %d generated tokens per request, one token per step%s; sparse "
-      "attention %s (k %d); copy %.0f GB/s, GEMM %.1f TFLOP/s\n\n",
+      "attention %s (k %d); copy %.0f GB/s, GEMM %.1f TFLOP/s per device\n\n",
       a.shape.c_str(), backend.name().c_str(), a.prompt_length, a.max_tokens,
       a.fuse_commit ? ", commits fused into the next block's first step" : "", a.sparse.c_str(),
       a.sparse_k, bw / 1e9, gemm / 1e12);
@@ -209,7 +212,7 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
           model.parameters_read(int64_t{n} * block, moe_touched) * elem + kv_per_token * keys * n;
       const double flops = 2.0 * model.parameters_per_row() * rows +
                            4.0 * rows * keys * double(c.num_heads * c.head_dim * c.num_layers);
-      const double floor_ms = std::max(bytes / bw, flops / gemm) * 1e3;
+      const double floor_ms = std::max(bytes / bw, flops / gemm) / a.tensor_parallel * 1e3;
       const double tps = double(t.generated) / t.seconds;
       const double steady_tps = t.full_seconds > 0 ? double(t.full_tokens) / t.full_seconds : 0;
       const double host_ms = t.host_seconds * 1e3 / double(t.steps);
