@@ -118,7 +118,7 @@ CudaBackend::~CudaBackend() {
   if (cublas_) cublasDestroy(cublas_);
   if (stream_) cudaStreamDestroy(stream_);
   for (cudaEvent_t e : select_events_) cudaEventDestroy(e);
-  if (select_stream_) cudaStreamDestroy(select_stream_);
+  for (cudaStream_t s : select_streams_) cudaStreamDestroy(s);
 }
 
 std::pair<int64_t, int64_t> CudaBackend::device_memory() const {

@@ -82,35 +82,46 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
   if (plan.capacity.prefix_rows > 0)
     moved |= sel_prefix_ml_.ensure(
         static_cast<size_t>(c.num_layers * plan.capacity.prefix_rows * 2), "sparse selection");
+  // Per lane: the most any selecting sequence of the batch needs.
+  size_t lse = 0, ws = 0, scores = 0, topk = 0;
+  int selecting = 0;
   for (const PlannedSequence& p : plan.seqs) {
     if (p.quest_select) {  // page scores, their top-k, the query signs
       const int64_t pages = p.sparse_prefix / p.quest_page;
-      moved |= sel_scores_.ensure(static_cast<size_t>(pages * c.num_kv_heads), "sparse selection");
-      moved |= sel_topk_ws_.ensure(
-          cuda::top_k_workspace_ints(static_cast<int>(pages), static_cast<int>(c.num_kv_heads)),
-          "sparse selection");
-      moved |=
-          sel_ws_.ensure(static_cast<size_t>(2 * c.num_kv_heads * c.head_dim), "sparse selection");
+      scores = std::max(scores, static_cast<size_t>(pages * c.num_kv_heads));
+      topk = std::max(topk, cuda::top_k_workspace_ints(static_cast<int>(pages),
+                                                       static_cast<int>(c.num_kv_heads)));
+      ws = std::max(ws, static_cast<size_t>(2 * c.num_kv_heads * c.head_dim));
     }
     if (!p.sparse_select) continue;
+    ++selecting;
     const int rows_used = static_cast<int>(p.select_rows.size());
-    moved |= sel_lse_.ensure(static_cast<size_t>(p.rows * c.num_heads), "sparse selection");
-    moved |= sel_ws_.ensure(cuda::prefix_lse_workspace_floats(
-                                static_cast<int>(p.sparse_prefix), rows_used,
-                                static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads)),
-                            "sparse selection");
-    moved |= sel_scores_.ensure(static_cast<size_t>(p.sparse_prefix * c.num_kv_heads),
-                                "sparse selection");
-    moved |= sel_topk_ws_.ensure(cuda::top_k_workspace_ints(static_cast<int>(p.sparse_prefix),
-                                                            static_cast<int>(c.num_kv_heads)),
-                                 "sparse selection");
-    if (select_side_stream_)
-      moved |= sel_q_.ensure(static_cast<size_t>(c.num_layers * plan.select_q_rows * c.q_dim()),
-                             "sparse selection");
-    if (!p.seq->sparse->keep_selection)
-      moved |= sel_sets_.ensure(static_cast<size_t>(c.num_layers * c.num_kv_heads * p.sparse_k),
-                                "sparse selection");
+    lse = std::max(lse, static_cast<size_t>(p.rows * c.num_heads));
+    ws = std::max(ws, cuda::prefix_lse_workspace_floats(
+                          static_cast<int>(p.sparse_prefix), rows_used,
+                          static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads)));
+    scores = std::max(scores, static_cast<size_t>(p.sparse_prefix * c.num_kv_heads));
+    topk = std::max(topk, cuda::top_k_workspace_ints(static_cast<int>(p.sparse_prefix),
+                                                     static_cast<int>(c.num_kv_heads)));
   }
+  const size_t lanes = static_cast<size_t>(
+      select_side_stream_ ? std::clamp(selecting, 1, int{kSelectLanes}) : 1);
+  auto lane_stride = [](size_t n) { return (n + 63) / 64 * 64; };  // 256-byte aligned regions
+  sel_lse_lane_ = lane_stride(lse);
+  sel_ws_lane_ = lane_stride(ws);
+  sel_scores_lane_ = lane_stride(scores);
+  sel_topk_lane_ = lane_stride(topk);
+  // One region more for Quest, whose selection on the main stream may run beside MAGE's lanes.
+  sel_quest_region_ = lanes;
+  const size_t regions = lanes + 1;
+  if (lse) moved |= sel_lse_.ensure(regions * sel_lse_lane_, "sparse selection");
+  if (ws) moved |= sel_ws_.ensure(regions * sel_ws_lane_, "sparse selection");
+  if (scores) moved |= sel_scores_.ensure(regions * sel_scores_lane_, "sparse selection");
+  if (topk) moved |= sel_topk_ws_.ensure(regions * sel_topk_lane_, "sparse selection");
+  if (selecting > 0 && select_side_stream_)
+    moved |= sel_q_.ensure(static_cast<size_t>(c.num_layers * plan.select_q_rows * c.q_dim()),
+                           "sparse selection");
+  if (plan.scratch_sets > 0) moved |= sel_sets_.ensure(plan.scratch_sets, "sparse selection");
   moved |= pinned_ints_.ensure(plan.ints.size());
   moved |= pinned_stats_.ensure(std::max<size_t>(M, 1));
   if (moved) drop_graphs();

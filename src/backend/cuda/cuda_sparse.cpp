@@ -131,6 +131,10 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
       st.sparse_sets.ensure(static_cast<size_t>(c.num_layers * c.num_kv_heads * p.sparse_k),
                             "sparse index sets");
     p.sparse_sets_out = p.seq->sparse->keep_selection ? st.sparse_sets.get() : nullptr;
+    if (!p.sparse_sets_out) {  // each its own scratch: the lanes select at once
+      p.scratch_sets_at = plan.scratch_sets;
+      plan.scratch_sets += static_cast<size_t>(c.num_layers * c.num_kv_heads * p.sparse_k);
+    }
     p.select_q_row = plan.select_q_rows;
     plan.select_q_rows += p.rows;
     p.select_rows_at = ints.size();
@@ -243,13 +247,14 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
   for (const PlannedSequence& p : plan.seqs)
     any = any || (p.sparse_select && layer >= p.sparse_first_layer);
   if (!any) return;
-  cudaStream_t s = stream_;
   if (select_side_stream_) {  // hand this layer's queries over (§1.6)
-    if (!select_stream_) {
+    if (select_streams_.empty()) {
       int least = 0, greatest = 0;  // the lowest priority: behind the forward (cuda_backend.cpp)
       DLLM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      DLLM_CUDA_CHECK(cudaStreamCreateWithPriority(&select_stream_, cudaStreamNonBlocking, least));
-      select_events_.resize(static_cast<size_t>(c.num_layers + 1));
+      select_streams_.resize(kSelectLanes);
+      for (cudaStream_t& lane : select_streams_)
+        DLLM_CUDA_CHECK(cudaStreamCreateWithPriority(&lane, cudaStreamNonBlocking, least));
+      select_events_.resize(static_cast<size_t>(c.num_layers + kSelectLanes));
       for (cudaEvent_t& e : select_events_)
         DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     }
@@ -260,20 +265,27 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
             q_.get() + p.row_offset * qd, static_cast<size_t>(p.rows * qd) * sizeof(bf16),
             cudaMemcpyDeviceToDevice, stream_));
     DLLM_CUDA_CHECK(cudaEventRecord(select_events_[static_cast<size_t>(layer)], stream_));
-    DLLM_CUDA_CHECK(
-        cudaStreamWaitEvent(select_stream_, select_events_[static_cast<size_t>(layer)]));
-    s = select_stream_;
   }
+  int selecting = 0;  // the lane of the next selecting sequence
   for (const PlannedSequence& p : plan.seqs) {
     if (!p.sparse_select || layer < p.sparse_first_layer) continue;
+    const int lane = select_side_stream_ ? selecting++ % kSelectLanes : 0;
+    cudaStream_t s = stream_;
+    if (select_side_stream_) {
+      s = select_streams_[static_cast<size_t>(lane)];
+      if (lane >= select_lanes_used_) select_lanes_used_ = lane + 1;
+      DLLM_CUDA_CHECK(cudaStreamWaitEvent(s, select_events_[static_cast<size_t>(layer)]));
+    }
     cuda::ScoreSumParams sp;
     sp.q = select_side_stream_ ? sel_q_.get() + (layer * plan.select_q_rows + p.select_q_row) * qd
                                : q_.get() + p.row_offset * qd;
-    sp.lse = sel_lse_.get();
+    float* lse = sel_lse_.get() + lane * sel_lse_lane_;
+    float* scores = sel_scores_.get() + lane * sel_scores_lane_;
+    sp.lse = lse;
     sp.k_cache = k_pool(layer);
     sp.prefix_slots = ints_.get() + p.prefix_slots_at;
     sp.rows_used = ints_.get() + p.select_rows_at;
-    sp.scores = sel_scores_.get();
+    sp.scores = scores;
     sp.n_rows_used = static_cast<int>(p.select_rows.size());
     sp.n_prefix = static_cast<int>(p.sparse_prefix);
     sp.heads = static_cast<int>(c.num_heads);
@@ -281,7 +293,7 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     sp.head_dim = static_cast<int>(c.head_dim);
     sp.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     sp.rows_per_warp = mage_score_rows_;
-    int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get();
+    int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get() + p.scratch_sets_at;
     // Profiled on the main stream only (DLLM_MAGE_SIDE_STREAM=0), per part.
     auto part = [&](const char* op) {
       if (select_side_stream_) return;
@@ -301,9 +313,9 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
       sp.n_q = static_cast<int>(p.rows);
     } else if (handed_over) {
       cuda::mage_prefix_lse_from_attention(sp, prefix_ml, ap.splits[si], static_cast<int>(p.rows),
-                                           sel_lse_.get(), s);
+                                           lse, s);
     } else {
-      cuda::mage_prefix_lse(sp, sel_lse_.get(), sel_ws_.get(), s);
+      cuda::mage_prefix_lse(sp, lse, sel_ws_.get() + lane * sel_ws_lane_, s);
     }
     if (p.sparse_full_softmax) {  // SparseD: the block's own keys join each row's softmax
       cuda::BlockKeys b;
@@ -312,13 +324,14 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
       b.n = static_cast<int>(p.rows);
       b.kind = plan.attention_seqs[si].kind;
       b.block_size = static_cast<int>(p.seq->rule.block_size);
-      cuda::fold_block_keys_lse(sp, b, sel_lse_.get(), s);
+      cuda::fold_block_keys_lse(sp, b, lse, s);
     }
     part("sparse selection: score sums");
     cuda::mage_score_sum(sp, s);
     part("sparse selection: top-k");
-    cuda::sparse_top_k(sel_scores_.get(), sp.n_prefix, static_cast<int>(p.sparse_k), hkv,
-                       sets + layer * hkv * p.sparse_k, sel_topk_ws_.get(), s);
+    cuda::sparse_top_k(scores, sp.n_prefix, static_cast<int>(p.sparse_k), hkv,
+                       sets + layer * hkv * p.sparse_k, sel_topk_ws_.get() + lane * sel_topk_lane_,
+                       s);
     if (!select_side_stream_) op_end();
   }
 }
@@ -336,8 +349,8 @@ void CudaBackend::enqueue_quest_selection(const ForwardPlan& plan, int64_t layer
     qp.q = q_.get() + p.row_offset * c.q_dim();
     qp.k_cache = k_pool(layer);
     qp.prefix_slots = ints_.get() + p.prefix_slots_at;
-    qp.signs = sel_ws_.get();
-    qp.scores = sel_scores_.get();
+    qp.signs = sel_ws_.get() + sel_quest_region_ * sel_ws_lane_;
+    qp.scores = sel_scores_.get() + sel_quest_region_ * sel_scores_lane_;
     qp.n_rows = static_cast<int>(p.rows);
     qp.n_prefix = static_cast<int>(p.sparse_prefix);
     qp.page_size = static_cast<int>(p.quest_page);
@@ -347,8 +360,9 @@ void CudaBackend::enqueue_quest_selection(const ForwardPlan& plan, int64_t layer
     const int n_top = static_cast<int>(p.sparse_k / p.quest_page);
     op_begin("quest selection");
     cuda::quest_page_scores(qp, stream_);
-    cuda::sparse_top_k(sel_scores_.get(), qp.n_prefix / qp.page_size, n_top, hkv,
-                       st.quest_pages.get() + layer * hkv * n_top, sel_topk_ws_.get(), stream_);
+    cuda::sparse_top_k(qp.scores, qp.n_prefix / qp.page_size, n_top, hkv,
+                       st.quest_pages.get() + layer * hkv * n_top,
+                       sel_topk_ws_.get() + sel_quest_region_ * sel_topk_lane_, stream_);
     op_end();
   }
 }
@@ -371,10 +385,14 @@ void CudaBackend::expand_quest_sets(const ForwardPlan& plan, int64_t layer) {
 }
 
 void CudaBackend::join_sparse_selection() {
-  if (!select_side_stream_ || !select_stream_) return;
-  cudaEvent_t done = select_events_.back();
-  DLLM_CUDA_CHECK(cudaEventRecord(done, select_stream_));
-  DLLM_CUDA_CHECK(cudaStreamWaitEvent(stream_, done));
+  // Only the lanes this forward forked: inside a graph capture, a lane outside it cannot join.
+  const size_t joins = select_events_.size() - kSelectLanes;
+  for (int lane = 0; lane < select_lanes_used_; ++lane) {
+    cudaEvent_t done = select_events_[joins + static_cast<size_t>(lane)];
+    DLLM_CUDA_CHECK(cudaEventRecord(done, select_streams_[static_cast<size_t>(lane)]));
+    DLLM_CUDA_CHECK(cudaStreamWaitEvent(stream_, done));
+  }
+  select_lanes_used_ = 0;
 }
 
 void CudaBackend::finish_sparse(const PlannedSequence& p, SequenceResult& r) {
@@ -401,7 +419,7 @@ void CudaBackend::finish_sparse(const PlannedSequence& p, SequenceResult& r) {
   if (selected) {
     const int32_t* sets = p.quest_select      ? st.sparse_sets.get()
                           : p.sparse_sets_out ? p.sparse_sets_out
-                                              : sel_sets_.get();
+                                              : sel_sets_.get() + p.scratch_sets_at;
     host.resize(static_cast<size_t>(c.num_layers * hkv * p.sparse_k));
     DLLM_CUDA_CHECK(
         cudaMemcpy(host.data(), sets, host.size() * sizeof(int32_t), cudaMemcpyDeviceToHost));
