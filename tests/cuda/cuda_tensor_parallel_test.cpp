@@ -52,8 +52,22 @@ TEST(CudaTensorParallel, GroupOfOneBatchesRequestsAsThePlainBackend) {
   EXPECT_EQ(core.kv_pool().used_pages(), 0);
 }
 
-// Three rows a forward of every kind the ranks return: greedy statistics (each rank's device
-// reduces its slice: partials), sampled statistics (slices to the host) and logits.
+// A block's rows with every kind of output the ranks return: greedy statistics (each rank's
+// device reduces its slice: partials), sampled statistics (slices to the host) and logits.
+std::vector<SequenceForward> steps_of_every_kind() {
+  std::vector<SequenceForward> steps(3, test::logit_rows({12, 290, 290, 64}, 8));
+  for (size_t i = 0; i < 2; ++i) {
+    steps[i].want_logits = false;
+    steps[i].want_stats = true;
+  }
+  steps[0].want_span_stats = true;
+  steps[0].sampler.banned_tokens = {5, 200};
+  steps[1].sampler.temperature = 0.8f;
+  steps[1].rng = {7, 1, 0};
+  return steps;
+}
+
+// A prompt's prefill, then steps_of_every_kind() over its cache.
 std::vector<SequenceResult> outputs_of_every_kind(Backend& backend) {
   auto cache = backend.create_cache(32);
   SequenceForward fill = test::logit_rows({3, 99, 17, 250, 5, 8, 41, 7}, 0);
@@ -62,16 +76,8 @@ std::vector<SequenceResult> outputs_of_every_kind(Backend& backend) {
   fill.want_logits = false;
   fill.output_rows.clear();
   backend.forward(std::span(&fill, 1));
-  std::vector<SequenceForward> steps(3, test::logit_rows({12, 290, 290, 64}, 8));
+  std::vector<SequenceForward> steps = steps_of_every_kind();
   for (SequenceForward& f : steps) f.cache = cache.get();
-  steps[0].want_logits = false;
-  steps[0].want_stats = true;
-  steps[0].want_span_stats = true;
-  steps[0].sampler.banned_tokens = {5, 200};
-  steps[1].want_logits = false;
-  steps[1].want_stats = true;
-  steps[1].sampler.temperature = 0.8f;
-  steps[1].rng = {7, 1, 0};
   return backend.forward(steps);
 }
 
@@ -101,17 +107,10 @@ TEST(CudaTensorParallel, VocabularySlicesJoinIntoTheWholeRows) {
   ASSERT_TRUE(ranks[0][1].vocab_partials.empty()) << "sampled rows come back as slices";
   const auto want = outputs_of_every_kind(*make_cuda_backend(*model));
   std::vector<float> kept;
+  const std::vector<SequenceForward> steps = steps_of_every_kind();
   for (size_t i = 0; i < want.size(); ++i) {
     SCOPED_TRACE(i);
-    SequenceForward seq = test::logit_rows({12, 290, 290, 64}, 8);
-    if (i < 2) seq.want_logits = false;
-    seq.want_stats = i < 2;
-    seq.want_span_stats = i == 0;
-    if (i == 0) seq.sampler.banned_tokens = {5, 200};
-    if (i == 1) {
-      seq.sampler.temperature = 0.8f;
-      seq.rng = {7, 1, 0};
-    }
+    const SequenceForward& seq = steps[i];
     SequenceResult* both[] = {&ranks[0][i], &ranks[1][i]};
     join_vocab_slices(seq, both, widths, c.vocab_size, kept);
     const SequenceResult& got = ranks[0][i];
