@@ -10,21 +10,25 @@ namespace dllm {
 
 namespace {
 
+// One greedy row's TokenStats (and S2D2's span statistics where wanted) appended to `out` from
+// the partials of its vocabulary slices.
+void append_greedy_row(const SequenceForward& seq, std::span<const VocabShardPartial> slices,
+                       int64_t vocab, SequenceResult& out) {
+  const TokenStats& st = out.stats.emplace_back(merge_vocab_shards(slices, seq.sampler, {}));
+  if (seq.want_span_stats)
+    out.span_stats.push_back(greedy_span_stats(st, merged_collision(slices), vocab));
+}
+
 // Greedy rows every rank reduced on its device: the partials of each row merged.
 void merge_partials(const SequenceForward& seq, std::span<SequenceResult* const> ranks,
                     int64_t vocab, SequenceResult& out) {
-  const size_t m = seq.output_rows.size();
   std::vector<VocabShardPartial> row(ranks.size());
-  std::vector<TokenStats> stats(m);
-  std::vector<SpanRowStats> span_stats;
-  for (size_t i = 0; i < m; ++i) {
+  out.stats.clear();
+  out.span_stats.clear();
+  for (size_t i = 0; i < seq.output_rows.size(); ++i) {
     for (size_t r = 0; r < ranks.size(); ++r) row[r] = ranks[r]->vocab_partials[i];
-    stats[i] = merge_vocab_shards(row, seq.sampler, {});
-    if (seq.want_span_stats)
-      span_stats.push_back(greedy_span_stats(stats[i], merged_collision(row), vocab));
+    append_greedy_row(seq, row, vocab, out);
   }
-  out.stats = std::move(stats);
-  out.span_stats = std::move(span_stats);
   out.vocab_partials.clear();
 }
 
