@@ -22,6 +22,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/pdl_launch.h"
+#include "backend/cuda/per_device.h"
 
 namespace dllm::cuda {
 
@@ -89,7 +90,8 @@ int tile_keys_for(int warps) {
 // blocks fit on an SM.
 template <int D, int WARPS, int KT, int MIN_BLOCKS>
 int configure() {
-  static const int resident = [] {
+  static PerDevice<int> resident_on;
+  const int resident = resident_on.get([] {
     constexpr int smem = static_cast<int>(smem_bytes<D, KT, WARPS>());
     auto* kernel = flash_attention_kernel<D, WARPS, KT, MIN_BLOCKS>;
     DLLM_CUDA_CHECK(
@@ -97,7 +99,7 @@ int configure() {
     int n = 0;
     DLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, WARPS * 32, smem));
     return std::max(n, 1);
-  }();
+  });
   return resident;
 }
 

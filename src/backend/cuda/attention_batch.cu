@@ -127,7 +127,8 @@ constexpr int kMmaDeepStages = 4;
 
 template <int D, int STAGES>
 int mma_resident() {
-  static const int resident = [] {
+  static PerDevice<int> resident_on;
+  return resident_on.get([] {
     DLLM_CUDA_CHECK(cudaFuncSetAttribute(mma_batch_kernel<D, STAGES>(),
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(kMmaBatchSmem<D, STAGES>)));
@@ -135,8 +136,7 @@ int mma_resident() {
     DLLM_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &n, mma_batch_kernel<D, STAGES>(), L::kMmaWarps * 32, kMmaBatchSmem<D, STAGES>));
     return std::max(n, 1);
-  }();
-  return resident;
+  });
 }
 
 // Whether a grid of `blocks` blocks runs the deep pipeline of `resident` blocks per SM: all of

@@ -18,6 +18,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/per_device.h"
 
 namespace dllm::cuda {
 
@@ -188,13 +189,13 @@ __global__ void attention_rows_combine_kernel(AttentionRowsParams p, int parts, 
 }
 
 int max_dynamic_smem() {
-  static const int bytes = [] {
+  static PerDevice<int> bytes_on;
+  return bytes_on.get([] {
     int dev = 0, v = 0;
     DLLM_CUDA_CHECK(cudaGetDevice(&dev));
     DLLM_CUDA_CHECK(cudaDeviceGetAttribute(&v, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
     return v - static_cast<int>(kMaxScoreRows * sizeof(float)) - 1024;  // static smem, margin
-  }();
-  return bytes;
+  });
 }
 
 size_t scores_bytes(int score_rows, int n_keys) {

@@ -342,7 +342,8 @@ int instance(const AttentionParams* p, bool merge, cudaStream_t stream) {
   constexpr size_t smem = SmemLayout<NWG, KT, STAGES>::bytes;
   auto* kernel = attention_sm90_kernel<NWG, KT, STAGES, MIN_BLOCKS, false>;
   auto* merging = attention_sm90_kernel<NWG, KT, STAGES, MIN_BLOCKS, true>;
-  static const int resident = [&] {
+  static PerDevice<int> resident_on;
+  const int resident = resident_on.get([&] {
     for (auto* k : {kernel, merging})
       DLLM_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(smem)));
@@ -351,7 +352,7 @@ int instance(const AttentionParams* p, bool merge, cudaStream_t stream) {
     DLLM_CUDA_CHECK(
         cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n_merging, merging, NWG * 128, smem));
     return std::max(std::min(n, n_merging), 1);
-  }();
+  });
   if (p) {
     const int R = p->n_q * (p->heads / p->kv_heads);
     const dim3 grid((R + 64 * NWG - 1) / (64 * NWG), p->kv_heads, p->splits);
@@ -393,7 +394,8 @@ auto* batch_kernel() {
 // for kBatch the PREFIX ones: a merging grid must be resident whichever runs).
 template <const Config& C>
 int batch_resident_blocks() {
-  static const int resident = [] {
+  static PerDevice<int> resident_on;
+  return resident_on.get([] {
     int n = INT_MAX;
     auto fit = [&](auto* k) {
       DLLM_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -410,8 +412,7 @@ int batch_resident_blocks() {
       fit(batch_kernel<C, true, true>());
     }
     return std::max(n, 1);
-  }();
-  return resident;
+  });
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/mma_tile.cuh"
+#include "backend/cuda/per_device.h"
 #include "core/error.h"
 
 namespace dllm::cuda {
@@ -282,12 +283,12 @@ void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream) {
     fail("moe_grouped_gemm: n_out = ", p.n_out, " exceeds ", 65535 * kTileCols);
   constexpr size_t smem = size_t{kStages} * kStageElems * sizeof(bf16);
   static_assert(smem > 48 * 1024);  // above the default limit: opt in, once
-  static const bool configured = [] {
+  static PerDevice<bool> configured;
+  configured.get([] {
     DLLM_CUDA_CHECK(cudaFuncSetAttribute(
         moe_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
-  }();
-  (void)configured;
+  });
   if (p.active != nullptr && p.assignments < 1) {
     if (p.assignments == 0) return;  // no rows
     fail("moe_grouped_gemm: assignments = ", p.assignments, " (must be >= 0)");

@@ -11,6 +11,7 @@
 #include "backend/cuda/flash_tile.cuh"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/mma_tile.cuh"
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/sparse_prefill.h"
 #include "core/error.h"
 
@@ -173,12 +174,12 @@ __global__ void __launch_bounds__(kWarps * 32) sparse_prefill_kernel(SparsePrefi
 template <int D>
 void launch(const SparsePrefillArgs& args, int n_tiles, cudaStream_t stream) {
   constexpr size_t smem = sparse_smem_bytes<D>();
-  static bool configured = false;
-  if (!configured) {
+  static PerDevice<bool> configured;
+  configured.get([] {
     DLLM_CUDA_CHECK(cudaFuncSetAttribute(sparse_prefill_kernel<D>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    configured = true;
-  }
+    return true;
+  });
   sparse_prefill_kernel<D><<<n_tiles, kWarps * 32, smem, stream>>>(args);
   DLLM_CUDA_CHECK(cudaGetLastError());
 }

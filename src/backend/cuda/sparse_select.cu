@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/mma_tile.cuh"
+#include "backend/cuda/per_device.h"
 #include "backend/cuda/sparse_select.h"
 
 namespace dllm::cuda {
@@ -406,13 +407,13 @@ void launch_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
     return kSelStages * kTileBytes<D> + static_cast<size_t>(2 * w) * kSelTile * sizeof(float) +
            kSelBlockKeys * sizeof(int32_t);
   };
-  static const bool sized = [&] {  // head_dim 128 and 256: the tiles pass the default 48 KB
+  static PerDevice<bool> sized;  // head_dim 128 and 256: the tiles pass the default 48 KB
+  sized.get([&] {
     DLLM_CUDA_CHECK(cudaFuncSetAttribute(score_sum_kernel<D, MT>,
                                          cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          static_cast<int>(smem_bytes(kSelMaxRows / (16 * MT)))));
     return true;
-  }();
-  (void)sized;
+  });
   score_sum_kernel<D, MT><<<selection_grid(p), warps * 32, smem_bytes(warps), stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
