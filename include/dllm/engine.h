@@ -37,6 +37,9 @@ struct EngineConfig {
   // 0..N-1 joined by NCCL; on the CPU, threads of one process — the reference path, no faster).
   // 1: one device. KV memory (kv_cache_bytes, gpu_memory_utilization) is per device.
   int32_t tensor_parallel = 1;
+  // With tensor_parallel > 1, MoE layers split their routed experts over the ranks, each whole
+  // (expert parallel), instead of every expert's features (tensor parallel inside the experts).
+  bool expert_parallel = false;
   // KV pool size in bytes; 0: gpu_memory_utilization on CUDA, 1 GiB on the CPU.
   int64_t kv_cache_bytes = 0;
   // CUDA, when kv_cache_bytes is 0: the share of the GPU's total memory the engine may hold in

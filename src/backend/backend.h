@@ -146,6 +146,6 @@ double time_cuda_sparse_prefill(const SparsePrefillPlan& plan, int heads, int kv
 // "cpu", "cuda" or "auto" (CUDA when available, else CPU); with tensor_parallel > 1 a group of
 // that many ranks (tensor_parallel_backend.h). `model` must outlive the backend.
 std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device,
-                                      int tensor_parallel = 1);
+                                      int tensor_parallel = 1, bool expert_parallel = false);
 
 }  // namespace dllm

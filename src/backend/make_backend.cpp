@@ -82,8 +82,11 @@ double measure_gemm_rate(const std::string& device) {
 }
 
 std::unique_ptr<Backend> make_backend(const Model& model, const std::string& device,
-                                      int tensor_parallel) {
-  if (tensor_parallel != 1) return make_tensor_parallel_backend(model, device, tensor_parallel);
+                                      int tensor_parallel, bool expert_parallel) {
+  if (tensor_parallel != 1)
+    return make_tensor_parallel_backend(
+        model, device, tensor_parallel,
+        expert_parallel ? MoeSplit::kExperts : MoeSplit::kExpertFeatures);
   if (device == "cpu") return make_cpu_backend(model);
   if (device == "cuda") return make_cuda_backend(model, 0);
   if (device == "auto")

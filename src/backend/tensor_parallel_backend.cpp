@@ -39,13 +39,14 @@ void refuse_unsplit_requests(const SequenceForward& seq, size_t index) {
 
 }  // namespace
 
-TensorParallelBackend::TensorParallelBackend(const Model& whole, int world, RankGroup group)
-    : config_(whole.config()), group_(std::move(group)) {
+TensorParallelBackend::TensorParallelBackend(const Model& whole, int world, RankGroup group,
+                                             MoeSplit moe_split)
+    : config_(whole.config()), moe_split_(moe_split), group_(std::move(group)) {
   if (world < 1) fail("--tensor-parallel must be at least 1 (got ", world, ")");
   const auto layers = describe_layers(config_);
   for (int r = 0; r < world; ++r)
     shards_.push_back(
-        Model::shard(whole, plan_tensor_parallel(layers, config_.vocab_size, r, world)));
+        Model::shard(whole, plan_tensor_parallel(layers, config_.vocab_size, r, world, moe_split)));
   threads_ = std::make_unique<RankThreads>(world);
   ranks_.resize(static_cast<size_t>(world));
   threads_->run_all([&](int r) { ranks_[size_t(r)] = group_.make_rank(*shards_[size_t(r)], r); });
@@ -57,7 +58,9 @@ TensorParallelBackend::~TensorParallelBackend() {
 }
 
 std::string TensorParallelBackend::name() const {
-  return ranks_[0]->name() + " x" + std::to_string(world()) + " tensor-parallel";
+  const bool experts_split = config_.moe.num_experts > 0 && moe_split_ == MoeSplit::kExperts;
+  return ranks_[0]->name() + " x" + std::to_string(world()) + " tensor-parallel" +
+         (experts_split ? " (expert-parallel MoE)" : "");
 }
 
 std::pair<int64_t, int64_t> TensorParallelBackend::device_memory() const {
@@ -219,14 +222,14 @@ static RankGroup cuda_rank_group(int) {
 #endif
 
 std::unique_ptr<Backend> make_tensor_parallel_backend(const Model& whole, const std::string& device,
-                                                      int world) {
+                                                      int world, MoeSplit moe_split) {
   if (world < 1 || world > 64) fail("--tensor-parallel must be in [1, 64] (got ", world, ")");
   if (device == "cpu")
-    return std::make_unique<TensorParallelBackend>(whole, world, cpu_rank_group(world));
+    return std::make_unique<TensorParallelBackend>(whole, world, cpu_rank_group(world), moe_split);
   if (device == "cuda" || (device == "auto" && cuda_available()))
-    return std::make_unique<TensorParallelBackend>(whole, world, cuda_rank_group(world));
+    return std::make_unique<TensorParallelBackend>(whole, world, cuda_rank_group(world), moe_split);
   if (device == "auto")
-    return std::make_unique<TensorParallelBackend>(whole, world, cpu_rank_group(world));
+    return std::make_unique<TensorParallelBackend>(whole, world, cpu_rank_group(world), moe_split);
   fail("--device '", device, "' (expected auto, cpu or cuda)");
 }
 

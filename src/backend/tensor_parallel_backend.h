@@ -25,6 +25,7 @@
 
 #include "backend/backend.h"
 #include "backend/rank_threads.h"
+#include "model/tensor_parallel_plan.h"
 
 namespace dllm {
 
@@ -41,7 +42,7 @@ class TensorParallelBackend final : public Backend {
  public:
   // Shards `whole` (which must outlive this backend) over group.world ranks; Error naming the
   // config field a group of that size cannot split, or the family it cannot shard yet.
-  TensorParallelBackend(const Model& whole, int world, RankGroup group);
+  TensorParallelBackend(const Model& whole, int world, RankGroup group, MoeSplit moe_split);
   ~TensorParallelBackend() override;
 
   std::string name() const override;
@@ -73,6 +74,7 @@ class TensorParallelBackend final : public Backend {
                          std::vector<std::vector<SequenceResult>>& results);
 
   const ModelConfig config_;
+  const MoeSplit moe_split_;
   RankGroup group_;
   std::vector<std::unique_ptr<Model>> shards_;
   std::unique_ptr<RankThreads> threads_;  // mutable work: every rank call goes through it
@@ -81,8 +83,10 @@ class TensorParallelBackend final : public Backend {
 };
 
 // A group of `world` ranks on `device` ("cpu": threads summing in host memory; "cuda": GPUs
-// 0..world-1 joined by NCCL). world 1 runs the same path with a group of one.
-std::unique_ptr<Backend> make_tensor_parallel_backend(const Model& whole, const std::string& device,
-                                                      int world);
+// 0..world-1 joined by NCCL). world 1 runs the same path with a group of one. MoE layers split
+// as `moe_split` says (tensor_parallel_plan.h).
+std::unique_ptr<Backend> make_tensor_parallel_backend(
+    const Model& whole, const std::string& device, int world,
+    MoeSplit moe_split = MoeSplit::kExpertFeatures);
 
 }  // namespace dllm

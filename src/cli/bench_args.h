@@ -13,8 +13,9 @@ namespace dllm::cli {
 struct BenchArgs {
   std::string shape, contexts = "4096", blocks = "32", device = "auto", json_out, step = "block";
   int reps = 20, prefill = 2048;
-  int32_t threads = 0;          // --threads (0: the default, core/thread_pool.h)
-  int32_t tensor_parallel = 1;  // --tensor-parallel
+  int32_t threads = 0;           // --threads (0: the default, core/thread_pool.h)
+  int32_t tensor_parallel = 1;   // --tensor-parallel
+  bool expert_parallel = false;  // --expert-parallel
   // d2Cache / Fast-dLLM v1-style step: the --block query rows are canvas positions spread evenly
   // over the cached context, rewritten in place (write-at-slots) and attending bidirectionally
   // to the whole canvas, instead of a new block after it.

@@ -231,7 +231,7 @@ void run_bench(const BenchArgs& a) {
   }
   double t0 = now_s();
   auto model = make_random_model(read_json_file(a.shape), 1234);
-  auto backend = make_backend(*model, device, a.tensor_parallel);
+  auto backend = make_backend(*model, device, a.tensor_parallel, a.expert_parallel);
   const ModelConfig& c = model->config();
   std::fprintf(stderr, "bench: %s (%.2f B parameters) on %s, set up in %.1f s\n", a.shape.c_str(),
                model->parameter_count() / 1e9, backend->name().c_str(), now_s() - t0);
@@ -533,6 +533,7 @@ void add_bench_command(CLI::App& app) {
                   "images/s");
   cmd->add_option("--device", a->device, "auto | cpu | cuda");
   add_tensor_parallel_option(*cmd, a->tensor_parallel);
+  add_expert_parallel_option(*cmd, a->expert_parallel);
   add_threads_option(*cmd, a->threads);
   add_cpu_matmul_option(*cmd);
   cmd->add_option("--reps", a->reps, "Timed repetitions per context (default 20)");

@@ -67,12 +67,19 @@ CLI::Option* add_tensor_parallel_option(CLI::App& cmd, int32_t& world) {
       "N threads: the reference path, no faster). Default 1");
 }
 
+CLI::Option* add_expert_parallel_option(CLI::App& cmd, bool& on) {
+  return cmd.add_flag("--expert-parallel", on,
+                      "With --tensor-parallel N: MoE layers give each rank whole experts (1/N of "
+                      "them) instead of 1/N of every expert's features");
+}
+
 void add_engine_options(CLI::App& cmd, EngineConfig& c) {
   cmd.add_option("-m,--model", c.model,
                  "Checkpoint directory (default: the embedded models/tiny-block)");
   cmd.add_option("--device", c.device, "auto (CUDA when available) | cpu | cuda");
   const char* g = "Engine";
   add_tensor_parallel_option(cmd, c.tensor_parallel)->group(g);
+  add_expert_parallel_option(cmd, c.expert_parallel)->group(g);
   cmd.add_option_function<double>(
          "--kv-cache-memory",
          [&c](const double& gib) {

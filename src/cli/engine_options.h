@@ -18,11 +18,13 @@ std::string default_model_dir();
 CLI::Option* add_threads_option(CLI::App& cmd, int32_t& threads);
 // --tensor-parallel N (1..64) into `world`.
 CLI::Option* add_tensor_parallel_option(CLI::App& cmd, int32_t& world);
+CLI::Option* add_expert_parallel_option(CLI::App& cmd, bool& on);
 
 // --cpu-matmul fp32|bf16 (backend/cpu/gemm_bf16.h), applied process-wide when parsed.
 CLI::Option* add_cpu_matmul_option(CLI::App& cmd);
 
-// -m/--model, --device, --tensor-parallel, --kv-cache-memory, --gpu-memory-utilization, --kv-page-size,
+// -m/--model, --device, --tensor-parallel, --kv-cache-memory, --gpu-memory-utilization,
+// --kv-page-size,
 // --max-running, --max-batch-rows, --threads, --no-prefix-sharing, --random-weights.
 void add_engine_options(CLI::App& cmd, EngineConfig& config);
 // Fills in the default model when none was given.

@@ -336,7 +336,7 @@ Engine::Engine(const EngineConfig& config) : impl_(std::make_unique<Impl>()) {
     fail(
         "--sparse-prefill does not combine with --tensor-parallel (its patterns are per query "
         "head of the whole model)");
-  m.backend = make_backend(*m.model, config.device, config.tensor_parallel);
+  m.backend = make_backend(*m.model, config.device, config.tensor_parallel, config.expert_parallel);
   m.on_gpu = m.backend->name().rfind("cuda", 0) == 0;
   m.text = std::make_unique<TextCodec>(*m.model, config.model);
   m.vision = random_vision ? make_vision_side(std::move(random_vision), m.on_gpu)

@@ -119,7 +119,7 @@ void Model::resolve_tensors() {
     l.router = want(name(LayerTensor::kRouter), {m.num_experts, h});
     if (m.expert_bias) l.expert_bias = want(name(LayerTensor::kExpertBias), {m.num_experts});
     const int64_t ie = m.expert_intermediate_size;
-    for (int64_t e = 0; e < m.num_experts; ++e) {
+    for (int64_t e = m.first_held_expert; e < m.first_held_expert + m.held_count(); ++e) {
       auto expert = [&](LayerTensor t) { return family_->expert_tensor(i, e, t); };
       l.experts.push_back({want(expert(LayerTensor::kGate), {ie, h}),
                            want(expert(LayerTensor::kUp), {ie, h}),
@@ -167,10 +167,10 @@ size_t Model::weight_bytes() const {
 }
 
 namespace {
-// Parameters of one MoE layer's routed experts (gate, up and down of each).
+// Parameters of one MoE layer's routed experts held (gate, up and down of each).
 double routed_expert_parameters(const ModelConfig& c) {
   const MoeConfig& m = c.moe;
-  return double(m.num_experts) * 3.0 * double(c.hidden_size) * double(m.expert_intermediate_size);
+  return double(m.held_count()) * 3.0 * double(c.hidden_size) * double(m.expert_intermediate_size);
 }
 int64_t moe_layers(const ModelConfig& c) {
   int64_t n = 0;

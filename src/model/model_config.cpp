@@ -40,7 +40,7 @@ std::optional<int64_t> moe_elements(const ModelConfig& c) {
   const MoeConfig& m = c.moe;
   const auto expert = mul_add(3 * m.expert_intermediate_size, c.hidden_size);
   if (!expert) return std::nullopt;
-  return sum({mul_add(m.num_experts, c.hidden_size + 1), mul_add(*expert, m.num_experts),
+  return sum({mul_add(m.num_experts, c.hidden_size + 1), mul_add(*expert, m.held_count()),
               mul_add(3 * m.shared_intermediate_size(), c.hidden_size)});
 }
 
@@ -83,6 +83,10 @@ void validate_moe(const ModelConfig& c, const std::string& source) {
   in_range(m.expert_intermediate_size, "moe_intermediate_size", 1, 1 << 20);
   in_range(m.num_shared_experts, "num_shared_experts", 0, 64);
   in_range(m.first_dense_layers, "first_k_dense_replace", 0, c.num_layers);
+  if (m.first_held_expert < 0 || m.held_experts < 0 ||
+      m.first_held_expert + m.held_count() > m.num_experts)
+    fail(source, ": held experts ", m.first_held_expert, " + ", m.held_count(), " exceed the ",
+         m.num_experts, " experts (internal error)");
   if (!(m.routed_scaling_factor > 0) || !(m.routed_scaling_factor <= 1e6))
     fail(source, ": routed_scaling_factor is ", m.routed_scaling_factor,
          ", outside the accepted range (0, 1e6]");

@@ -36,10 +36,24 @@ struct MoeConfig {
   int64_t groups_per_token = 1;          // topk_group: groups a token may route into
   double routed_scaling_factor = 1.0;
   bool expert_bias = false;  // moe_router_enable_expert_bias: mlp.gate.expert_bias exists
+  // The routed experts this model holds: all of them, or an expert-parallel rank's share
+  // (first_held_expert .. + held_experts; tensor_parallel_plan.h). The router still scores all.
+  int64_t first_held_expert = 0;
+  int64_t held_experts = 0;  // 0: all
+  // The shared experts' features held: all, or a tensor-parallel rank's share (split by feature
+  // whether the routed experts split by feature or by expert). 0: all.
+  int64_t held_shared_features = 0;
 
   bool is_moe_layer(int64_t layer) const { return num_experts > 0 && layer >= first_dense_layers; }
+  int64_t held_count() const { return held_experts > 0 ? held_experts : num_experts; }
+  bool holds_expert(int64_t e) const {
+    return e >= first_held_expert && e < first_held_expert + held_count();
+  }
   int64_t experts_per_group() const { return num_experts / num_groups; }
-  int64_t shared_intermediate_size() const { return num_shared_experts * expert_intermediate_size; }
+  int64_t shared_intermediate_size() const {
+    return held_shared_features > 0 ? held_shared_features
+                                    : num_shared_experts * expert_intermediate_size;
+  }
 };
 
 struct ModelConfig {

@@ -74,8 +74,10 @@ void check_uniform(const TensorParallelPlan& plan, const MoeConfig& moe) {
     const LayerShard& like = moe.is_moe_layer(static_cast<int64_t>(i)) ? last : first;
     if (s.attention.heads.count != first.attention.heads.count ||
         s.attention.kv_heads.count != first.attention.kv_heads.count ||
-        s.ffn_features.count != like.ffn_features.count ||
-        s.expert_features.count != like.expert_features.count)
+        s.ffn_features.count != like.ffn_features.count || s.experts.begin != like.experts.begin ||
+        s.experts.count != like.experts.count ||
+        s.expert_features.count != like.expert_features.count ||
+        s.shared_features.count != like.shared_features.count)
       fail("--tensor-parallel: layers of different shapes are not sharded (internal error)");
   }
 }
@@ -102,12 +104,14 @@ void add_attention(TensorStore& store, const LayerTensors& l, const AttentionSha
   add_columns(store, *l.o, q);
 }
 
-// Tensor parallel inside the experts: every routed expert and the shared experts split by
-// feature; the router and its bias replicated, so every rank routes every token alike.
+// The rank's routed experts (all, or its share) with their features (all, or its share), and
+// the shared experts split by feature; the router and its bias replicated, so every rank routes
+// every token alike.
 void add_moe(TensorStore& store, const LayerTensors& l, const LayerShard& s) {
   add_whole(store, l.router);
   add_whole(store, l.expert_bias);
-  for (const FfnTensors& e : l.experts) add_ffn(store, e, s.expert_features);
+  for (int64_t e = s.experts.begin; e < s.experts.end(); ++e)
+    add_ffn(store, l.experts[static_cast<size_t>(e)], s.expert_features);
   if (l.shared.gate) add_ffn(store, l.shared, s.shared_features);
 }
 
@@ -128,9 +132,12 @@ std::unique_ptr<Model> Model::shard(const Model& whole, const TensorParallelPlan
   m->config_.num_kv_heads = first.attention.kv_heads.count;
   for (int64_t i = 0; i < c.num_layers; ++i) {
     const LayerShard& s = plan.layers[static_cast<size_t>(i)];
-    if (c.moe.is_moe_layer(i))
+    if (c.moe.is_moe_layer(i)) {
       m->config_.moe.expert_intermediate_size = s.expert_features.count;
-    else
+      m->config_.moe.first_held_expert = s.experts.begin;
+      m->config_.moe.held_experts = s.experts.count;
+      m->config_.moe.held_shared_features = s.shared_features.count;
+    } else
       m->config_.intermediate_size = s.ffn_features.count;
   }
 

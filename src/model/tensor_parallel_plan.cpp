@@ -33,12 +33,18 @@ AttentionShard attention_shard(const AttentionDesc& a, int rank, int world, int6
   return s;
 }
 
-LayerShard layer_shard(const LayerDesc& d, int rank, int world, int64_t layer) {
+LayerShard layer_shard(const LayerDesc& d, int rank, int world, MoeSplit split, int64_t layer) {
   LayerShard s;
   s.attention = attention_shard(d.attention, rank, world, layer);
   if (d.ffn == FfnKind::kDenseSwiGlu) {
     s.ffn_features = even_share(d.intermediate_size, rank, world, "intermediate_size", layer);
+  } else if (split == MoeSplit::kExperts) {
+    s.experts = even_share(d.moe.num_experts, rank, world, "num_experts", layer);
+    s.expert_features = {0, d.moe.expert_intermediate_size};
+    s.shared_features = even_share(d.moe.shared_intermediate_size(), rank, world,
+                                   "shared experts' intermediate size", layer);
   } else {
+    s.experts = {0, d.moe.num_experts};
     s.expert_features =
         even_share(d.moe.expert_intermediate_size, rank, world, "moe_intermediate_size", layer);
     s.shared_features = even_share(d.moe.shared_intermediate_size(), rank, world,
@@ -50,7 +56,7 @@ LayerShard layer_shard(const LayerDesc& d, int rank, int world, int64_t layer) {
 }  // namespace
 
 TensorParallelPlan plan_tensor_parallel(const std::vector<LayerDesc>& layers, int64_t vocab_size,
-                                        int rank, int world) {
+                                        int rank, int world, MoeSplit moe_split) {
   if (world < 1) fail("--tensor-parallel must be at least 1 (got ", world, ")");
   if (rank < 0 || rank >= world)
     fail("tensor parallel rank ", rank, " outside [0, ", world, ") (internal error)");
@@ -60,7 +66,7 @@ TensorParallelPlan plan_tensor_parallel(const std::vector<LayerDesc>& layers, in
   plan.rank = rank;
   plan.world = world;
   for (size_t l = 0; l < layers.size(); ++l)
-    plan.layers.push_back(layer_shard(layers[l], rank, world, static_cast<int64_t>(l)));
+    plan.layers.push_back(layer_shard(layers[l], rank, world, moe_split, static_cast<int64_t>(l)));
   const int64_t base = vocab_size / world, extra = vocab_size % world;
   plan.vocab.begin = rank * base + std::min<int64_t>(rank, extra);
   plan.vocab.count = base + (rank < extra ? 1 : 0);

@@ -7,8 +7,12 @@
 //     their outputs are the partial sums the all-reduce adds.
 // KV heads are split when the group size divides them, else replicated: with fewer KV heads than
 // ranks, each rank holds the one KV head its query heads read. Norms, q/k-norm weights, the router
-// and the embedding are replicated. MoE layers split every expert's features (tensor parallel
-// inside the experts); expert parallelism is another plan, not this one.
+// and the embedding are replicated. MoE layers split the routed experts one of two ways (MoeSplit):
+// every expert's features (tensor parallel inside the experts), or the experts themselves, whole
+// (expert parallel: a rank computes only the routed rows of its experts). Activations are
+// replicated on every rank, so expert parallelism needs no all-to-all: the rank's experts' share
+// of a row joins the same all-reduce as the other partial sums. The shared experts split by
+// feature either way.
 #pragma once
 
 #include <cstdint>
@@ -28,10 +32,16 @@ struct AttentionShard {
   IdRange kv_heads;  // KV heads held (the query heads' group, replicated or split)
 };
 
+enum class MoeSplit {
+  kExpertFeatures,  // tensor parallel inside the experts (--tensor-parallel N)
+  kExperts,         // expert parallel (--tensor-parallel N --expert-parallel)
+};
+
 struct LayerShard {
   AttentionShard attention;
   IdRange ffn_features;     // dense SwiGLU: rows of gate / up, columns of down
-  IdRange expert_features;  // MoE: the same of every routed expert
+  IdRange experts;          // MoE: the routed experts held
+  IdRange expert_features;  // MoE: the features held of each of them
   IdRange shared_features;  // MoE: of the shared experts' FFN
 };
 
@@ -44,7 +54,8 @@ struct TensorParallelPlan {
 // The plan of `rank` in a group of `world` ranks. Errors name the config field a group of that
 // size cannot split (--tensor-parallel N: num_attention_heads 28 is not a multiple of 3, ...).
 TensorParallelPlan plan_tensor_parallel(const std::vector<LayerDesc>& layers, int64_t vocab_size,
-                                        int rank, int world);
+                                        int rank, int world,
+                                        MoeSplit moe_split = MoeSplit::kExpertFeatures);
 
 // The output rows of a shard's q and of its k / v projections ([heads * head_dim, hidden]
 // weights), and the three ranges of a fused [Q | K | V] projection (LLaDA2.x) in Q, K, V order.

@@ -75,21 +75,24 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
-// LLaDA2.x (MoE split inside the experts, fused QKV; the random fixture): block diffusion, token
-// editing, MAGE and S2D2 requests batched under TP 2 give one device's ids alone.
+// LLaDA2.x (MoE split inside the experts, or by expert; fused QKV; the random fixture): block
+// diffusion, token editing, MAGE and S2D2 requests batched under TP 2 give one device's ids alone.
 TEST(TensorParallelEngine, Llada2MoeRequestsGiveOneDevicesIds) {
   auto model = Model::load(test::model_fixture("llada2-tiny"));
   const auto cases = test::llada2_cases(*model);
   auto one_device = make_cpu_backend(*model);
   const auto alone = test::run_alone(*model, *one_device, cases);
-  auto group = make_tensor_parallel_backend(*model, "cpu", 2);
-  EngineCore core(*model, *group);
-  const auto together = test::run_together(core, cases);
-  for (size_t i = 0; i < alone.size(); ++i) {
-    SCOPED_TRACE("request " + std::to_string(i) + " " + cases[i].params.strategy);
-    EXPECT_EQ(together[i].error, "");
-    EXPECT_FALSE(alone[i].ids.empty());
-    EXPECT_EQ(together[i].ids, alone[i].ids);
+  for (const MoeSplit split : {MoeSplit::kExpertFeatures, MoeSplit::kExperts}) {
+    auto group = make_tensor_parallel_backend(*model, "cpu", 2, split);
+    EngineCore core(*model, *group);
+    const auto together = test::run_together(core, cases);
+    for (size_t i = 0; i < alone.size(); ++i) {
+      SCOPED_TRACE(group->name() + " request " + std::to_string(i) + " " +
+                   cases[i].params.strategy);
+      EXPECT_EQ(together[i].error, "");
+      EXPECT_FALSE(alone[i].ids.empty());
+      EXPECT_EQ(together[i].ids, alone[i].ids);
+    }
   }
 }
 
@@ -172,7 +175,7 @@ TEST(TensorParallelBackend, ARankFailingReleasesTheOthers) {
   };
   g.abort = [sum] { sum->abort(); };
   g.collective = sum;
-  TensorParallelBackend group(*model, 2, g);
+  TensorParallelBackend group(*model, 2, g, MoeSplit::kExpertFeatures);
   SequenceForward f;
   f.tokens = {5, 6, 7, 8};
   f.positions = {0, 1, 2, 3};

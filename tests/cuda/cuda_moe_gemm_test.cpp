@@ -49,7 +49,7 @@ struct GemmCase {
         order(size_t(std::max(n, 1)), "order"),
         position(size_t(std::max(n, 1)), "position"),
         active(size_t(num_experts + 1), "active") {
-    cuda::moe_sort(d_routed.get(), n, 1, experts, offsets.get(), order.get(), position.get(),
+    cuda::moe_sort(d_routed.get(), n, 1, 0, experts, offsets.get(), order.get(), position.get(),
                    active.get(), nullptr);
   }
 

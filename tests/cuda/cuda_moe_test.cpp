@@ -108,8 +108,8 @@ TEST(CudaMoe, DispatchGroupedGemmAndCombine) {
   auto d_weights = test::to_device(weights);
   cuda::DeviceBuffer<int32_t> offsets(size_t(experts + 1), "offsets"),
       order(size_t(n * k), "order"), position(size_t(n * k), "position");
-  cuda::moe_sort(d_routed.get(), n, k, experts, offsets.get(), order.get(), position.get(), nullptr,
-                 nullptr);
+  cuda::moe_sort(d_routed.get(), n, k, 0, experts, offsets.get(), order.get(), position.get(),
+                 nullptr, nullptr);
   cuda::DeviceBuffer<float> y(size_t(n * k * n_out), "y"), out(size_t(n * n_out), "out");
   cuda::MoeGemmParams p;
   p.in = reinterpret_cast<const cuda::bf16*>(d_x.get());
@@ -149,7 +149,9 @@ TEST(CudaMoe, DispatchGroupedGemmAndCombine) {
 
 // moe_sort against a CPU stable counting sort, exactly: offsets, order (an expert's assignments
 // in assignment order), position and the list of experts with rows — uniform and skewed routings
-// (one expert taking most rows, most experts empty), from 1 to 8192 assignments, 1 to 1024 experts.
+// (one expert taking most rows, most experts empty), from 1 to 8192 assignments, 1 to 1024 experts;
+// all experts held, and the upper half held (an expert-parallel rank: the others' assignments get
+// position -1 and no sorted slot).
 TEST(CudaMoe, SortIsAStableCountingSort) {
   struct Shape {
     int n, top_k, experts;
@@ -160,37 +162,44 @@ TEST(CudaMoe, SortIsAStableCountingSort) {
        {Shape{1024, 8, 256, false}, Shape{1024, 8, 256, true}, Shape{1, 8, 256, false},
         Shape{37, 3, 1024, false}, Shape{300, 4, 1024, true}, Shape{50, 2, 7, false},
         Shape{33, 1, 1, false}}) {
-    SCOPED_TRACE(testing::Message() << s.n << " tokens x " << s.top_k << " of " << s.experts);
     const int a_total = s.n * s.top_k;
     std::vector<int32_t> routed(static_cast<size_t>(a_total));
     for (int32_t& e : routed)
       e = s.skewed && rng() % 2 == 0 ? 3 % s.experts : int32_t(rng() % uint32_t(s.experts));
-    std::vector<int32_t> offsets(size_t(s.experts + 1), 0), order, position(routed.size()),
-        active{0};
-    for (int32_t e : routed) ++offsets[size_t(e + 1)];
-    for (int e = 0; e < s.experts; ++e) {
-      if (offsets[size_t(e + 1)] > 0) active.push_back(e);
-      offsets[size_t(e + 1)] += offsets[size_t(e)];
+    for (const int first : {0, s.experts / 2}) {
+      const int held = s.experts - first;
+      SCOPED_TRACE(testing::Message() << s.n << " tokens x " << s.top_k << " of " << s.experts
+                                      << ", holding " << first << ".." << s.experts - 1);
+      std::vector<int32_t> offsets(size_t(held + 1), 0), order, position(routed.size(), -1),
+          active{0};
+      for (int32_t e : routed)
+        if (e >= first) ++offsets[size_t(e - first + 1)];
+      for (int e = 0; e < held; ++e) {
+        if (offsets[size_t(e + 1)] > 0) active.push_back(e);
+        offsets[size_t(e + 1)] += offsets[size_t(e)];
+      }
+      active[0] = int32_t(active.size() - 1);
+      for (int e = first; e < s.experts; ++e)
+        for (int a = 0; a < a_total; ++a)
+          if (routed[size_t(a)] == e) {
+            position[size_t(a)] = int32_t(order.size());
+            order.push_back(a);
+          }
+      auto d_routed = test::to_device(routed);
+      cuda::DeviceBuffer<int32_t> d_offsets(offsets.size(), "offsets"),
+          d_order(routed.size(), "order"), d_position(position.size(), "position"),
+          d_active(size_t(held + 1), "active");
+      cuda::moe_sort(d_routed.get(), s.n, s.top_k, first, held, d_offsets.get(), d_order.get(),
+                     d_position.get(), d_active.get(), nullptr);
+      EXPECT_EQ(test::to_host(d_offsets), offsets);
+      auto got_order = test::to_host(d_order);
+      got_order.resize(order.size());  // past the held experts' assignments: unwritten
+      EXPECT_EQ(got_order, order);
+      EXPECT_EQ(test::to_host(d_position), position);
+      auto got_active = test::to_host(d_active);
+      got_active.resize(active.size());
+      EXPECT_EQ(got_active, active);
     }
-    active[0] = int32_t(active.size() - 1);
-    for (int e = 0; e < s.experts; ++e)
-      for (int a = 0; a < a_total; ++a)
-        if (routed[size_t(a)] == e) {
-          position[size_t(a)] = int32_t(order.size());
-          order.push_back(a);
-        }
-    auto d_routed = test::to_device(routed);
-    cuda::DeviceBuffer<int32_t> d_offsets(offsets.size(), "offsets"),
-        d_order(order.size(), "order"), d_position(position.size(), "position"),
-        d_active(size_t(s.experts + 1), "active");
-    cuda::moe_sort(d_routed.get(), s.n, s.top_k, s.experts, d_offsets.get(), d_order.get(),
-                   d_position.get(), d_active.get(), nullptr);
-    EXPECT_EQ(test::to_host(d_offsets), offsets);
-    EXPECT_EQ(test::to_host(d_order), order);
-    EXPECT_EQ(test::to_host(d_position), position);
-    auto got_active = test::to_host(d_active);
-    got_active.resize(active.size());
-    EXPECT_EQ(got_active, active);
   }
 }
 

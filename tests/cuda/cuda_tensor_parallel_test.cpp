@@ -139,12 +139,14 @@ TEST(CudaTensorParallel, GroupsOverSeveralGpusTrackTheCpu) {
     const auto cpu = test::prefill_share_and_blocks(*make_cpu_backend(*model));
     for (int world : {2, 4}) {
       if (world > gpus) break;
-      const auto group =
-          test::prefill_share_and_blocks(*make_tensor_parallel_backend(*model, "cuda", world));
-      const double err = test::rel_error(group, cpu);
-      std::printf("  %s TP %d: relative error vs the CPU %.2e\n", dir.filename().c_str(), world,
-                  err);
-      EXPECT_LT(err, 1e-2) << dir << " TP " << world;
+      for (const MoeSplit split : {MoeSplit::kExpertFeatures, MoeSplit::kExperts}) {
+        if (split == MoeSplit::kExperts && model->config().moe.num_experts == 0) continue;
+        auto backend = make_tensor_parallel_backend(*model, "cuda", world, split);
+        const double err = test::rel_error(test::prefill_share_and_blocks(*backend), cpu);
+        std::printf("  %s %s: relative error vs the CPU %.2e\n", dir.filename().c_str(),
+                    backend->name().c_str(), err);
+        EXPECT_LT(err, 1e-2) << dir << " " << backend->name();
+      }
     }
   }
 }
@@ -153,19 +155,17 @@ TEST(CudaTensorParallel, GroupsOverSeveralGpusTrackTheCpu) {
 // vocabulary: greedy rows merged from each GPU's partials, sampled and S2D2 rows joined from
 // slices) against one GPU: the all-reduces sum the partial outputs in another order, so ids may
 // differ at near-ties only — counted and printed, as CudaEngine does for batched vs solo rows.
-TEST(CudaTensorParallel, GroupsOverSeveralGpusGiveOneGpusIds) {
+void expect_one_gpus_ids(const Model& model, const std::vector<test::EngineCase>& cases,
+                         MoeSplit split) {
   int gpus = 0;
   ASSERT_EQ(cudaGetDeviceCount(&gpus), cudaSuccess);
-  if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs or more (" << gpus << " visible)";
-  const auto model = Model::load(test::models_dir() / "tiny-block");
-  const auto cases = test::mixed_cases(*model, {"block", "s2d2", "ar", "block+mage"}, 16, 8);
-  auto one = make_cuda_backend(*model);
-  EngineCore one_core(*model, *one);
+  auto one = make_cuda_backend(model);
+  EngineCore one_core(model, *one);
   const auto expected = test::run_together(one_core, cases);
   for (int world : {2, 4}) {
     if (world > gpus) break;
-    auto group = make_tensor_parallel_backend(*model, "cuda", world);
-    EngineCore core(*model, *group);
+    auto group = make_tensor_parallel_backend(model, "cuda", world, split);
+    EngineCore core(model, *group);
     const auto got = test::run_together(core, cases);
     int same = 0;
     for (size_t i = 0; i < cases.size(); ++i) {
@@ -173,13 +173,35 @@ TEST(CudaTensorParallel, GroupsOverSeveralGpusGiveOneGpusIds) {
       EXPECT_EQ(got[i].finishes, 1) << i;
       same += got[i].ids == expected[i].ids;
       if (got[i].ids != expected[i].ids)
-        std::printf("  TP %d request %zu (%s): ids differ from one GPU's\n", world, i,
+        std::printf("  %s request %zu (%s): ids differ from one GPU's\n", group->name().c_str(), i,
                     cases[i].params.strategy.c_str());
     }
-    std::printf("  TP %d: %d of %zu requests = one GPU's ids\n", world, same, cases.size());
-    EXPECT_GE(same * 10, static_cast<int>(cases.size()) * 9) << "TP " << world;
+    std::printf("  %s: %d of %zu requests = one GPU's ids\n", group->name().c_str(), same,
+                cases.size());
+    EXPECT_GE(same * 10, static_cast<int>(cases.size()) * 9) << group->name();
     EXPECT_EQ(core.kv_pool().used_pages(), 0);
   }
+}
+
+TEST(CudaTensorParallel, GroupsOverSeveralGpusGiveOneGpusIds) {
+  int gpus = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&gpus), cudaSuccess);
+  if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs or more (" << gpus << " visible)";
+  const auto model = Model::load(test::models_dir() / "tiny-block");
+  expect_one_gpus_ids(*model,
+                      test::mixed_cases(*model, {"block", "s2d2", "ar", "block+mage"}, 16, 8),
+                      MoeSplit::kExpertFeatures);
+}
+
+// LLaDA2.x's MoE split by feature and by expert (other ranks' assignments dropped by moe_sort,
+// skipped by moe_combine), its requests batched.
+TEST(CudaTensorParallel, MoeGroupsOverSeveralGpusGiveOneGpusIds) {
+  int gpus = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&gpus), cudaSuccess);
+  if (gpus < 2) GTEST_SKIP() << "needs 2 GPUs or more (" << gpus << " visible)";
+  const auto model = Model::load(test::model_fixture("llada2-tiny"));
+  for (const MoeSplit split : {MoeSplit::kExpertFeatures, MoeSplit::kExperts})
+    expect_one_gpus_ids(*model, test::llada2_cases(*model), split);
 }
 
 }  // namespace

@@ -36,14 +36,14 @@ std::vector<float> prefill_then_block(Backend& backend) {
 }
 
 // Every rank's logits, each rank on its own thread.
-std::vector<std::vector<float>> ranks_logits(const Model& whole, int world) {
+std::vector<std::vector<float>> ranks_logits(const Model& whole, int world, MoeSplit split) {
   const auto layers = describe_layers(whole.config());
   std::vector<std::unique_ptr<Model>> shards;
   std::vector<std::unique_ptr<cpu_backend::CpuBackend>> backends;
   cpu_backend::ThreadAllReduce all_reduce(world);
   for (int r = 0; r < world; ++r) {
-    shards.push_back(
-        Model::shard(whole, plan_tensor_parallel(layers, whole.config().vocab_size, r, world)));
+    shards.push_back(Model::shard(
+        whole, plan_tensor_parallel(layers, whole.config().vocab_size, r, world, split)));
     backends.push_back(std::make_unique<cpu_backend::CpuBackend>(*shards.back()));
     backends.back()->set_partial_sum_reduce(
         [&all_reduce, r](float* data, int64_t count) { all_reduce(r, data, count); });
@@ -59,10 +59,12 @@ std::vector<std::vector<float>> ranks_logits(const Model& whole, int world) {
 struct Case {
   const char* fixture;
   int world;
+  MoeSplit split = MoeSplit::kExpertFeatures;
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.fixture << " at TP " << c.world;
+  *os << c.fixture << " at TP " << c.world
+      << (c.split == MoeSplit::kExperts ? " expert-parallel" : "");
 }
 
 class TensorParallelForward : public ::testing::TestWithParam<Case> {};
@@ -82,7 +84,7 @@ std::vector<float> joined_slices(const std::vector<std::vector<float>>& ranks, s
 TEST_P(TensorParallelForward, RanksGiveTheWholeModelsLogits) {
   const auto model = Model::load(test::model_fixture(GetParam().fixture));
   const std::vector<float> whole = prefill_then_block(*make_cpu_backend(*model));
-  const auto ranks = ranks_logits(*model, GetParam().world);
+  const auto ranks = ranks_logits(*model, GetParam().world, GetParam().split);
   const int64_t vocab = model->config().vocab_size;
   const size_t rows = whole.size() / static_cast<size_t>(vocab);
   for (size_t r = 0; r < ranks.size(); ++r) {  // the plan's split: vocab / world ids a rank
@@ -103,9 +105,14 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"llada-tiny", 2}, Case{"llada-tiny", 4}, Case{"dream-tiny", 2},
                       // MoE (tensor parallel inside every expert and the shared expert), a fused
                       // query_key_value, partial rotary; at TP 4 KV heads replicated
-                      Case{"llada2-tiny", 2}, Case{"llada2-tiny", 4}),
+                      Case{"llada2-tiny", 2}, Case{"llada2-tiny", 4},
+                      // MoE split by expert (8 and 4 of the 16 whole experts a rank)
+                      Case{"llada2-tiny", 2, MoeSplit::kExperts},
+                      Case{"llada2-tiny", 4, MoeSplit::kExperts}),
     [](const auto& info) {
-      std::string name = std::string(info.param.fixture) + "_tp" + std::to_string(info.param.world);
+      std::string name = std::string(info.param.fixture) + "_tp" +
+                         std::to_string(info.param.world) +
+                         (info.param.split == MoeSplit::kExperts ? "_ep" : "");
       for (char& ch : name)
         if (ch == '-') ch = '_';
       return name;
@@ -154,8 +161,8 @@ TEST(TensorParallelShard, RankHoldsItsVocabularyRowsOfTheLmHead) {
   }
   // A group of one keeps the whole head, tied as the checkpoint has it.
   const auto tied = Model::load(test::model_fixture("fast-dllm-v2-tiny"));
-  const auto one = Model::shard(
-      *tied, plan_tensor_parallel(describe_layers(tied->config()), tied->config().vocab_size, 0, 1));
+  const auto one = Model::shard(*tied, plan_tensor_parallel(describe_layers(tied->config()),
+                                                            tied->config().vocab_size, 0, 1));
   EXPECT_FALSE(one->lm_head_is_vocab_slice());
   EXPECT_EQ(one->tensors().lm_head, one->tensors().embed);
 }
@@ -184,6 +191,32 @@ TEST(TensorParallelShard, MoeRankHoldsItsExpertFeaturesAndFusedQkvRows) {
   const unsigned char* k_part = qkv.data + static_cast<size_t>(q_rows / 2) * row;
   EXPECT_TRUE(std::equal(k_part, k_part + static_cast<size_t>(kv_rows / 2) * row,
                          wqkv.data + static_cast<size_t>(q_rows + kv_rows / 2) * row));
+}
+
+TEST(TensorParallelShard, ExpertParallelRankHoldsItsWholeExperts) {
+  const auto model = Model::load(test::model_fixture("llada2-tiny"));
+  const ModelConfig& c = model->config();
+  const auto plan =
+      plan_tensor_parallel(describe_layers(c), c.vocab_size, 1, 2, MoeSplit::kExperts);
+  const auto rank = Model::shard(*model, plan);
+  const MoeConfig& m = rank->config().moe;
+  EXPECT_EQ(m.num_experts, c.moe.num_experts) << "the router still scores every expert";
+  EXPECT_EQ(m.first_held_expert, c.moe.num_experts / 2);
+  EXPECT_EQ(m.held_count(), c.moe.num_experts / 2);
+  EXPECT_EQ(m.expert_intermediate_size, c.moe.expert_intermediate_size);
+  EXPECT_FALSE(m.holds_expert(0));
+  EXPECT_TRUE(m.holds_expert(c.moe.num_experts - 1));
+  const int64_t moe_layer = c.moe.first_dense_layers;
+  const LayerTensors& l = rank->tensors().layers[static_cast<size_t>(moe_layer)];
+  const LayerTensors& whole = model->tensors().layers[static_cast<size_t>(moe_layer)];
+  ASSERT_EQ(l.experts.size(), static_cast<size_t>(c.moe.num_experts / 2));
+  // Its first expert is the whole model's expert num_experts / 2, all of its rows.
+  const TensorEntry& d = *l.experts[0].down;
+  const TensorEntry& wd = *whole.experts[static_cast<size_t>(c.moe.num_experts / 2)].down;
+  ASSERT_EQ(d.nbytes, wd.nbytes);
+  EXPECT_TRUE(std::equal(d.data, d.data + d.nbytes, wd.data));
+  // The shared expert still splits by feature.
+  EXPECT_EQ(l.shared.gate->shape[0], whole.shared.gate->shape[0] / 2);
 }
 
 }  // namespace

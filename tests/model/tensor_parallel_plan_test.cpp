@@ -178,6 +178,32 @@ TEST(TensorParallelPlan, ShardedSwiGluSumsToTheWholeFfnDenseAndMoe) {
   }
 }
 
+TEST(TensorParallelPlan, ExpertParallelRanksTileTheExpertsWhole) {
+  LayerDesc moe = dense_layer(4, 4, 4, 0);
+  moe.ffn = FfnKind::kMoeSwiGlu;
+  moe.moe.num_experts = 8;
+  moe.moe.expert_intermediate_size = 24;
+  moe.moe.num_shared_experts = 1;
+  for (int world : {1, 2, 4}) {
+    int64_t next = 0;
+    for (int rank = 0; rank < world; ++rank) {
+      const LayerShard s =
+          plan_tensor_parallel({moe}, 100, rank, world, MoeSplit::kExperts).layers[0];
+      EXPECT_EQ(s.experts.begin, next);
+      EXPECT_EQ(s.experts.count, 8 / world);
+      next = s.experts.end();
+      EXPECT_EQ(s.expert_features.begin, 0);
+      EXPECT_EQ(s.expert_features.count, 24) << "whole experts";
+      EXPECT_EQ(s.shared_features.count, 24 / world) << "the shared expert splits by feature";
+    }
+    EXPECT_EQ(next, 8);
+  }
+  // Split inside the experts, every rank holds every expert.
+  const LayerShard s = plan_tensor_parallel({moe}, 100, 1, 2).layers[0];
+  EXPECT_EQ(s.experts.begin, 0);
+  EXPECT_EQ(s.experts.count, 8);
+}
+
 TEST(TensorParallelPlan, FusedQkvRowsAreTheSeparateProjectionsRows) {
   LayerDesc d = dense_layer(8, 2, 4, 8);
   d.attention.fused_qkv = true;
@@ -215,9 +241,9 @@ TEST(TensorParallelPlan, VocabularyRangesTileTheVocabulary) {
 }
 
 void expect_error_naming(const std::vector<LayerDesc>& layers, int64_t vocab, int world,
-                         const std::string& field) {
+                         const std::string& field, MoeSplit split = MoeSplit::kExpertFeatures) {
   try {
-    plan_tensor_parallel(layers, vocab, 0, world);
+    plan_tensor_parallel(layers, vocab, 0, world, split);
     ADD_FAILURE() << "no error for " << field;
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(field), std::string::npos) << e.what();
@@ -234,6 +260,8 @@ TEST(TensorParallelPlan, ShapesAGroupCannotSplitAreErrorsNamingTheField) {
   moe.ffn = FfnKind::kMoeSwiGlu;
   moe.moe.expert_intermediate_size = 6;
   expect_error_naming({moe}, 100, 4, "moe_intermediate_size");
+  moe.moe.num_experts = 6;
+  expect_error_naming({moe}, 100, 4, "num_experts", MoeSplit::kExperts);
 }
 
 }  // namespace

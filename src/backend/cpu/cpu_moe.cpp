@@ -1,6 +1,7 @@
 // The CPU backend's FFNs: a SwiGLU FFN, and LLaDA2.x's mixture of experts built from it — route
-// every row (backend/moe_routing.h), run each expert once over the rows routed to it, add the
-// weighted outputs, then the shared experts over every row.
+// every row (backend/moe_routing.h), run each expert held once over the rows routed to it (an
+// expert-parallel rank holds a share: the others' rows are theirs), add the weighted outputs, then
+// the shared experts over every row.
 #include <algorithm>
 
 #include "backend/cpu/cpu_backend.h"
@@ -40,7 +41,8 @@ void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, in
   // Each row sums its experts in expert-index order, whatever else is in the batch.
   std::fill(out, out + m * hidden, 0.0f);
   std::vector<float> x, y, gate, up;
-  for (int64_t e = 0; e < n; ++e) {
+  const int64_t first = config.first_held_expert;
+  for (int64_t e = first; e < first + config.held_count(); ++e) {
     const auto& r = rows[static_cast<size_t>(e)];
     if (r.empty()) continue;  // only the experts some row chose are computed
     const int64_t count = static_cast<int64_t>(r.size());
@@ -49,8 +51,8 @@ void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, in
     for (int64_t i = 0; i < count; ++i)
       std::copy_n(xn + r[static_cast<size_t>(i)] * hidden, hidden,
                   &x[static_cast<size_t>(i * hidden)]);
-    swiglu_ffn(weights.experts[static_cast<size_t>(e)], x.data(), count, hidden, y.data(), gate,
-               up);
+    swiglu_ffn(weights.experts[static_cast<size_t>(e - first)], x.data(), count, hidden, y.data(),
+               gate, up);
     for (int64_t i = 0; i < count; ++i) {
       const float w = row_weights[static_cast<size_t>(e)][static_cast<size_t>(i)];
       float* o = out + r[static_cast<size_t>(i)] * hidden;

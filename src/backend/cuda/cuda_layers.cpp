@@ -309,8 +309,10 @@ void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
   rp.top_k = k;
   rp.scaling = static_cast<float>(c.routed_scaling_factor);
   cuda::moe_route(rp, stream_);
-  cuda::moe_sort(moe_experts_.get(), m, k, experts, moe_offsets_.get(), moe_order_.get(),
-                 moe_position_.get(), moe_active_.get(), stream_);
+  const int held = static_cast<int>(c.held_count());
+  cuda::moe_sort(moe_experts_.get(), m, k, static_cast<int>(c.first_held_expert), held,
+                 moe_offsets_.get(), moe_order_.get(), moe_position_.get(), moe_active_.get(),
+                 stream_);
   op_end();
   if (profiling_) count_moe_touched();  // (profiled steps run without graphs)
   op_begin("moe experts");
@@ -322,7 +324,7 @@ void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
   gp.active = moe_active_.get();
   gp.assignments = m * k;
   gp.w = L.expert_gate_up.get();
-  gp.experts = experts;
+  gp.experts = held;
   gp.n_out = 2 * ie;
   gp.k = h;
   gp.out = moe_gu_.get();

@@ -308,8 +308,8 @@ struct BannedTokens {
   int32_t ids[kMaxBanned];
   int n = 0;
 };
-void greedy_row_sums(const float* logits, int rows, int vocab, int vocab_begin,
-                     BannedTokens banned, DeviceRowSums* out, cudaStream_t stream);
+void greedy_row_sums(const float* logits, int rows, int vocab, int vocab_begin, BannedTokens banned,
+                     DeviceRowSums* out, cudaStream_t stream);
 // The same for the output rows of a whole batch in one launch: row r uses the banned list
 // bans[row_ban[r]] (each kBannedInts int32: the ids, then the count) or, where row_ban[r] < 0,
 // is skipped (out[r] left as it is).
@@ -357,14 +357,18 @@ struct MoeRouteParams {
 void moe_route(const MoeRouteParams& p, cudaStream_t stream);
 
 // MoE dispatch of n tokens' top_k routed experts (moe_route's experts_out): the n * top_k
-// assignments (a = t * top_k + j) grouped by expert, by token within an expert.
-//   offsets [experts + 1]: expert e's assignments are sorted positions offsets[e] .. offsets[e+1]
-//   order [n * top_k]: the assignment at each sorted position; position: its inverse.
-//   active [experts + 1] (optional, may be null): the number of experts with rows, then those
-//   experts in increasing order (MoeGemmParams::active).
-// No host synchronisation (CUDA-graph safe); experts <= 1024.
-void moe_sort(const int32_t* experts, int n, int top_k, int num_experts, int32_t* offsets,
-              int32_t* order, int32_t* position, int32_t* active, cudaStream_t stream);
+// assignments (a = t * top_k + j) to the held experts first_expert .. + num_experts - 1 (all of
+// them, or an expert-parallel rank's share) grouped by held expert e (id - first_expert), by token
+// within an expert.
+//   offsets [num_experts + 1]: e's assignments are sorted positions offsets[e] .. offsets[e+1]
+//   order [n * top_k]: the assignment at each sorted position; position: its inverse, -1 for an
+//   assignment to an expert not held (moe_combine skips those).
+//   active [num_experts + 1] (optional, may be null): the number of held experts with rows, then
+//   those experts in increasing order (MoeGemmParams::active).
+// No host synchronisation (CUDA-graph safe); num_experts <= 1024.
+void moe_sort(const int32_t* experts, int n, int top_k, int first_expert, int num_experts,
+              int32_t* offsets, int32_t* order, int32_t* position, int32_t* active,
+              cudaStream_t stream);
 
 // Grouped GEMM over the experts, each over the rows routed to it only:
 //   out[a, :] = in[row(a), :] · w[e]ᵀ for every sorted position a of expert e,
@@ -389,7 +393,8 @@ struct MoeGemmParams {
 };
 void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream);
 
-// out[t, :] (+)= sum_j weights[t * top_k + j] * y[position[t * top_k + j], :], j in order.
+// out[t, :] (+)= sum_j weights[t * top_k + j] * y[position[t * top_k + j], :], j in order,
+// skipping the assignments whose position is -1 (experts another rank holds).
 void moe_combine(const float* y, const int32_t* position, const float* weights, int n, int top_k,
                  int hidden, float* out, bool accumulate, cudaStream_t stream);
 

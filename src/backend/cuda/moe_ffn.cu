@@ -24,14 +24,16 @@ int sort_warps(int num_experts) {
 }
 
 // Calls f(a, e, same) for the warp's assignments a of [begin, end), 32 at a time in order: e the
-// expert (-1 past the end, and for an expert outside 0..num_experts - 1: such an assignment is
-// left out) and `same` the lanes with the same e in this step.
+// held expert's index, expert id - first_expert (-1 past the end, and for an expert outside the
+// held first_expert .. + num_experts - 1: such an assignment is left out) and `same` the lanes
+// with the same e in this step.
 template <class F>
-__device__ __forceinline__ void for_warp_assignments(const int32_t* experts, int num_experts,
-                                                     int begin, int end, int lane, F&& f) {
+__device__ __forceinline__ void for_warp_assignments(const int32_t* experts, int first_expert,
+                                                     int num_experts, int begin, int end, int lane,
+                                                     F&& f) {
   for (int a0 = begin; a0 < end; a0 += 32) {
     const int a = a0 + lane;
-    int e = a < end ? experts[a] : -1;
+    int e = a < end ? experts[a] - first_expert : -1;
     if (e < 0 || e >= num_experts) e = -1;
     f(a, e, __match_any_sync(0xffffffffu, e));
     __syncwarp();
@@ -44,9 +46,9 @@ __device__ __forceinline__ void for_warp_assignments(const int32_t* experts, int
 // first sorted position; then each warp places its assignments in order, a lane after the lanes
 // below it with the same expert. Deterministic, no atomics: an expert's assignments come out in
 // assignment (= token) order.
-__global__ void moe_sort_kernel(const int32_t* experts, int assignments, int num_experts,
-                                int32_t* offsets, int32_t* order, int32_t* position,
-                                int32_t* active) {
+__global__ void moe_sort_kernel(const int32_t* experts, int assignments, int first_expert,
+                                int num_experts, int32_t* offsets, int32_t* order,
+                                int32_t* position, int32_t* active) {
   extern __shared__ int32_t sort_smem[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int32_t* start = sort_smem;                            // [experts]: first sorted position
@@ -57,9 +59,10 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int num
   const int seg = (assignments + warps - 1) / warps;
   const int begin = min(assignments, warp * seg), end = min(assignments, begin + seg);
   const unsigned below = (1u << lane) - 1;
-  for_warp_assignments(experts, num_experts, begin, end, lane, [&](int, int e, unsigned same) {
-    if (e >= 0 && (same & below) == 0) mine[e] += __popc(same);
-  });
+  for_warp_assignments(experts, first_expert, num_experts, begin, end, lane,
+                       [&](int, int e, unsigned same) {
+                         if (e >= 0 && (same & below) == 0) mine[e] += __popc(same);
+                       });
   __syncthreads();
   for (int e = threadIdx.x; e < num_experts; e += blockDim.x) {  // warp counts -> warp starts
     int at = 0;
@@ -85,14 +88,19 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int num
     if (active != nullptr) active[0] = used;
   }
   __syncthreads();
-  for_warp_assignments(experts, num_experts, begin, end, lane, [&](int a, int e, unsigned same) {
-    if (e < 0) return;
-    const int pos = start[e] + mine[e] + __popc(same & below);
-    order[pos] = a;
-    position[a] = pos;
-    __syncwarp(same);  // every lane of the group has read mine[e]
-    if ((same & below) == 0) mine[e] += __popc(same);
-  });
+  for_warp_assignments(experts, first_expert, num_experts, begin, end, lane,
+                       [&](int a, int e, unsigned same) {
+                         if (e < 0) {
+                           if (a < end)
+                             position[a] = -1;  // another rank's expert: moe_combine skips it
+                           return;
+                         }
+                         const int pos = start[e] + mine[e] + __popc(same & below);
+                         order[pos] = a;
+                         position[a] = pos;
+                         __syncwarp(same);  // every lane of the group has read mine[e]
+                         if ((same & below) == 0) mine[e] += __popc(same);
+                       });
 }
 
 // The grouped GEMM's tiles. A block owns (expert e, kTileCols output columns) and runs the
@@ -252,6 +260,7 @@ __global__ void moe_combine_kernel(const float* y, const int32_t* position, cons
     float sum = accumulate ? out[static_cast<int64_t>(t) * hidden + d] : 0.0f;
     for (int j = 0; j < top_k; ++j) {
       const int a = t * top_k + j;
+      if (position[a] < 0) continue;  // an expert this rank does not hold
       sum += weights[a] * y[static_cast<int64_t>(position[a]) * hidden + d];
     }
     out[static_cast<int64_t>(t) * hidden + d] = sum;
@@ -260,14 +269,15 @@ __global__ void moe_combine_kernel(const float* y, const int32_t* position, cons
 
 }  // namespace
 
-void moe_sort(const int32_t* experts, int n, int top_k, int num_experts, int32_t* offsets,
-              int32_t* order, int32_t* position, int32_t* active, cudaStream_t stream) {
+void moe_sort(const int32_t* experts, int n, int top_k, int first_expert, int num_experts,
+              int32_t* offsets, int32_t* order, int32_t* position, int32_t* active,
+              cudaStream_t stream) {
   if (num_experts < 1 || num_experts > 1024)
     fail("moe_sort: ", num_experts, " experts (the CUDA dispatch handles 1..1024)");
   const int warps = sort_warps(num_experts);
   const size_t smem = size_t(warps + 1) * num_experts * sizeof(int32_t);
-  moe_sort_kernel<<<1, warps * 32, smem, stream>>>(experts, n * top_k, num_experts, offsets, order,
-                                                   position, active);
+  moe_sort_kernel<<<1, warps * 32, smem, stream>>>(experts, n * top_k, first_expert, num_experts,
+                                                   offsets, order, position, active);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
