@@ -195,6 +195,19 @@ std::vector<std::pair<std::string, double>> TensorParallelBackend::profile() con
   return out;
 }
 
+std::optional<double> TensorParallelBackend::profiled_moe_experts_touched() const {
+  // Split by feature, every rank runs every touched expert (rank 0's count is the group's);
+  // split by expert, each rank counts only its own and the counts add up.
+  const int counted = moe_split_ == MoeSplit::kExperts ? world() : 1;
+  std::optional<double> total;
+  for (int r = 0; r < counted; ++r)
+    threads_->run_on(r, [&] {
+      if (const auto n = ranks_[size_t(r)]->profiled_moe_experts_touched())
+        total = total.value_or(0.0) + *n;
+    });
+  return total;
+}
+
 namespace {
 
 RankGroup cpu_rank_group(int world) {

@@ -55,6 +55,7 @@ class TensorParallelBackend final : public Backend {
   void fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) override;
   void set_profiling(bool on) override;
   std::vector<std::pair<std::string, double>> profile() const override;
+  std::optional<double> profiled_moe_experts_touched() const override;
 
   int world() const { return threads_->world(); }
 

@@ -230,7 +230,16 @@ void run_bench(const BenchArgs& a) {
     return;
   }
   double t0 = now_s();
-  auto model = make_random_model(read_json_file(a.shape), 1234);
+  const nlohmann::json shape = read_json_file(a.shape);
+  const bool fits = random_weights_fit_in_memory(shape);
+  if (!fits)
+    std::fprintf(stderr,
+                 "bench: %s's distinct random weights would take over half of this machine's "
+                 "memory: one random buffer per tensor shape instead (the GPU holds every tensor; "
+                 "timings are the same)\n",
+                 a.shape.c_str());
+  auto model = make_random_model(
+      shape, 1234, {}, fits ? RandomWeightStorage::kDistinct : RandomWeightStorage::kSharedByShape);
   auto backend = make_backend(*model, device, a.tensor_parallel, a.expert_parallel);
   const ModelConfig& c = model->config();
   std::fprintf(stderr, "bench: %s (%.2f B parameters) on %s, set up in %.1f s\n", a.shape.c_str(),

@@ -217,7 +217,7 @@ const TensorEntry& TensorStore::get(std::string_view name) const {
 }
 
 const TensorEntry* TensorStore::get_weight(std::string_view name,
-                                            const std::vector<int64_t>& shape) const {
+                                           const std::vector<int64_t>& shape) const {
   const TensorEntry& t = get(name);
   if (t.shape != shape)
     fail(t.file, ": tensor '", name, "' has shape ", shape_string(t.shape), ", expected ",
@@ -241,18 +241,32 @@ size_t TensorStore::total_bytes() const {
 
 void TensorStore::add_owned(std::string name, DType dtype, std::vector<int64_t> shape,
                             std::vector<unsigned char> bytes) {
+  const size_t nbytes = bytes.size();
+  add_in_memory(std::move(name), dtype, std::move(shape), std::move(bytes), nullptr, nbytes);
+}
+
+void TensorStore::add_view(std::string name, DType dtype, std::vector<int64_t> shape,
+                           const unsigned char* data, std::shared_ptr<const void> owner) {
+  const size_t nbytes = static_cast<size_t>(HostTensor::count(shape)) * dtype_size(dtype);
+  add_in_memory(std::move(name), dtype, std::move(shape), {}, data, nbytes);
+  if (owner) view_owners_.push_back(std::move(owner));
+}
+
+void TensorStore::add_in_memory(std::string name, DType dtype, std::vector<int64_t> shape,
+                                std::vector<unsigned char> owned_bytes, const unsigned char* data,
+                                size_t nbytes) {
   auto owned = std::make_unique<std::pair<TensorEntry, std::vector<unsigned char>>>();
   TensorEntry& t = owned->first;
   t.name = std::move(name);
   t.dtype = dtype;
   t.dtype_name = std::string(dtype_name(dtype));
   t.shape = std::move(shape);
-  if (static_cast<size_t>(t.numel()) * dtype_size(dtype) != bytes.size())
-    fail("in-memory tensor '", t.name, "': ", bytes.size(), " bytes do not match shape ",
+  if (static_cast<size_t>(t.numel()) * dtype_size(dtype) != nbytes)
+    fail("in-memory tensor '", t.name, "': ", nbytes, " bytes do not match shape ",
          shape_string(t.shape));
-  owned->second = std::move(bytes);
-  t.data = owned->second.data();
-  t.nbytes = owned->second.size();
+  owned->second = std::move(owned_bytes);
+  t.data = owned->second.empty() ? data : owned->second.data();
+  t.nbytes = nbytes;
   t.file = "<memory>";
   if (!by_name_.emplace(t.name, &t).second) fail("in-memory tensor '", t.name, "' added twice");
   owned_.push_back(std::move(owned));

@@ -75,7 +75,7 @@ class TensorStore {
   // get() of a weight whose shape config.json fixes and whose dtype the backends read (BF16,
   // F16, F32): an Error naming the file and tensor otherwise.
   const TensorEntry* get_weight(std::string_view name, const std::vector<int64_t>& shape) const;
-  std::vector<const TensorEntry*> all() const;          // sorted by name
+  std::vector<const TensorEntry*> all() const;  // sorted by name
   size_t total_bytes() const;
   const std::string& source() const { return source_; }
   size_t num_files() const { return files_.size(); }
@@ -83,6 +83,11 @@ class TensorStore {
   // Adds a tensor whose bytes the store owns (random-weight models for benchmarks and tests).
   void add_owned(std::string name, DType dtype, std::vector<int64_t> shape,
                  std::vector<unsigned char> bytes);
+  // Adds a tensor whose bytes live elsewhere: in `owner`, which the store keeps alive, or, with
+  // no owner, in memory the caller keeps alive as long as the store (a tensor-parallel rank's
+  // rows of the whole model's tensor).
+  void add_view(std::string name, DType dtype, std::vector<int64_t> shape,
+                const unsigned char* data, std::shared_ptr<const void> owner = nullptr);
 
   // Reads a tensor as fp32, checking its shape.
   HostTensor load_f32(std::string_view name, const std::vector<int64_t>& expected_shape) const;
@@ -90,7 +95,12 @@ class TensorStore {
  private:
   std::string source_;  // the directory or file the user named
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
+  // Adds an in-memory tensor's entry (its bytes in `owned` or, when that is empty, at `data`).
+  void add_in_memory(std::string name, DType dtype, std::vector<int64_t> shape,
+                     std::vector<unsigned char> owned, const unsigned char* data, size_t nbytes);
+
   std::vector<std::unique_ptr<std::pair<TensorEntry, std::vector<unsigned char>>>> owned_;
+  std::vector<std::shared_ptr<const void>> view_owners_;
   std::map<std::string, const TensorEntry*, std::less<>> by_name_;
 };
 

@@ -64,9 +64,11 @@ class Model {
   static std::unique_ptr<Model> from_parts(const nlohmann::json& config, TensorStore store,
                                            std::string source);
   // One rank's model of a tensor-parallel group (model_shard.cpp): its heads, KV heads and FFN
-  // features (MoE: its features of every expert), copies of its weight slices (a fused QKV: its
-  // Q, K and V rows; the LM head: its vocabulary rows, untied); embedding, norms and router
-  // replicated.
+  // features (MoE: its features of every expert, or its experts), its weight slices (a fused
+  // QKV: its Q, K and V rows; the LM head: its vocabulary rows, untied); embedding, norms and
+  // router replicated. Slices of whole rows are views of `whole`'s tensors (no copy: a 100B
+  // checkpoint is not held twice), so `whole` must outlive the rank's model; column slices (o,
+  // down) are copies.
   static std::unique_ptr<Model> shard(const Model& whole, const TensorParallelPlan& plan);
 
   const ModelConfig& config() const { return config_; }

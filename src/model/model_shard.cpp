@@ -1,7 +1,8 @@
 // Model::shard: one rank's model of a tensor-parallel group (tensor_parallel_plan.h). The rank's
-// config has its own head / KV-head / FFN-feature counts, and its tensor store holds copies of
-// its slices under the checkpoint's names, so every backend builds a rank exactly as it builds a
-// whole model; only the partial sums after o and down need the group (an all-reduce).
+// config has its own head / KV-head / FFN-feature counts, and its tensor store holds its slices
+// (views of whole rows, copies of column slices) under the checkpoint's names, so every backend
+// builds a rank exactly as it builds a whole model; only the partial sums after o and down need
+// the group (an all-reduce).
 #include <cstring>
 #include <string>
 
@@ -15,8 +16,13 @@ namespace dllm {
 
 namespace {
 
-// Columns [begin, end) of an [out, in] tensor (o and down: the rank's input features).
+// Columns [begin, end) of an [out, in] tensor (o and down: the rank's input features); all of
+// them (an expert-parallel rank's whole experts) are a view.
 void add_columns(TensorStore& store, const TensorEntry& t, IdRange cols) {
+  if (cols.begin == 0 && cols.count == t.shape[1]) {
+    store.add_view(t.name, *t.dtype, t.shape, t.data);
+    return;
+  }
   const size_t elem = dtype_size(*t.dtype);
   const size_t in_bytes = static_cast<size_t>(t.shape[1]) * elem;
   const size_t col_bytes = static_cast<size_t>(cols.count) * elem;
@@ -29,13 +35,20 @@ void add_columns(TensorStore& store, const TensorEntry& t, IdRange cols) {
 }
 
 // Several row ranges of an [out, in] (or [out]) tensor, concatenated in order (a fused
-// [Q | K | V] projection: the rank's Q rows, then its K rows, then its V rows).
+// [Q | K | V] projection: the rank's Q rows, then its K rows, then its V rows). One range is a
+// view of the whole tensor's rows.
 void add_row_ranges(TensorStore& store, const TensorEntry& t, const std::vector<IdRange>& ranges,
                     const std::string& name) {
   const int64_t row_elems = t.shape.size() > 1 ? t.shape[1] : 1;
   const size_t row_bytes = static_cast<size_t>(row_elems) * dtype_size(*t.dtype);
-  std::vector<unsigned char> bytes;
   std::vector<int64_t> shape = t.shape;
+  if (ranges.size() == 1) {
+    shape[0] = ranges[0].count;
+    store.add_view(name, *t.dtype, std::move(shape),
+                   t.data + static_cast<size_t>(ranges[0].begin) * row_bytes);
+    return;
+  }
+  std::vector<unsigned char> bytes;
   shape[0] = 0;
   for (const IdRange& r : ranges) {
     const unsigned char* from = t.data + static_cast<size_t>(r.begin) * row_bytes;

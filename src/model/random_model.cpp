@@ -2,6 +2,8 @@
 
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include <unistd.h>
 
@@ -39,12 +41,16 @@ std::vector<unsigned char> random_bf16(int64_t n, uint64_t key, float center, fl
   return bytes;
 }
 
+double physical_memory_bytes() {
+  return static_cast<double>(::sysconf(_SC_PHYS_PAGES)) *
+         static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+
 // Random weights live in memory (bf16): refuse up front a shape that cannot fit, instead of
 // failing with bad_alloc (or being killed) half way through.
 void check_fits_in_memory(const ModelConfig& c) {
   const double bytes = static_cast<double>(c.weight_elements()) * 2.0;
-  const double physical =
-      static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  const double physical = physical_memory_bytes();
   if (physical > 0 && bytes > physical)
     fail("<random model config>: random bf16 weights need ", bytes / (1 << 30),
          " GiB but this machine has ", physical / (1 << 30), " GiB of memory");
@@ -52,18 +58,38 @@ void check_fits_in_memory(const ModelConfig& c) {
 
 }  // namespace
 
+bool random_weights_fit_in_memory(const nlohmann::json& config) {
+  const Family& family = find_family(config, "<random model config>");
+  const ModelConfig c = family.parse_config(config, "<random model config>");
+  const double physical = physical_memory_bytes();
+  return physical <= 0 || static_cast<double>(c.weight_elements()) * 2.0 <= physical / 2;
+}
+
 std::unique_ptr<Model> make_random_model(const nlohmann::json& config, uint64_t seed,
-                                         const std::function<void(const AddRandomTensor&)>& extra) {
+                                         const std::function<void(const AddRandomTensor&)>& extra,
+                                         RandomWeightStorage storage) {
   const Family& family = find_family(config, "<random model config>");
   const ModelConfig c = family.parse_config(config, "<random model config>");
   c.validate("<random model config>");
-  check_fits_in_memory(c);
+  const bool shared = storage == RandomWeightStorage::kSharedByShape;
+  if (!shared) check_fits_in_memory(c);
   TensorStore store;
+  std::map<std::tuple<std::vector<int64_t>, float, float>,
+           std::shared_ptr<const std::vector<unsigned char>>>
+      by_kind;  // kSharedByShape: the buffer of each (shape, center, scale)
   auto add = [&](const std::string& name, std::vector<int64_t> shape, float center, float scale) {
     if (name.empty()) return;
     const uint64_t key = splitmix(seed ^ std::hash<std::string>{}(name));
-    store.add_owned(name, DType::kBF16, shape,
-                    random_bf16(HostTensor::count(shape), key, center, scale));
+    if (!shared) {
+      store.add_owned(name, DType::kBF16, shape,
+                      random_bf16(HostTensor::count(shape), key, center, scale));
+      return;
+    }
+    auto& buffer = by_kind[{shape, center, scale}];
+    if (!buffer)
+      buffer = std::make_shared<const std::vector<unsigned char>>(
+          random_bf16(HostTensor::count(shape), key, center, scale));
+    store.add_view(name, DType::kBF16, shape, buffer->data(), buffer);
   };
   const int64_t h = c.hidden_size;
   const float inv_h = 1.0f / std::sqrt(static_cast<float>(h));

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-#include <nlohmann/json.hpp>
 
 #include "model/model.h"
 
@@ -21,8 +21,16 @@ namespace dllm {
 // center, scale).
 using AddRandomTensor =
     std::function<void(const std::string&, std::vector<int64_t>, float center, float scale)>;
+// kSharedByShape: one buffer of random values per (shape, center, scale), which every tensor of
+// that kind views — for shapes whose distinct weights would not fit in host memory (LLaDA2.0-flash:
+// 206 GB); the GPU still holds a copy per tensor, so timings are the same.
+enum class RandomWeightStorage { kDistinct, kSharedByShape };
 std::unique_ptr<Model> make_random_model(
     const nlohmann::json& config, uint64_t seed,
-    const std::function<void(const AddRandomTensor&)>& extra = {});
+    const std::function<void(const AddRandomTensor&)>& extra = {},
+    RandomWeightStorage storage = RandomWeightStorage::kDistinct);
+
+// Whether distinct random weights of `config` take at most half of this machine's memory.
+bool random_weights_fit_in_memory(const nlohmann::json& config);
 
 }  // namespace dllm

@@ -160,6 +160,32 @@ TEST(TensorParallelBackend, GroupSizesTheModelCannotSplitNameTheField) {
 
 // A rank that fails inside a forward (here: an all-reduce that throws on rank 1) must not leave
 // rank 0 waiting in the sum: the forward fails with the cause, and so does every later one.
+// The bench's floor reads the routed experts a MoE layer touched: split by feature every rank
+// runs the same ones (rank 0's count is the group's), split by expert the ranks' counts add up.
+TEST(TensorParallelBackend, MoeExpertsTouchedCountTheWholeGroup) {
+  struct Counting : cpu_backend::CpuBackend {
+    using CpuBackend::CpuBackend;
+    double touched = 0;
+    std::optional<double> profiled_moe_experts_touched() const override { return touched; }
+  };
+  auto model = Model::load(test::model_fixture("llada2-tiny"));
+  for (const MoeSplit split : {MoeSplit::kExpertFeatures, MoeSplit::kExperts}) {
+    auto sum = std::make_shared<cpu_backend::ThreadAllReduce>(2);
+    RankGroup g;
+    g.make_rank = [sum](const Model& shard, int rank) -> std::unique_ptr<Backend> {
+      auto b = std::make_unique<Counting>(shard);
+      b->touched = 3 + rank;
+      b->set_partial_sum_reduce(
+          [sum, rank](float* rows, int64_t count) { (*sum)(rank, rows, count); });
+      return b;
+    };
+    g.abort = [sum] { sum->abort(); };
+    g.collective = sum;
+    TensorParallelBackend group(*model, 2, g, split);
+    EXPECT_EQ(group.profiled_moe_experts_touched(), split == MoeSplit::kExperts ? 3.0 + 4.0 : 3.0);
+  }
+}
+
 TEST(TensorParallelBackend, ARankFailingReleasesTheOthers) {
   auto model = Model::load(embedded("tiny-block"));
   auto sum = std::make_shared<cpu_backend::ThreadAllReduce>(2);

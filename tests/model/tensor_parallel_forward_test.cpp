@@ -3,13 +3,16 @@
 // whole model's logits — the layer-by-layer semantics the NCCL path on the GPU follows.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <thread>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/thread_all_reduce.h"
 #include "core/error.h"
+#include "io/json_file.h"
 #include "model/layer_desc.h"
 #include "model/model.h"
+#include "model/random_model.h"
 #include "model/tensor_parallel_plan.h"
 #include "support/rel_error.h"
 #include "support/tensor_parallel_forwards.h"
@@ -215,8 +218,24 @@ TEST(TensorParallelShard, ExpertParallelRankHoldsItsWholeExperts) {
   const TensorEntry& wd = *whole.experts[static_cast<size_t>(c.moe.num_experts / 2)].down;
   ASSERT_EQ(d.nbytes, wd.nbytes);
   EXPECT_TRUE(std::equal(d.data, d.data + d.nbytes, wd.data));
+  EXPECT_EQ(d.data, wd.data) << "whole rows are a view of the whole model's tensor, not a copy";
   // The shared expert still splits by feature.
   EXPECT_EQ(l.shared.gate->shape[0], whole.shared.gate->shape[0] / 2);
+}
+
+// A random model too large for host memory (LLaDA2.0-flash for the bench) keeps one buffer per
+// tensor kind; it shards and computes like any model.
+TEST(TensorParallelShard, RandomWeightsSharedByShapeShardLikeAnyModel) {
+  const auto config = read_json_file(test::model_fixture("llada2-tiny") / "config.json");
+  const auto model = make_random_model(config, 7, {}, RandomWeightStorage::kSharedByShape);
+  const LayerTensors& l = model->tensors().layers.back();
+  EXPECT_EQ(l.experts[0].gate->data, l.experts[5].gate->data) << "one buffer per kind";
+  EXPECT_NE(l.experts[0].gate->data, l.experts[0].down->data);
+  const std::vector<float> whole = prefill_then_block(*make_cpu_backend(*model));
+  for (const float v : whole) ASSERT_TRUE(std::isfinite(v));
+  const auto ranks = ranks_logits(*model, 2, MoeSplit::kExperts);
+  EXPECT_LT(test::rel_error(joined_slices(ranks, whole.size() / model->config().vocab_size), whole),
+            1e-5);
 }
 
 }  // namespace
