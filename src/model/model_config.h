@@ -46,9 +46,6 @@ struct MoeConfig {
 
   bool is_moe_layer(int64_t layer) const { return num_experts > 0 && layer >= first_dense_layers; }
   int64_t held_count() const { return held_experts > 0 ? held_experts : num_experts; }
-  bool holds_expert(int64_t e) const {
-    return e >= first_held_expert && e < first_held_expert + held_count();
-  }
   int64_t experts_per_group() const { return num_experts / num_groups; }
   int64_t shared_intermediate_size() const {
     return held_shared_features > 0 ? held_shared_features

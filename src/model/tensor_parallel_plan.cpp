@@ -38,18 +38,18 @@ LayerShard layer_shard(const LayerDesc& d, int rank, int world, MoeSplit split, 
   s.attention = attention_shard(d.attention, rank, world, layer);
   if (d.ffn == FfnKind::kDenseSwiGlu) {
     s.ffn_features = even_share(d.intermediate_size, rank, world, "intermediate_size", layer);
-  } else if (split == MoeSplit::kExperts) {
+    return s;
+  }
+  if (split == MoeSplit::kExperts) {
     s.experts = even_share(d.moe.num_experts, rank, world, "num_experts", layer);
     s.expert_features = {0, d.moe.expert_intermediate_size};
-    s.shared_features = even_share(d.moe.shared_intermediate_size(), rank, world,
-                                   "shared experts' intermediate size", layer);
   } else {
     s.experts = {0, d.moe.num_experts};
     s.expert_features =
         even_share(d.moe.expert_intermediate_size, rank, world, "moe_intermediate_size", layer);
-    s.shared_features = even_share(d.moe.shared_intermediate_size(), rank, world,
-                                   "shared experts' intermediate size", layer);
   }
+  s.shared_features = even_share(d.moe.shared_intermediate_size(), rank, world,
+                                 "shared experts' intermediate size", layer);
   return s;
 }
 
