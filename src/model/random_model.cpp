@@ -46,10 +46,14 @@ double physical_memory_bytes() {
          static_cast<double>(::sysconf(_SC_PAGESIZE));
 }
 
+double distinct_weight_bytes(const ModelConfig& c) {
+  return static_cast<double>(c.weight_elements()) * 2.0;  // bf16
+}
+
 // Random weights live in memory (bf16): refuse up front a shape that cannot fit, instead of
 // failing with bad_alloc (or being killed) half way through.
 void check_fits_in_memory(const ModelConfig& c) {
-  const double bytes = static_cast<double>(c.weight_elements()) * 2.0;
+  const double bytes = distinct_weight_bytes(c);
   const double physical = physical_memory_bytes();
   if (physical > 0 && bytes > physical)
     fail("<random model config>: random bf16 weights need ", bytes / (1 << 30),
@@ -62,7 +66,7 @@ bool random_weights_fit_in_memory(const nlohmann::json& config) {
   const Family& family = find_family(config, "<random model config>");
   const ModelConfig c = family.parse_config(config, "<random model config>");
   const double physical = physical_memory_bytes();
-  return physical <= 0 || static_cast<double>(c.weight_elements()) * 2.0 <= physical / 2;
+  return physical <= 0 || distinct_weight_bytes(c) <= physical / 2;
 }
 
 std::unique_ptr<Model> make_random_model(const nlohmann::json& config, uint64_t seed,

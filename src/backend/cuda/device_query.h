@@ -1,5 +1,5 @@
-// What the kernels' launch decisions need to know: the current device (read once per device) and the
-// environment switches that turn a mechanism off for comparisons.
+// What the kernels' launch decisions need to know: the current device (read once per device)
+// and the environment switches that turn a mechanism off for comparisons.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -33,7 +33,8 @@ inline int device_sm_count() {
   static PerDevice<int> n;
   return n.get([dev] {
     int count = 0;
-    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+    if (cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 0;
     return count;
   });
 }
