@@ -2,6 +2,7 @@
 // GEMM each), the KV pool's device storage, and what the engine asks of the device.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -87,12 +88,14 @@ CudaBackend::CudaBackend(const Model& model, int device)
   // fills the gaps instead of delaying the forward (alone, priorities change nothing).
   int least = 0, greatest = 0;
   DLLM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-  DLLM_CUDA_CHECK(cudaStreamCreateWithPriority(&stream_, cudaStreamNonBlocking, greatest));
-  DLLM_CUBLAS_CHECK(cublasCreate(&cublas_));
-  DLLM_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));
-  // A workspace of our own keeps cuBLAS from allocating while a graph is being captured.
-  cublas_workspace_.resize(size_t(32) << 20, "the cuBLAS workspace");
-  DLLM_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_.get(), cublas_workspace_.size()));
+  stream_priority_ = greatest;
+  lanes_[0].create(stream_priority_);
+  DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&lane_fork_, cudaEventDisableTiming));
+  DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&lane_join_, cudaEventDisableTiming));
+  if (const char* rows = std::getenv("DLLM_FORWARD_OVERLAP_ROWS")) {
+    overlap_min_rows_ = std::max<int64_t>(std::atoll(rows), 0);
+    overlap_whole_model_ = true;
+  }
   graphs_enabled_ = cuda::env_switch_on("DLLM_CUDA_GRAPHS");
   select_side_stream_ = cuda::env_switch_on("DLLM_MAGE_SIDE_STREAM");
   mage_lse_handover_ = cuda::env_switch_on("DLLM_MAGE_LSE_HANDOVER");
@@ -115,8 +118,9 @@ CudaBackend::CudaBackend(const Model& model, int device)
 
 CudaBackend::~CudaBackend() {
   drop_graphs();
-  if (cublas_) cublasDestroy(cublas_);
-  if (stream_) cudaStreamDestroy(stream_);
+  for (ForwardLane& lane : lanes_) lane.release();
+  for (cudaEvent_t e : {lane_fork_, lane_join_})
+    if (e) cudaEventDestroy(e);
   for (cudaEvent_t e : select_events_) cudaEventDestroy(e);
   for (cudaStream_t s : select_streams_) cudaStreamDestroy(s);
 }
@@ -161,10 +165,10 @@ void CudaBackend::copy_kv_pages(std::span<const std::pair<int32_t, int32_t>> cop
     for (int64_t l = 0; l < config_.num_layers; ++l)
       for (bf16* base : {k_pool(l), v_pool(l)})
         DLLM_CUDA_CHECK(cudaMemcpyAsync(base + to * ps * kvd, base + from * ps * kvd, bytes,
-                                        cudaMemcpyDeviceToDevice, stream_));
+                                        cudaMemcpyDeviceToDevice, lane_->stream));
     DLLM_CUDA_CHECK(cudaMemcpyAsync(pool_positions_.get() + to * ps,
                                     pool_positions_.get() + from * ps, ps * sizeof(int32_t),
-                                    cudaMemcpyDeviceToDevice, stream_));
+                                    cudaMemcpyDeviceToDevice, lane_->stream));
   }
 }
 
@@ -176,14 +180,15 @@ void CudaBackend::fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) {
   for (size_t p = 0; p * ps < static_cast<size_t>(n); ++p) {
     const int64_t slot0 = static_cast<int64_t>(pages[p]) * ps;
     for (int64_t l = 0; l < config_.num_layers; ++l) {
-      cuda::fill_random_bf16(k_pool(l) + slot0 * kvd, ps * kvd, seed + 2 * l + 7919 * p, stream_);
+      cuda::fill_random_bf16(k_pool(l) + slot0 * kvd, ps * kvd, seed + 2 * l + 7919 * p,
+                             lane_->stream);
       cuda::fill_random_bf16(v_pool(l) + slot0 * kvd, ps * kvd, seed + 2 * l + 1 + 7919 * p,
-                             stream_);
+                             lane_->stream);
     }
     for (int64_t i = 0; i < ps; ++i) positions[size_t(i)] = static_cast<int32_t>(p * ps + i);
     DLLM_CUDA_CHECK(cudaMemcpyAsync(pool_positions_.get() + slot0, positions.data(),
-                                    ps * sizeof(int32_t), cudaMemcpyHostToDevice, stream_));
-    DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `positions` is reused
+                                    ps * sizeof(int32_t), cudaMemcpyHostToDevice, lane_->stream));
+    DLLM_CUDA_CHECK(cudaStreamSynchronize(lane_->stream));  // `positions` is reused
   }
   for (int64_t s = 0; s < n; ++s) cache.set_position(s, static_cast<int32_t>(s));
   cache.set_length(n);
@@ -194,12 +199,12 @@ void CudaBackend::op_begin(const char* op) {
   OpEvents e{op, nullptr, nullptr};
   DLLM_CUDA_CHECK(cudaEventCreate(&e.start));
   DLLM_CUDA_CHECK(cudaEventCreate(&e.stop));
-  DLLM_CUDA_CHECK(cudaEventRecord(e.start, stream_));
+  DLLM_CUDA_CHECK(cudaEventRecord(e.start, lane_->stream));
   events_.push_back(e);
 }
 
 void CudaBackend::op_end() {
-  if (profiling_) DLLM_CUDA_CHECK(cudaEventRecord(events_.back().stop, stream_));
+  if (profiling_) DLLM_CUDA_CHECK(cudaEventRecord(events_.back().stop, lane_->stream));
 }
 
 void CudaBackend::add_profile(const std::string& op, double ms) {
@@ -225,9 +230,9 @@ std::optional<double> CudaBackend::profiled_moe_experts_touched() const {
 
 void CudaBackend::count_moe_touched() {
   int32_t used = 0;
-  DLLM_CUDA_CHECK(
-      cudaMemcpyAsync(&used, moe_active_.get(), sizeof(used), cudaMemcpyDeviceToHost, stream_));
-  DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  DLLM_CUDA_CHECK(cudaMemcpyAsync(&used, lane_->moe_active.get(), sizeof(used),
+                                  cudaMemcpyDeviceToHost, lane_->stream));
+  DLLM_CUDA_CHECK(cudaStreamSynchronize(lane_->stream));
   moe_touched_ += used;
   ++moe_layer_runs_;
 }

@@ -12,8 +12,10 @@
 
 #include <cublas_v2.h>
 
+#include <array>
 #include <map>
 #include <set>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include "backend/cuda/cuda_forward_plan.h"
 #include "backend/cuda/device_all_reduce.h"
 #include "backend/cuda/device_buffer.h"
+#include "backend/cuda/forward_lane.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/sparse_prefill.h"
 #include "model/layer_desc.h"
@@ -79,9 +82,12 @@ class CudaBackend final : public Backend {
   std::optional<double> profiled_moe_experts_touched() const override;
   std::vector<std::pair<std::string, double>> profile() const override { return profile_; }
 
+  // Forwards run as two halves on the two lanes (forward_lane.h; tests).
+  int64_t split_forwards() const { return split_forwards_; }
+
   // Tensor parallel (a rank of Model::shard): the group's sum of each block's partial output
   // rows, after the o and the down projection; rank 0 adds its partial to the residual stream,
-  // the others contribute theirs alone (enqueue_layer). Unset for a whole model.
+  // the others contribute theirs alone (block_output). Unset for a whole model.
   void set_partial_sum_reduce(DeviceAllReduce* reduce, int rank) {
     group_sum_ = reduce;
     lead_rank_ = rank == 0;
@@ -110,12 +116,20 @@ class CudaBackend final : public Backend {
   void stage_token_stats(ForwardPlan& plan);
   cuda::AttentionBatchShape attention_shape();
   void ensure_buffers(const ForwardPlan& plan);
-  // run: everything the GPU does for a forward, in stream order (captured as a graph or run
-  // directly). `ints` is where the staged integers are copied from; device statistics go to
-  // `stats_dst` (pinned for graphs).
-  void enqueue(ForwardPlan& plan, const int32_t* ints, cuda::DeviceRowSums* stats_dst);
+  // run: everything the GPU does for a forward — plans[i] on lane i: one plan, or a split batch's
+  // two halves — in stream order (captured as one graph or run directly). The staged integers
+  // are copied from each lane's pinned buffer (`pinned_ints`) or from the plan; device
+  // statistics go to each lane's pinned buffer.
+  void enqueue(std::span<ForwardPlan> plans, bool pinned_ints);
+  void enqueue_inputs(ForwardPlan& plan, const int32_t* ints);
   void splice_input_embeddings(const ForwardPlan& plan);
-  void enqueue_layer(ForwardPlan& plan, int64_t layer);
+  // A layer's two sub-blocks: attention (norm, q|k|v, attention, o) and FFN, each ending in the
+  // group's sum. The lanes of a split batch alternate sub-blocks, so that one half's all-reduce
+  // runs beside the other half's compute.
+  void enqueue_attention_block(ForwardPlan& plan, int64_t layer, const LayerRows& rows);
+  void enqueue_ffn_block(ForwardPlan& plan, int64_t layer, const LayerRows& rows);
+  float* block_output(const LayerRows& rows);
+  void sum_over_group(const LayerRows& rows);
   void enqueue_attention(ForwardPlan& plan, int64_t layer, const LayerRows& rows);
   // The FFN of `m` normed rows (xn_) into `out` (added to it when `accumulate`): dense SwiGLU, or
   // the MoE (router, dispatch, grouped GEMMs over the active experts, combine, shared experts).
@@ -154,7 +168,15 @@ class CudaBackend final : public Backend {
   void whole_vocab_outputs(const PlannedSequence& p, std::span<const cuda::DeviceRowSums> stats,
                            std::span<const cuda::DeviceVerifyRow> device_verify,
                            std::span<const float> host_kept, SequenceResult& r) const;
-  void run_graph_or_direct(ForwardPlan& plan, std::vector<cuda::DeviceRowSums>& stats);
+  // Runs plans[i] on lane i: a graph captured for their shapes, or enqueued directly (token
+  // statistics land in the lanes' pinned buffers); finish() waits for lane 0 — which waits for
+  // lane 1 — and returns the current lane's statistics of `plan`.
+  void launch(std::span<ForwardPlan> plans);
+  std::vector<cuda::DeviceRowSums> finish(const ForwardPlan& plan);
+  // A big plain batch as two halves on the two lanes at once (cuda_forward.cpp).
+  size_t overlap_split(std::span<const SequenceForward> batch) const;
+  std::vector<SequenceResult> forward_in_halves(std::span<const SequenceForward> a,
+                                                std::span<const SequenceForward> b);
 
   // Profiling: events around each op class, summed per class after the forward's sync.
   struct OpEvents {
@@ -171,9 +193,23 @@ class CudaBackend final : public Backend {
   std::vector<LayerDesc> desc_;
   int num_sms_ = 0;
   std::string device_name_;
-  cudaStream_t stream_ = nullptr;
-  cublasHandle_t cublas_ = nullptr;
-  DeviceBuffer<char> cublas_workspace_;
+  // The forward lanes (forward_lane.h) and the one the forward being enqueued or collected runs
+  // on: lane 0 outside forward(), and for everything but a split batch's second half.
+  static constexpr int kForwardLanes = 2;
+  std::array<ForwardLane, kForwardLanes> lanes_;
+  ForwardLane* lane_ = &lanes_[0];
+  int stream_priority_ = 0;  // the lanes' (the device's greatest)
+  // Lane 1 starts after lane 0's earlier work; lane 0 ends after lane 1's.
+  cudaEvent_t lane_fork_ = nullptr, lane_join_ = nullptr;
+  // Batches of at least this many rows split over the lanes (overlap_split) in a tensor-parallel
+  // rank, where one half's all-reduces run beside the other's compute. Measured on two H200s,
+  // SDAR-8B at 128 requests (docs/benchmarks.md, 2026-11-29 sixth session): block 32 (4096 rows)
+  // 71.7 -> 69.5 ms a step at TP 2; block 4 (512 rows) 14.7 -> 16.0 (half-size GEMMs lose more
+  // than the hidden all-reduces gain), and a whole model's halves only contend (block 32 at TP 1
+  // 3 % slower). DLLM_FORWARD_OVERLAP_ROWS sets it (for a whole model too), 0 turns it off.
+  int64_t overlap_min_rows_ = 2048;
+  bool overlap_whole_model_ = false;
+  int64_t split_forwards_ = 0;
   DeviceBuffer<bf16> embed_, final_norm_, lm_head_;
   bool tied_ = false;
   // The LM head's vocabulary rows, ids [head_begin_, head_begin_ + head_rows_): all of them but
@@ -190,16 +226,11 @@ class CudaBackend final : public Backend {
   DeviceBuffer<bf16> k_pool_, v_pool_;
   DeviceBuffer<int32_t> pool_positions_;
 
-  // Activations and staging, grown to the largest forward seen.
-  DeviceBuffer<float> x_, qkv_, block_out_, attn_ws_, attn_rows_ws_, attn_rows_out_, logits_;
-  DeviceBuffer<bf16> xn_, q_, attn_, gu_, act_, hn_;
-  DeviceBuffer<int32_t> ints_, layer_ints_;
-  // MoE: router logits, routing, dispatch and the experts' activations of one layer.
-  DeviceBuffer<float> router_logits_, moe_weights_, moe_y_;
-  DeviceBuffer<int32_t> moe_experts_, moe_offsets_, moe_order_, moe_position_, moe_active_;
-  DeviceBuffer<bf16> moe_gu_, moe_act_;
-  DeviceBuffer<int32_t> layer_plan_;  // dLLM-Cache batches: each layer's attention plan
-  DeviceBuffer<cuda::DeviceRowSums> stats_;
+  // Method scratch, used on lane 0 alone (forward_lane.h), grown to the largest forward seen:
+  // dLLM-Cache's block outputs, per-layer rows and attention plans; d2Cache's attention rows.
+  DeviceBuffer<float> block_out_, attn_rows_ws_, attn_rows_out_;
+  DeviceBuffer<int32_t> layer_ints_;
+  DeviceBuffer<int32_t> layer_plan_;
   DeviceBuffer<float> dlc_sim_;     // dLLM-Cache: V similarities
   DeviceBuffer<float> rollout_ws_;  // d2Cache rollout: importance first, then scratch
   // Sparse selection's scratch: prefix LSE of the selection rows, its chunk partials, the score
@@ -239,11 +270,10 @@ class CudaBackend final : public Backend {
   DeviceBuffer<bf16> sp_prefill_k_;
   DeviceBuffer<int32_t> verify_in_;  // S2D2 verify: draft rows | tokens | uniforms (bits)
   DeviceBuffer<cuda::DeviceVerifyRow> verify_out_;
-  cuda::PinnedBuffer<int32_t> pinned_ints_;
-  cuda::PinnedBuffer<cuda::DeviceRowSums> pinned_stats_;
 
   bool graphs_enabled_ = true;  // DLLM_CUDA_GRAPHS=0 turns capture off (debugging, comparisons)
-  // Captured graphs by shape, at most kMaxGraphs (the least recently used one goes first).
+  // Captured graphs by shape (of one plan, or of a split batch's two), at most kMaxGraphs (the
+  // least recently used one goes first).
   static constexpr size_t kMaxGraphs = 64;
   struct Graph {
     cudaGraphExec_t exec = nullptr;

@@ -1,5 +1,6 @@
 // The CUDA backend's one forward: prepare (cuda_forward_plan.cpp), run — directly, or by
-// replaying a captured CUDA graph for a shape seen before — and collect (cuda_outputs.cpp).
+// replaying a captured CUDA graph for a shape seen before — and collect (cuda_outputs.cpp); a big
+// batch of a tensor-parallel rank runs as two halves on the two forward lanes (forward_lane.h).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,6 +13,8 @@
 namespace dllm::cuda_backend {
 
 std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward> batch) {
+  const size_t split = overlap_split(batch);
+  if (split > 0) return forward_in_halves(batch.first(split), batch.subspan(split));
   const auto t0 = std::chrono::steady_clock::now();
   ForwardPlan plan = prepare(batch);
   ensure_buffers(plan);
@@ -19,9 +22,65 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
     add_profile(
         "host: prepare",
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
-  std::vector<cuda::DeviceRowSums> stats(static_cast<size_t>(plan.padded_out));
-  run_graph_or_direct(plan, stats);
-  return collect(plan, stats);
+  launch(std::span(&plan, 1));
+  return collect(plan, finish(plan));
+}
+
+// A batch splits into two halves, one on each lane, when it is big enough for their kernels to
+// overlap and plain: no sequence needs the method scratch that lives on lane 0 alone (dLLM-Cache,
+// d2Cache's rows, sparse attention or prefill) or a forward that cannot be captured (input
+// embeddings). The cut falls between sequences, where the first half reaches half the rows;
+// every rank of a tensor-parallel group cuts its batch alike, so the decision reads only the batch
+// and settings all ranks share (not profiling_: only rank 0 profiles, and a rank splitting alone
+// issued collectives the others never matched — a hang). 0: the batch runs whole.
+size_t CudaBackend::overlap_split(std::span<const SequenceForward> batch) const {
+  if (overlap_min_rows_ <= 0 || !(group_sum_ || overlap_whole_model_) || !graphs_enabled_ ||
+      batch.size() < 2)
+    return 0;
+  int64_t rows = 0;
+  for (const SequenceForward& s : batch) {
+    if (s.dllm_cache || s.sparse || s.sparse_prefill || s.want_attention_rows ||
+        s.want_attention_rollout || s.input_embeddings)
+      return 0;
+    rows += static_cast<int64_t>(s.tokens.size());
+  }
+  if (rows < overlap_min_rows_) return 0;
+  int64_t first = 0;
+  size_t split = 0;
+  while (split + 1 < batch.size() && 2 * first < rows)
+    first += static_cast<int64_t>(batch[split++].tokens.size());
+  return split;
+}
+
+std::vector<SequenceResult> CudaBackend::forward_in_halves(std::span<const SequenceForward> a,
+                                                           std::span<const SequenceForward> b) {
+  // Whatever happens, the next forward starts on lane 0 with both lanes idle.
+  struct BackToLaneZero {
+    CudaBackend& self;
+    ~BackToLaneZero() {
+      for (ForwardLane& lane : self.lanes_) cudaStreamSynchronize(lane.stream);
+      self.lane_ = &self.lanes_[0];
+    }
+  };
+  if (!lanes_[1].created()) lanes_[1].create(stream_priority_);
+  BackToLaneZero guard{*this};
+  // Both halves are planned and their buffers sized before either runs (sizing may reallocate
+  // and drop captured graphs).
+  std::array<ForwardPlan, kForwardLanes> plans;
+  const std::array<std::span<const SequenceForward>, kForwardLanes> halves{a, b};
+  for (size_t i = 0; i < plans.size(); ++i) {
+    lane_ = &lanes_[i];
+    plans[i] = prepare(halves[i]);
+    ensure_buffers(plans[i]);
+  }
+  launch(plans);
+  ++split_forwards_;
+  std::vector<SequenceResult> results;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    lane_ = &lanes_[i];
+    for (SequenceResult& r : collect(plans[i], finish(plans[i]))) results.push_back(std::move(r));
+  }
+  return results;
 }
 
 void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
@@ -32,28 +91,28 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
                    std::max(c.intermediate_size, c.moe.shared_intermediate_size())),
                qkvd = qd + 2 * static_cast<size_t>(c.kv_dim());
   bool moved = false;
-  moved |= x_.ensure(T * h, "activations");
-  moved |= xn_.ensure(T * h, "activations");
-  moved |= qkv_.ensure(T * qkvd, "activations");
-  moved |= q_.ensure(T * qd, "activations");
-  moved |= attn_.ensure(T * qd, "activations");
-  moved |= gu_.ensure(T * 2 * inter, "activations");
-  moved |= act_.ensure(T * inter, "activations");
-  moved |= ints_.ensure(plan.ints.size(), "staging");
+  moved |= lane_->x.ensure(T * h, "activations");
+  moved |= lane_->xn.ensure(T * h, "activations");
+  moved |= lane_->qkv.ensure(T * qkvd, "activations");
+  moved |= lane_->q.ensure(T * qd, "activations");
+  moved |= lane_->attn.ensure(T * qd, "activations");
+  moved |= lane_->gu.ensure(T * 2 * inter, "activations");
+  moved |= lane_->act.ensure(T * inter, "activations");
+  moved |= lane_->ints.ensure(plan.ints.size(), "staging");
   if (const MoeConfig& m = c.moe; m.num_experts > 0) {
     const size_t e = static_cast<size_t>(m.num_experts),
                  a = T * static_cast<size_t>(m.experts_per_token),
                  ie = static_cast<size_t>(m.expert_intermediate_size);
-    moved |= router_logits_.ensure(T * e, "MoE router logits");
-    moved |= moe_experts_.ensure(a, "MoE routing");
-    moved |= moe_weights_.ensure(a, "MoE routing");
-    moved |= moe_offsets_.ensure(e + 1, "MoE dispatch");
-    moved |= moe_active_.ensure(e + 1, "MoE dispatch");
-    moved |= moe_order_.ensure(a, "MoE dispatch");
-    moved |= moe_position_.ensure(a, "MoE dispatch");
-    moved |= moe_gu_.ensure(a * 2 * ie, "MoE activations");
-    moved |= moe_act_.ensure(a * ie, "MoE activations");
-    moved |= moe_y_.ensure(a * h, "MoE activations");
+    moved |= lane_->router_logits.ensure(T * e, "MoE router logits");
+    moved |= lane_->moe_experts.ensure(a, "MoE routing");
+    moved |= lane_->moe_weights.ensure(a, "MoE routing");
+    moved |= lane_->moe_offsets.ensure(e + 1, "MoE dispatch");
+    moved |= lane_->moe_active.ensure(e + 1, "MoE dispatch");
+    moved |= lane_->moe_order.ensure(a, "MoE dispatch");
+    moved |= lane_->moe_position.ensure(a, "MoE dispatch");
+    moved |= lane_->moe_gu.ensure(a * 2 * ie, "MoE activations");
+    moved |= lane_->moe_act.ensure(a * ie, "MoE activations");
+    moved |= lane_->moe_y.ensure(a * h, "MoE activations");
   }
   if (plan.any_reuse) {
     moved |= block_out_.ensure(T * h, "block outputs");
@@ -61,9 +120,9 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
     moved |= dlc_sim_.ensure(T, "dLLM-Cache similarities");
   }
   if (M > 0) {
-    moved |= hn_.ensure(M * h, "output rows");
-    moved |= logits_.ensure(M * static_cast<size_t>(head_rows_), "logits");
-    moved |= stats_.ensure(M, "token statistics");
+    moved |= lane_->hn.ensure(M * h, "output rows");
+    moved |= lane_->logits.ensure(M * static_cast<size_t>(head_rows_), "logits");
+    moved |= lane_->stats.ensure(M, "token statistics");
   }
   size_t rows_ws = 0;
   for (const PlannedSequence& p : plan.seqs)
@@ -73,10 +132,10 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
                                 static_cast<int>(p.rows), static_cast<int>(p.n_keys),
                                 static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads)));
   moved |= cuda::attention_batch_workspace_ensure(
-      attn_ws_,
+      lane_->attn_ws,
       cuda::attention_batch_workspace_floats(plan.capacity.partial_rows,
                                              static_cast<int>(c.head_dim)),
-      stream_);
+      lane_->stream);
   moved |= attn_rows_ws_.ensure(rows_ws, "attention-rows workspace");
   moved |= attn_rows_out_.ensure(plan.attn_rows_total, "attention rows");
   if (plan.capacity.prefix_rows > 0)
@@ -97,15 +156,15 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
     ++selecting;
     const int rows_used = static_cast<int>(p.select_rows.size());
     lse = std::max(lse, static_cast<size_t>(p.rows * c.num_heads));
-    ws = std::max(ws, cuda::prefix_lse_workspace_floats(
-                          static_cast<int>(p.sparse_prefix), rows_used,
-                          static_cast<int>(c.num_heads), static_cast<int>(c.num_kv_heads)));
+    ws = std::max(ws, cuda::prefix_lse_workspace_floats(static_cast<int>(p.sparse_prefix),
+                                                        rows_used, static_cast<int>(c.num_heads),
+                                                        static_cast<int>(c.num_kv_heads)));
     scores = std::max(scores, static_cast<size_t>(p.sparse_prefix * c.num_kv_heads));
     topk = std::max(topk, cuda::top_k_workspace_ints(static_cast<int>(p.sparse_prefix),
                                                      static_cast<int>(c.num_kv_heads)));
   }
-  const size_t lanes = static_cast<size_t>(
-      select_side_stream_ ? std::clamp(selecting, 1, int{kSelectLanes}) : 1);
+  const size_t lanes =
+      static_cast<size_t>(select_side_stream_ ? std::clamp(selecting, 1, int{kSelectLanes}) : 1);
   auto lane_stride = [](size_t n) { return (n + 63) / 64 * 64; };  // 256-byte aligned regions
   sel_lse_lane_ = lane_stride(lse);
   sel_ws_lane_ = lane_stride(ws);
@@ -122,8 +181,8 @@ void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
     moved |= sel_q_.ensure(static_cast<size_t>(c.num_layers * plan.select_q_rows * c.q_dim()),
                            "sparse selection");
   if (plan.scratch_sets > 0) moved |= sel_sets_.ensure(plan.scratch_sets, "sparse selection");
-  moved |= pinned_ints_.ensure(plan.ints.size());
-  moved |= pinned_stats_.ensure(std::max<size_t>(M, 1));
+  moved |= lane_->pinned_ints.ensure(plan.ints.size());
+  moved |= lane_->pinned_stats.ensure(std::max<size_t>(M, 1));
   if (moved) drop_graphs();
 }
 
@@ -145,82 +204,125 @@ void CudaBackend::splice_input_embeddings(const ForwardPlan& plan) {
       }
       int64_t n = 1;
       while (i + n < p.rows && e->at(pos[static_cast<size_t>(i + n)]) == first + n * h) ++n;
-      DLLM_CUDA_CHECK(cudaMemcpyAsync(x_.get() + (p.row_offset + i) * h, first,
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(lane_->x.get() + (p.row_offset + i) * h, first,
                                       static_cast<size_t>(n * h) * sizeof(float),
-                                      cudaMemcpyHostToDevice, stream_));
+                                      cudaMemcpyHostToDevice, lane_->stream));
       i += n;
     }
   }
 }
 
-void CudaBackend::enqueue(ForwardPlan& plan, const int32_t* ints,
-                          cuda::DeviceRowSums* stats_dst) {
-  DLLM_CUDA_CHECK(cudaMemcpyAsync(ints_.get(), ints, plan.ints.size() * sizeof(int32_t),
-                                  cudaMemcpyHostToDevice, stream_));
+void CudaBackend::enqueue_inputs(ForwardPlan& plan, const int32_t* ints) {
+  DLLM_CUDA_CHECK(cudaMemcpyAsync(lane_->ints.get(), ints, plan.ints.size() * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, lane_->stream));
   if (plan.attn_rows_total > 0)
-    DLLM_CUDA_CHECK(
-        cudaMemsetAsync(attn_rows_out_.get(), 0, plan.attn_rows_total * sizeof(float), stream_));
+    DLLM_CUDA_CHECK(cudaMemsetAsync(attn_rows_out_.get(), 0, plan.attn_rows_total * sizeof(float),
+                                    lane_->stream));
   op_begin("embedding");
-  cuda::embed(ints_.get(), embed_.get(), x_.get(), static_cast<int>(plan.padded_rows),
-              static_cast<int>(config_.hidden_size), stream_);
+  cuda::embed(lane_->ints.get(), embed_.get(), lane_->x.get(), static_cast<int>(plan.padded_rows),
+              static_cast<int>(config_.hidden_size), lane_->stream);
   op_end();
   if (plan.any_input_embeddings) splice_input_embeddings(plan);
-  for (int64_t li = 0; li < config_.num_layers; ++li) enqueue_layer(plan, li);
-  enqueue_outputs(plan, stats_dst);
-  // After the outputs: the last layers' selections run beside the LM head instead of before it
-  // (nothing in this forward reads the sets; the host syncs the main stream, which waits here).
-  if (plan.any_sparse_select) join_sparse_selection();
 }
 
-void CudaBackend::run_graph_or_direct(ForwardPlan& plan,
-                                      std::vector<cuda::DeviceRowSums>& stats) {
-  const size_t M = stats.size();
-  if (!plan.graphable) {
-    enqueue(plan, plan.ints.data(), stats.data());
+void CudaBackend::enqueue(std::span<ForwardPlan> plans, bool pinned_ints) {
+  // Lane 1 starts after lane 0's earlier work (the pool's page copies); in a capture this brings
+  // it into the graph.
+  const bool halves = plans.size() > 1;
+  if (halves) {
+    DLLM_CUDA_CHECK(cudaEventRecord(lane_fork_, lanes_[0].stream));
+    DLLM_CUDA_CHECK(cudaStreamWaitEvent(lanes_[1].stream, lane_fork_));
+  }
+  auto on_lane = [&](size_t i) -> ForwardPlan& {
+    lane_ = &lanes_[i];
+    return plans[i];
+  };
+  for (size_t i = 0; i < plans.size(); ++i) {
+    ForwardPlan& plan = on_lane(i);
+    enqueue_inputs(plan, pinned_ints ? lane_->pinned_ints.get() : plan.ints.data());
+  }
+  std::array<LayerRows, kForwardLanes> rows;
+  for (int64_t li = 0; li < config_.num_layers; ++li) {
+    for (size_t i = 0; i < plans.size(); ++i) {
+      ForwardPlan& plan = on_lane(i);
+      rows[i] = layer_rows(plan, li);
+      enqueue_attention_block(plan, li, rows[i]);
+    }
+    for (size_t i = 0; i < plans.size(); ++i) enqueue_ffn_block(on_lane(i), li, rows[i]);
+  }
+  for (size_t i = 0; i < plans.size(); ++i) {
+    ForwardPlan& plan = on_lane(i);
+    enqueue_outputs(plan, lane_->pinned_stats.get());
+    // After the outputs: the last layers' selections run beside the LM head instead of before
+    // it (nothing in this forward reads the sets; the host syncs the main stream, which waits
+    // here).
+    if (plan.any_sparse_select) join_sparse_selection();
+  }
+  if (halves) {  // lane 0 ends after lane 1 (a capture must end where it began)
+    DLLM_CUDA_CHECK(cudaEventRecord(lane_join_, lanes_[1].stream));
+    DLLM_CUDA_CHECK(cudaStreamWaitEvent(lanes_[0].stream, lane_join_));
+  }
+  lane_ = &lanes_[0];
+}
+
+void CudaBackend::launch(std::span<ForwardPlan> plans) {
+  const bool graphable =
+      std::all_of(plans.begin(), plans.end(), [](const ForwardPlan& p) { return p.graphable; });
+  if (!graphable) {
+    enqueue(plans, /*pinned_ints=*/false);
     return;
   }
-  std::copy(plan.ints.begin(), plan.ints.end(), pinned_ints_.get());
-  // Everything a captured graph bakes in besides the fixed buffers: the shape, and where the
-  // attention plan starts in the staging (after the banned-token lists, one per distinct list of
-  // the step: two steps of one shape may stage different counts, and a graph replayed with the
+  // Everything a captured graph bakes in besides the fixed buffers: each plan's shape, and where
+  // its attention plan starts in the staging (after the banned-token lists, one per distinct list
+  // of the step: two steps of one shape may stage different counts, and a graph replayed with the
   // other's offset read the attention plan from the wrong place — wild writes under
   // compute-sanitizer in CudaS2d2.GenerationsTrackTheCpu).
-  const cuda::AttentionBatchCapacity& cap = plan.capacity;
-  std::string key = std::to_string(plan.padded_rows) + "/" + std::to_string(M) + "/" +
-                    std::to_string(plan.ints.size()) + "/" + std::to_string(cap.mma_items) + "/" +
-                    std::to_string(cap.sm90_items) + "/" + std::to_string(cap.partial_rows) + "/" +
-                    std::to_string(cap.combine) + "/" + std::to_string(plan.attention.offset);
-  for (const LayerAttention& la : plan.layer_attentions)  // sparse layers' plans
-    key += "/" + std::to_string(la.plan.offset) + ":" + std::to_string(la.sparse_table_at) + ":" +
-           std::to_string(la.sparse_count);
+  std::string key;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    const ForwardPlan& plan = plans[i];
+    std::copy(plan.ints.begin(), plan.ints.end(), lanes_[i].pinned_ints.get());
+    const cuda::AttentionBatchCapacity& cap = plan.capacity;
+    key += (i ? "|" : "") + std::to_string(plan.padded_rows) + "/" +
+           std::to_string(plan.padded_out) + "/" + std::to_string(plan.ints.size()) + "/" +
+           std::to_string(cap.mma_items) + "/" + std::to_string(cap.sm90_items) + "/" +
+           std::to_string(cap.partial_rows) + "/" + std::to_string(cap.combine) + "/" +
+           std::to_string(plan.attention.offset);
+    for (const LayerAttention& la : plan.layer_attentions)  // sparse layers' plans
+      key += "/" + std::to_string(la.plan.offset) + ":" + std::to_string(la.sparse_table_at) + ":" +
+             std::to_string(la.sparse_count);
+  }
   auto it = graphs_.find(key);
   if (seen_shapes_.size() > 4096) seen_shapes_.clear();  // a bound: shapes seen once each
   if (it == graphs_.end() && !seen_shapes_.insert(key).second) {
     // Second time this shape comes: capture it (the first ran directly and warmed everything up).
     if (graphs_.size() >= kMaxGraphs) {
-      auto lru = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& a, const auto& b) {
-        return a.second.last_use < b.second.last_use;
+      auto lru = std::min_element(graphs_.begin(), graphs_.end(), [](const auto& x, const auto& y) {
+        return x.second.last_use < y.second.last_use;
       });
       cudaGraphExecDestroy(lru->second.exec);
       graphs_.erase(lru);
     }
     cudaGraph_t graph = nullptr;
-    DLLM_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-    enqueue(plan, pinned_ints_.get(), pinned_stats_.get());
-    DLLM_CUDA_CHECK(cudaStreamEndCapture(stream_, &graph));
+    DLLM_CUDA_CHECK(cudaStreamBeginCapture(lanes_[0].stream, cudaStreamCaptureModeThreadLocal));
+    enqueue(plans, /*pinned_ints=*/true);
+    DLLM_CUDA_CHECK(cudaStreamEndCapture(lanes_[0].stream, &graph));
     cudaGraphExec_t exec = nullptr;
     DLLM_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
     cudaGraphDestroy(graph);
     it = graphs_.emplace(key, Graph{exec, 0}).first;
   }
   if (it == graphs_.end()) {
-    enqueue(plan, pinned_ints_.get(), stats.data());
+    enqueue(plans, /*pinned_ints=*/true);
     return;
   }
   it->second.last_use = ++graph_uses_;
-  DLLM_CUDA_CHECK(cudaGraphLaunch(it->second.exec, stream_));
-  DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
-  std::copy(pinned_stats_.get(), pinned_stats_.get() + M, stats.begin());
+  DLLM_CUDA_CHECK(cudaGraphLaunch(it->second.exec, lanes_[0].stream));
+}
+
+std::vector<cuda::DeviceRowSums> CudaBackend::finish(const ForwardPlan& plan) {
+  DLLM_CUDA_CHECK(cudaStreamSynchronize(lanes_[0].stream));
+  const cuda::DeviceRowSums* stats = lane_->pinned_stats.get();
+  return std::vector<cuda::DeviceRowSums>(stats, stats + plan.padded_out);
 }
 
 }  // namespace dllm::cuda_backend

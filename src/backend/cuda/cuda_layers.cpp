@@ -29,18 +29,20 @@ std::vector<int32_t> CudaBackend::rows_by_similarity(const PlannedSequence& p, i
         static_cast<int32_t>(p.cache->physical_slot(p_len + g));
   }
   DLLM_CUDA_CHECK(cudaMemcpyAsync(layer_ints_.get(), staged.data(), staged.size() * sizeof(int32_t),
-                                  cudaMemcpyHostToDevice, stream_));
-  cuda::rms_norm(x_.get(), layer_ints_.get(), L.attn_norm.get(), xn_.get(), static_cast<int>(g_len),
-                 static_cast<int>(h), static_cast<float>(c.norm_eps), stream_);
-  cuda::gemm_nt(cublas_, xn_.get(), L.qkv.get() + (qd + kvd) * h, qkv_.get(), CUDA_R_32F,
-                static_cast<int>(g_len), static_cast<int>(kvd), static_cast<int>(h), false);
-  cuda::value_similarity(qkv_.get(), L.qkv_bias.get() ? L.qkv_bias.get() + qd + kvd : nullptr,
+                                  cudaMemcpyHostToDevice, lane_->stream));
+  cuda::rms_norm(lane_->x.get(), layer_ints_.get(), L.attn_norm.get(), lane_->xn.get(),
+                 static_cast<int>(g_len), static_cast<int>(h), static_cast<float>(c.norm_eps),
+                 lane_->stream);
+  cuda::gemm_nt(lane_->cublas, lane_->xn.get(), L.qkv.get() + (qd + kvd) * h, lane_->qkv.get(),
+                CUDA_R_32F, static_cast<int>(g_len), static_cast<int>(kvd), static_cast<int>(h),
+                false);
+  cuda::value_similarity(lane_->qkv.get(), L.qkv_bias.get() ? L.qkv_bias.get() + qd + kvd : nullptr,
                          v_pool(layer), layer_ints_.get() + g_len, dlc_sim_.get(),
-                         static_cast<int>(g_len), static_cast<int>(kvd), stream_);
+                         static_cast<int>(g_len), static_cast<int>(kvd), lane_->stream);
   std::vector<float> sim(static_cast<size_t>(g_len));
   DLLM_CUDA_CHECK(cudaMemcpyAsync(sim.data(), dlc_sim_.get(), sim.size() * sizeof(float),
-                                  cudaMemcpyDeviceToHost, stream_));
-  DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+                                  cudaMemcpyDeviceToHost, lane_->stream));
+  DLLM_CUDA_CHECK(cudaStreamSynchronize(lane_->stream));
   const std::vector<double> sim_d(sim.begin(), sim.end());
   return least_similar_rows(sim_d, dc.rho, static_cast<int32_t>(p_len));
 }
@@ -52,8 +54,8 @@ LayerRows CudaBackend::layer_rows(ForwardPlan& plan, int64_t layer) {
   r.size.resize(n_seqs);
   if (!plan.any_reuse) {  // every row of the batch, where prepare() staged them
     r.count = plan.padded_rows;
-    r.positions = ints_.get() + plan.positions_at;
-    r.slots = ints_.get() + plan.slots_at;
+    r.positions = lane_->ints.get() + plan.positions_at;
+    r.slots = lane_->ints.get() + plan.slots_at;
     for (size_t si = 0; si < n_seqs; ++si) {
       r.first[si] = plan.seqs[si].row_offset;
       r.size[si] = plan.seqs[si].rows;
@@ -91,7 +93,7 @@ LayerRows CudaBackend::layer_rows(ForwardPlan& plan, int64_t layer) {
   if (!staged.empty())
     DLLM_CUDA_CHECK(cudaMemcpyAsync(layer_ints_.get(), staged.data(),
                                     staged.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                    stream_));
+                                    lane_->stream));
   r.rows = layer_ints_.get();
   r.positions = r.rows + r.count;
   r.slots = r.positions + r.count;
@@ -101,16 +103,16 @@ LayerRows CudaBackend::layer_rows(ForwardPlan& plan, int64_t layer) {
 void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const LayerRows& rows) {
   const ModelConfig& c = config_;
   cuda::AttentionBatchParams ap;
-  ap.q = q_.get();
+  ap.q = lane_->q.get();
   ap.k_pool = k_pool(layer);
   ap.v_pool = v_pool(layer);
   ap.slot_positions = pool_positions_.get();
   ap.q_positions = rows.positions;
-  ap.workspace = attn_ws_.get();
-  ap.out = attn_.get();
+  ap.workspace = lane_->attn_ws.get();
+  ap.out = lane_->attn.get();
   ap.shape = attention_shape();
   if (rows.all) {  // the plan staged with the step (the layer's own with sparse attention)
-    ap.plan = ints_.get() + layer_attention(plan, layer).offset;
+    ap.plan = lane_->ints.get() + layer_attention(plan, layer).offset;
     ap.capacity = plan.capacity;
     ap.prefix_ml = layer_prefix_ml(plan, layer);
   } else {  // dLLM-Cache in the batch: this layer's rows, planned and staged now
@@ -121,16 +123,17 @@ void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const Laye
     layer_plan_.ensure(staged.size(), "per-layer attention plans");
     DLLM_CUDA_CHECK(cudaMemcpyAsync(layer_plan_.get(), staged.data(),
                                     staged.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                    stream_));
+                                    lane_->stream));
     cuda::attention_batch_workspace_ensure(
-        attn_ws_, cuda::attention_batch_workspace_floats(lp.need.partial_rows, ap.shape.head_dim),
-        stream_);
-    ap.workspace = attn_ws_.get();
+        lane_->attn_ws,
+        cuda::attention_batch_workspace_floats(lp.need.partial_rows, ap.shape.head_dim),
+        lane_->stream);
+    ap.workspace = lane_->attn_ws.get();
     ap.plan = layer_plan_.get() + lp.offset;
     ap.capacity = lp.need;
   }
   op_begin("attention");
-  cuda::attention_batch(ap, stream_);
+  cuda::attention_batch(ap, lane_->stream);
   op_end();
   // MMInference sparse prefill: the rows the batched kernel left to it (a layer with
   // attended_elsewhere sequences; never with dLLM-Cache rows, stage_sparse() refuses those).
@@ -140,10 +143,10 @@ void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const Laye
     PlannedSequence& p = plan.seqs[si];
     if (p.attention_width == 0 || rows.size[si] == 0) continue;
     cuda::AttentionRowsParams rp;
-    rp.q = q_.get() + rows.first[si] * c.q_dim();
+    rp.q = lane_->q.get() + rows.first[si] * c.q_dim();
     rp.k_cache = k_pool(layer);
-    rp.key_slots = ints_.get() + p.keys_at;
-    rp.column_slots = ints_.get() + p.logical_keys_at;
+    rp.key_slots = lane_->ints.get() + p.keys_at;
+    rp.column_slots = lane_->ints.get() + p.logical_keys_at;
     rp.n_q = static_cast<int>(rows.size[si]);
     rp.n_keys = static_cast<int>(p.n_keys);
     rp.heads = ap.shape.heads;
@@ -154,7 +157,7 @@ void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const Laye
     rp.out = attn_rows_out_.get() + p.attn_rows_at + static_cast<size_t>(layer) * rp.n_q * rp.width;
     rp.workspace = attn_rows_ws_.get();
     op_begin("attention rows");
-    cuda::attention_rows(rp, stream_);
+    cuda::attention_rows(rp, lane_->stream);
     op_end();
   }
 }
@@ -168,7 +171,8 @@ void CudaBackend::add_block_output(ForwardPlan& plan, int64_t layer, const Layer
     const float* out = block_out_.get() + rows.first[si] * h;
     const int32_t* batch_rows = rows.rows + rows.first[si];
     if (!p.reuse) {
-      if (m > 0) cuda::add_rows(out, batch_rows, x_.get(), m, static_cast<int>(h), stream_);
+      if (m > 0)
+        cuda::add_rows(out, batch_rows, lane_->x.get(), m, static_cast<int>(h), lane_->stream);
       continue;
     }
     // Keep the recomputed rows' outputs, then every canvas row adds its kept output.
@@ -178,49 +182,51 @@ void CudaBackend::add_block_output(ForwardPlan& plan, int64_t layer, const Layer
       std::vector<int32_t> local = rows.seq_rows[si];
       DLLM_CUDA_CHECK(cudaMemcpyAsync(layer_ints_.get() + 3 * rows.count, local.data(),
                                       local.size() * sizeof(int32_t), cudaMemcpyHostToDevice,
-                                      stream_));
+                                      lane_->stream));
       cuda::scatter_rows(out, layer_ints_.get() + 3 * rows.count, kept, m, static_cast<int>(h),
-                         stream_);
+                         lane_->stream);
     }
-    cuda::add_inplace(x_.get() + p.row_offset * h, kept, p.rows * h, stream_);
+    cuda::add_inplace(lane_->x.get() + p.row_offset * h, kept, p.rows * h, lane_->stream);
   }
 }
 
-void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
+// Outputs go straight into the residual stream when every row is recomputed (else into
+// block_out_, dLLM-Cache). In a tensor-parallel group each rank's o / down output is a partial sum
+// over its heads / features: only rank 0 adds its partial to the residual, the others write
+// theirs alone, and the sum in place leaves residual + every partial on every rank.
+float* CudaBackend::block_output(const LayerRows& rows) {
+  return rows.all ? lane_->x.get() : block_out_.get();
+}
+
+void CudaBackend::sum_over_group(const LayerRows& rows) {
+  if (!group_sum_ || rows.count == 0) return;
+  op_begin("all-reduce");
+  group_sum_->sum(block_output(rows), rows.count * config_.hidden_size, lane_->stream);
+  op_end();
+}
+
+void CudaBackend::enqueue_attention_block(ForwardPlan& plan, int64_t li, const LayerRows& rows) {
   const ModelConfig& c = config_;
   const AttentionDesc& a = desc_[static_cast<size_t>(li)].attention;
   const int64_t h = c.hidden_size, qd = a.heads * a.head_dim, kvd = a.kv_heads * a.head_dim;
   const float eps = static_cast<float>(c.norm_eps);
   CudaLayer& L = layers_[static_cast<size_t>(li)];
-  const LayerRows rows = layer_rows(plan, li);
   const int M = static_cast<int>(rows.count);
   // Sparse sequences' key lists for this layer: enqueued here, several kernels before the
   // attention call, which reads its plan before its programmatic-launch wait (with Quest in the
   // batch: after its selection, which needs this layer's queries).
   if (!plan.any_quest) enqueue_sparse_keys(plan, li);
-  // Outputs go straight into the residual stream when every row is recomputed. In a
-  // tensor-parallel group each rank's o / down output is a partial sum over its heads / features:
-  // only rank 0 adds its partial to the residual, the others write theirs alone, and the sum in
-  // place leaves residual + every partial on every rank.
-  auto block_out = [&]() -> float* { return rows.all ? x_.get() : block_out_.get(); };
-  const bool accumulate = rows.all && lead_rank_;
-  auto sum_over_group = [&] {
-    if (!group_sum_) return;
-    op_begin("all-reduce");
-    group_sum_->sum(block_out(), static_cast<int64_t>(M) * h, stream_);
-    op_end();
-  };
   if (M > 0) {
     op_begin("norms");
-    cuda::rms_norm(x_.get(), rows.rows, L.attn_norm.get(), xn_.get(), M, static_cast<int>(h), eps,
-                   stream_);
+    cuda::rms_norm(lane_->x.get(), rows.rows, L.attn_norm.get(), lane_->xn.get(), M,
+                   static_cast<int>(h), eps, lane_->stream);
     op_end();
     op_begin("gemm");
-    cuda::gemm_nt(cublas_, xn_.get(), L.qkv.get(), qkv_.get(), CUDA_R_32F, M,
+    cuda::gemm_nt(lane_->cublas, lane_->xn.get(), L.qkv.get(), lane_->qkv.get(), CUDA_R_32F, M,
                   static_cast<int>(qd + 2 * kvd), static_cast<int>(h), false);
     op_end();
     cuda::QkvPostParams qp;
-    qp.qkv = qkv_.get();
+    qp.qkv = lane_->qkv.get();
     qp.bias = a.qkv_bias ? L.qkv_bias.get() : nullptr;
     qp.q_norm = a.qk_norm ? L.q_norm.get() : nullptr;
     qp.k_norm = a.qk_norm ? L.k_norm.get() : nullptr;
@@ -228,7 +234,7 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
     qp.slots = rows.slots;
     qp.inv_freq = inv_freq_.get();
     qp.rope_scale = rope_scale_;
-    qp.q_out = q_.get();
+    qp.q_out = lane_->q.get();
     qp.k_cache = k_pool(li);
     qp.v_cache = v_pool(li);
     qp.slot_positions = li == 0 ? pool_positions_.get() : nullptr;
@@ -239,7 +245,7 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
     qp.rotary_dim = static_cast<int>(a.rotary_dim);
     qp.eps = eps;
     op_begin("qk-norm+rope+cache write");
-    cuda::qkv_post(qp, stream_);
+    cuda::qkv_post(qp, lane_->stream);
     op_end();
     if (plan.any_quest) {
       enqueue_quest_selection(plan, li);
@@ -250,19 +256,24 @@ void CudaBackend::enqueue_layer(ForwardPlan& plan, int64_t li) {
     // After the attention, which hands the selection each row's prefix-only LSE over.
     if (plan.any_sparse_select) enqueue_sparse_selection(plan, li);
     op_begin("gemm");
-    cuda::gemm_nt(cublas_, attn_.get(), L.o.get(), block_out(), CUDA_R_32F, M, static_cast<int>(h),
-                  static_cast<int>(qd), accumulate);
+    cuda::gemm_nt(lane_->cublas, lane_->attn.get(), L.o.get(), block_output(rows), CUDA_R_32F, M,
+                  static_cast<int>(h), static_cast<int>(qd), rows.all && lead_rank_);
     op_end();
-    sum_over_group();
+    sum_over_group(rows);
   }
   if (!rows.all) add_block_output(plan, li, rows, /*ffn=*/false);
+}
+
+void CudaBackend::enqueue_ffn_block(ForwardPlan& plan, int64_t li, const LayerRows& rows) {
+  const int M = static_cast<int>(rows.count);
   if (M > 0) {
     op_begin("norms");
-    cuda::rms_norm(x_.get(), rows.rows, L.mlp_norm.get(), xn_.get(), M, static_cast<int>(h), eps,
-                   stream_);
+    cuda::rms_norm(lane_->x.get(), rows.rows, layers_[static_cast<size_t>(li)].mlp_norm.get(),
+                   lane_->xn.get(), M, static_cast<int>(config_.hidden_size),
+                   static_cast<float>(config_.norm_eps), lane_->stream);
     op_end();
-    enqueue_ffn(li, M, block_out(), accumulate);
-    sum_over_group();
+    enqueue_ffn(li, M, block_output(rows), rows.all && lead_rank_);
+    sum_over_group(rows);
   }
   if (!rows.all) add_block_output(plan, li, rows, /*ffn=*/true);
 }
@@ -277,14 +288,15 @@ void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
   if (inter > 0) {
     // The profile shows the MoE's shared expert on its own line (next to "moe experts").
     op_begin(moe ? "moe shared expert" : "gemm");
-    cuda::gemm_nt(cublas_, xn_.get(), L.gate_up.get(), gu_.get(), CUDA_R_16BF, m, 2 * inter, h,
-                  false);
+    cuda::gemm_nt(lane_->cublas, lane_->xn.get(), L.gate_up.get(), lane_->gu.get(), CUDA_R_16BF, m,
+                  2 * inter, h, false);
     op_end();
     op_begin(moe ? "moe shared expert" : "swiglu");
-    cuda::swiglu(gu_.get(), act_.get(), m, inter, stream_);
+    cuda::swiglu(lane_->gu.get(), lane_->act.get(), m, inter, lane_->stream);
     op_end();
     op_begin(moe ? "moe shared expert" : "gemm");
-    cuda::gemm_nt(cublas_, act_.get(), L.down.get(), out, CUDA_R_32F, m, h, inter, accumulate);
+    cuda::gemm_nt(lane_->cublas, lane_->act.get(), L.down.get(), out, CUDA_R_32F, m, h, inter,
+                  accumulate);
     op_end();
     accumulate = true;
   }
@@ -295,54 +307,54 @@ void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
   op_begin("moe router");
   // Router logits in fp32 from the bf16 rows and weights (the reference's fp32 linear of the
   // same values, accumulated in fp32).
-  cuda::gemm_nt(cublas_, xn_.get(), L.router.get(), router_logits_.get(), CUDA_R_32F, m, experts, h,
-                false);
+  cuda::gemm_nt(lane_->cublas, lane_->xn.get(), L.router.get(), lane_->router_logits.get(),
+                CUDA_R_32F, m, experts, h, false);
   cuda::MoeRouteParams rp;
-  rp.logits = router_logits_.get();
+  rp.logits = lane_->router_logits.get();
   rp.expert_bias = c.expert_bias ? L.expert_bias.get() : nullptr;
-  rp.experts_out = moe_experts_.get();
-  rp.weights_out = moe_weights_.get();
+  rp.experts_out = lane_->moe_experts.get();
+  rp.weights_out = lane_->moe_weights.get();
   rp.n = m;
   rp.experts = experts;
   rp.groups = static_cast<int>(c.num_groups);
   rp.groups_per_token = static_cast<int>(c.groups_per_token);
   rp.top_k = k;
   rp.scaling = static_cast<float>(c.routed_scaling_factor);
-  cuda::moe_route(rp, stream_);
+  cuda::moe_route(rp, lane_->stream);
   const int held = static_cast<int>(c.held_count());
-  cuda::moe_sort(moe_experts_.get(), m, k, static_cast<int>(c.first_held_expert), held,
-                 moe_offsets_.get(), moe_order_.get(), moe_position_.get(), moe_active_.get(),
-                 stream_);
+  cuda::moe_sort(lane_->moe_experts.get(), m, k, static_cast<int>(c.first_held_expert), held,
+                 lane_->moe_offsets.get(), lane_->moe_order.get(), lane_->moe_position.get(),
+                 lane_->moe_active.get(), lane_->stream);
   op_end();
   if (profiling_) count_moe_touched();  // (profiled steps run without graphs)
   op_begin("moe experts");
   cuda::MoeGemmParams gp;
-  gp.in = xn_.get();
-  gp.order = moe_order_.get();
+  gp.in = lane_->xn.get();
+  gp.order = lane_->moe_order.get();
   gp.top_k = k;
-  gp.offsets = moe_offsets_.get();
-  gp.active = moe_active_.get();
+  gp.offsets = lane_->moe_offsets.get();
+  gp.active = lane_->moe_active.get();
   gp.assignments = m * k;
   gp.w = L.expert_gate_up.get();
   gp.experts = held;
   gp.n_out = 2 * ie;
   gp.k = h;
-  gp.out = moe_gu_.get();
+  gp.out = lane_->moe_gu.get();
   gp.out_f32 = false;
-  cuda::moe_grouped_gemm(gp, stream_);
-  cuda::swiglu(moe_gu_.get(), moe_act_.get(), m * k, ie, stream_);
-  gp.in = moe_act_.get();
+  cuda::moe_grouped_gemm(gp, lane_->stream);
+  cuda::swiglu(lane_->moe_gu.get(), lane_->moe_act.get(), m * k, ie, lane_->stream);
+  gp.in = lane_->moe_act.get();
   gp.order = nullptr;
   gp.w = L.expert_down.get();
   gp.n_out = h;
   gp.k = ie;
-  gp.out = moe_y_.get();
+  gp.out = lane_->moe_y.get();
   gp.out_f32 = true;
-  cuda::moe_grouped_gemm(gp, stream_);
+  cuda::moe_grouped_gemm(gp, lane_->stream);
   op_end();
   op_begin("moe combine");
-  cuda::moe_combine(moe_y_.get(), moe_position_.get(), moe_weights_.get(), m, k, h, out, accumulate,
-                    stream_);
+  cuda::moe_combine(lane_->moe_y.get(), lane_->moe_position.get(), lane_->moe_weights.get(), m, k,
+                    h, out, accumulate, lane_->stream);
   op_end();
 }
 

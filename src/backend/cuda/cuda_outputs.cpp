@@ -35,21 +35,23 @@ void CudaBackend::enqueue_outputs(ForwardPlan& plan, cuda::DeviceRowSums* stats_
   const int M = static_cast<int>(plan.padded_out);
   if (M == 0) return;
   op_begin("norms");
-  cuda::rms_norm(x_.get(), ints_.get() + plan.out_rows_at, final_norm_.get(), hn_.get(), M,
-                 static_cast<int>(c.hidden_size), static_cast<float>(c.norm_eps), stream_);
+  cuda::rms_norm(lane_->x.get(), lane_->ints.get() + plan.out_rows_at, final_norm_.get(),
+                 lane_->hn.get(), M, static_cast<int>(c.hidden_size),
+                 static_cast<float>(c.norm_eps), lane_->stream);
   op_end();
   op_begin("lm head gemm");
-  cuda::gemm_nt(cublas_, hn_.get(), tied_ ? embed_.get() : lm_head_.get(), logits_.get(),
-                CUDA_R_32F, M, static_cast<int>(head_rows_), static_cast<int>(c.hidden_size),
-                false);
+  cuda::gemm_nt(lane_->cublas, lane_->hn.get(), tied_ ? embed_.get() : lm_head_.get(),
+                lane_->logits.get(), CUDA_R_32F, M, static_cast<int>(head_rows_),
+                static_cast<int>(c.hidden_size), false);
   op_end();
   op_begin("token stats");
-  cuda::greedy_row_sums_rows(logits_.get(), M, static_cast<int>(head_rows_),
-                             static_cast<int>(head_begin_), ints_.get() + plan.bans_at,
-                             ints_.get() + plan.row_ban_at, stats_.get(), stream_);
+  cuda::greedy_row_sums_rows(lane_->logits.get(), M, static_cast<int>(head_rows_),
+                             static_cast<int>(head_begin_), lane_->ints.get() + plan.bans_at,
+                             lane_->ints.get() + plan.row_ban_at, lane_->stats.get(),
+                             lane_->stream);
   op_end();
-  DLLM_CUDA_CHECK(cudaMemcpyAsync(stats_dst, stats_.get(), M * sizeof(cuda::DeviceRowSums),
-                                  cudaMemcpyDeviceToHost, stream_));
+  DLLM_CUDA_CHECK(cudaMemcpyAsync(stats_dst, lane_->stats.get(), M * sizeof(cuda::DeviceRowSums),
+                                  cudaMemcpyDeviceToHost, lane_->stream));
 }
 
 std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
@@ -67,7 +69,7 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
     const int64_t m = static_cast<int64_t>(seq.output_rows.size());
     if (m == 0 || !(seq.verify || seq.retain_logits)) continue;
     auto& st = static_cast<CudaMethodState&>(*seq.state);
-    const float* rows = logits_.get() + p.out_offset * V;
+    const float* rows = lane_->logits.get() + p.out_offset * V;
     std::vector<int32_t> in;  // verify inputs, alive until the sync below
     if (seq.verify && verify_on_device(seq.sampler)) {
       verify_in_.ensure(static_cast<size_t>(3 * m), "verify inputs");
@@ -81,7 +83,7 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
         in.push_back(bits);
       }
       DLLM_CUDA_CHECK(cudaMemcpyAsync(verify_in_.get(), in.data(), in.size() * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, stream_));
+                                      cudaMemcpyHostToDevice, lane_->stream));
       cuda::SpanVerifyParams vp;
       vp.q_logits = rows;
       vp.kept_logits = st.kept_logits.get();
@@ -93,23 +95,23 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
       vp.inv_temperature = seq.sampler.greedy() ? 1.0f : 1.0f / seq.sampler.temperature;
       for (int32_t id : seq.sampler.banned_tokens) vp.banned.ids[vp.banned.n++] = id;
       vp.out = verify_out_.get();
-      cuda::span_verify(vp, stream_);
+      cuda::span_verify(vp, lane_->stream);
       device_verify[si].resize(static_cast<size_t>(m));
       DLLM_CUDA_CHECK(cudaMemcpyAsync(device_verify[si].data(), verify_out_.get(),
                                       m * sizeof(cuda::DeviceVerifyRow), cudaMemcpyDeviceToHost,
-                                      stream_));
+                                      lane_->stream));
     } else if (seq.verify) {  // top-k / top-p: the host functions on the kept rows
       host_kept[si].resize(static_cast<size_t>(st.kept_rows * V));
       DLLM_CUDA_CHECK(cudaMemcpyAsync(host_kept[si].data(), st.kept_logits.get(),
                                       host_kept[si].size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                      stream_));
+                                      lane_->stream));
     }
     // verify_in_ is reused by the next sequence's copy only after this one's kernel ran.
-    if (seq.verify) DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    if (seq.verify) DLLM_CUDA_CHECK(cudaStreamSynchronize(lane_->stream));
     if (seq.retain_logits) {
       st.kept_logits.ensure(static_cast<size_t>(m * V), "kept draft logits");
       DLLM_CUDA_CHECK(cudaMemcpyAsync(st.kept_logits.get(), rows, m * V * sizeof(float),
-                                      cudaMemcpyDeviceToDevice, stream_));
+                                      cudaMemcpyDeviceToDevice, lane_->stream));
       st.kept_rows = m;
     }
   }
@@ -118,31 +120,32 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
     const int64_t m = static_cast<int64_t>(p.seq->output_rows.size());
     if (m > 0 && p.host_rows) {
       results[si].logits.resize(static_cast<size_t>(m * V));
-      DLLM_CUDA_CHECK(cudaMemcpyAsync(results[si].logits.data(), logits_.get() + p.out_offset * V,
-                                      results[si].logits.size() * sizeof(float),
-                                      cudaMemcpyDeviceToHost, stream_));
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(
+          results[si].logits.data(), lane_->logits.get() + p.out_offset * V,
+          results[si].logits.size() * sizeof(float), cudaMemcpyDeviceToHost, lane_->stream));
     }
     results[si].attention_width = p.attention_width;
     if (p.seq->want_attention_rollout) {  // only one value per key slot comes back
       const int n = static_cast<int>(p.rows), width = static_cast<int>(p.attention_width);
       rollout_ws_.ensure(cuda::attention_rollout_workspace_floats(n, width), "rollout workspace");
       // The queries' own columns: the last rows of the keys' logical slots.
-      const int32_t* query_cols = ints_.get() + p.logical_keys_at + (p.n_keys - p.rows);
+      const int32_t* query_cols = lane_->ints.get() + p.logical_keys_at + (p.n_keys - p.rows);
       cuda::attention_rollout(attn_rows_out_.get() + p.attn_rows_at, query_cols,
-                              static_cast<int>(c.num_layers), n, width, rollout_ws_.get(), stream_);
+                              static_cast<int>(c.num_layers), n, width, rollout_ws_.get(),
+                              lane_->stream);
       importance[si].resize(static_cast<size_t>(width));
       DLLM_CUDA_CHECK(cudaMemcpyAsync(importance[si].data(), rollout_ws_.get(),
                                       importance[si].size() * sizeof(float), cudaMemcpyDeviceToHost,
-                                      stream_));
+                                      lane_->stream));
     }
     if (p.seq->want_attention_rows) {
       results[si].attention_rows.resize(p.attn_rows_count);
-      DLLM_CUDA_CHECK(
-          cudaMemcpyAsync(results[si].attention_rows.data(), attn_rows_out_.get() + p.attn_rows_at,
-                          p.attn_rows_count * sizeof(float), cudaMemcpyDeviceToHost, stream_));
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(
+          results[si].attention_rows.data(), attn_rows_out_.get() + p.attn_rows_at,
+          p.attn_rows_count * sizeof(float), cudaMemcpyDeviceToHost, lane_->stream));
     }
   }
-  DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  DLLM_CUDA_CHECK(cudaStreamSynchronize(lane_->stream));
   if (profiling_) collect_profile();
 
   for (size_t si = 0; si < plan.seqs.size(); ++si) {
@@ -156,8 +159,8 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
     if (vocab_slice_) {  // the group merges: device rows' partial sums, or the logits slices
       if (m > 0 && seq.want_stats && !p.host_rows)
         for (int64_t i = 0; i < m; ++i)
-          r.vocab_partials.push_back(cuda::row_sums_partial(
-              stats[size_t(p.out_offset + i)], static_cast<int32_t>(head_begin_)));
+          r.vocab_partials.push_back(cuda::row_sums_partial(stats[size_t(p.out_offset + i)],
+                                                            static_cast<int32_t>(head_begin_)));
     } else {
       whole_vocab_outputs(p, stats, device_verify[si], host_kept[si], r);
     }

@@ -233,9 +233,9 @@ void CudaBackend::enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer) {
   int shift = 0;
   while ((1 << shift) < kv_pool().page_size()) ++shift;
   op_begin("sparse keys");
-  cuda::sparse_gather_keys(ints_.get(), ints_.get() + la.sparse_table_at, la.sparse_count,
-                           static_cast<int>(config_.num_kv_heads), static_cast<int>(layer), shift,
-                           stream_);
+  cuda::sparse_gather_keys(lane_->ints.get(), lane_->ints.get() + la.sparse_table_at,
+                           la.sparse_count, static_cast<int>(config_.num_kv_heads),
+                           static_cast<int>(layer), shift, lane_->stream);
   op_end();
 }
 
@@ -262,15 +262,15 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
       if (p.sparse_select && layer >= p.sparse_first_layer)
         DLLM_CUDA_CHECK(cudaMemcpyAsync(
             sel_q_.get() + (layer * plan.select_q_rows + p.select_q_row) * qd,
-            q_.get() + p.row_offset * qd, static_cast<size_t>(p.rows * qd) * sizeof(bf16),
-            cudaMemcpyDeviceToDevice, stream_));
-    DLLM_CUDA_CHECK(cudaEventRecord(select_events_[static_cast<size_t>(layer)], stream_));
+            lane_->q.get() + p.row_offset * qd, static_cast<size_t>(p.rows * qd) * sizeof(bf16),
+            cudaMemcpyDeviceToDevice, lane_->stream));
+    DLLM_CUDA_CHECK(cudaEventRecord(select_events_[static_cast<size_t>(layer)], lane_->stream));
   }
   int selecting = 0;  // the lane of the next selecting sequence
   for (const PlannedSequence& p : plan.seqs) {
     if (!p.sparse_select || layer < p.sparse_first_layer) continue;
     const int lane = select_side_stream_ ? selecting++ % kSelectLanes : 0;
-    cudaStream_t s = stream_;
+    cudaStream_t s = lane_->stream;
     if (select_side_stream_) {
       s = select_streams_[static_cast<size_t>(lane)];
       if (lane >= select_lanes_used_) select_lanes_used_ = lane + 1;
@@ -278,13 +278,13 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     }
     cuda::ScoreSumParams sp;
     sp.q = select_side_stream_ ? sel_q_.get() + (layer * plan.select_q_rows + p.select_q_row) * qd
-                               : q_.get() + p.row_offset * qd;
+                               : lane_->q.get() + p.row_offset * qd;
     float* lse = sel_lse_.get() + lane * sel_lse_lane_;
     float* scores = sel_scores_.get() + lane * sel_scores_lane_;
     sp.lse = lse;
     sp.k_cache = k_pool(layer);
-    sp.prefix_slots = ints_.get() + p.prefix_slots_at;
-    sp.rows_used = ints_.get() + p.select_rows_at;
+    sp.prefix_slots = lane_->ints.get() + p.prefix_slots_at;
+    sp.rows_used = lane_->ints.get() + p.select_rows_at;
     sp.scores = scores;
     sp.n_rows_used = static_cast<int>(p.select_rows.size());
     sp.n_prefix = static_cast<int>(p.sparse_prefix);
@@ -319,8 +319,8 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     }
     if (p.sparse_full_softmax) {  // SparseD: the block's own keys join each row's softmax
       cuda::BlockKeys b;
-      b.slots = ints_.get() + plan.slots_at + p.row_offset;
-      b.positions = ints_.get() + plan.positions_at + p.row_offset;
+      b.slots = lane_->ints.get() + plan.slots_at + p.row_offset;
+      b.positions = lane_->ints.get() + plan.positions_at + p.row_offset;
       b.n = static_cast<int>(p.rows);
       b.kind = plan.attention_seqs[si].kind;
       b.block_size = static_cast<int>(p.seq->rule.block_size);
@@ -346,9 +346,9 @@ void CudaBackend::enqueue_quest_selection(const ForwardPlan& plan, int64_t layer
     if (!p.quest_select || layer < p.sparse_first_layer) continue;
     auto& st = static_cast<CudaMethodState&>(*p.seq->state);
     cuda::QuestParams qp;
-    qp.q = q_.get() + p.row_offset * c.q_dim();
+    qp.q = lane_->q.get() + p.row_offset * c.q_dim();
     qp.k_cache = k_pool(layer);
-    qp.prefix_slots = ints_.get() + p.prefix_slots_at;
+    qp.prefix_slots = lane_->ints.get() + p.prefix_slots_at;
     qp.signs = sel_ws_.get() + sel_quest_region_ * sel_ws_lane_;
     qp.scores = sel_scores_.get() + sel_quest_region_ * sel_scores_lane_;
     qp.n_rows = static_cast<int>(p.rows);
@@ -359,10 +359,10 @@ void CudaBackend::enqueue_quest_selection(const ForwardPlan& plan, int64_t layer
     qp.head_dim = static_cast<int>(c.head_dim);
     const int n_top = static_cast<int>(p.sparse_k / p.quest_page);
     op_begin("quest selection");
-    cuda::quest_page_scores(qp, stream_);
+    cuda::quest_page_scores(qp, lane_->stream);
     cuda::sparse_top_k(qp.scores, qp.n_prefix / qp.page_size, n_top, hkv,
                        st.quest_pages.get() + layer * hkv * n_top,
-                       sel_topk_ws_.get() + sel_quest_region_ * sel_topk_lane_, stream_);
+                       sel_topk_ws_.get() + sel_quest_region_ * sel_topk_lane_, lane_->stream);
     op_end();
   }
 }
@@ -379,7 +379,7 @@ void CudaBackend::expand_quest_sets(const ForwardPlan& plan, int64_t layer) {
     op_begin("quest selection");
     cuda::quest_expand_pages(st.quest_pages.get() + layer * hkv * n_top, hkv, n_top,
                              static_cast<int>(p.quest_page),
-                             st.sparse_sets.get() + layer * hkv * p.sparse_k, stream_);
+                             st.sparse_sets.get() + layer * hkv * p.sparse_k, lane_->stream);
     op_end();
   }
 }
@@ -390,7 +390,7 @@ void CudaBackend::join_sparse_selection() {
   for (int lane = 0; lane < select_lanes_used_; ++lane) {
     cudaEvent_t done = select_events_[joins + static_cast<size_t>(lane)];
     DLLM_CUDA_CHECK(cudaEventRecord(done, select_streams_[static_cast<size_t>(lane)]));
-    DLLM_CUDA_CHECK(cudaStreamWaitEvent(stream_, done));
+    DLLM_CUDA_CHECK(cudaStreamWaitEvent(lane_->stream, done));
   }
   select_lanes_used_ = 0;
 }

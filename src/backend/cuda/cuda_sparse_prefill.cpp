@@ -63,20 +63,20 @@ void CudaBackend::enqueue_sparse_prefill(const ForwardPlan& plan, int64_t layer)
     const SparsePrefillRequest& req = *p.seq->sparse_prefill;
     const int32_t n = static_cast<int32_t>(p.rows);
     const std::vector<HeadPattern> patterns = layer_patterns(req, static_cast<int>(layer), heads);
-    const int32_t* slots = ints_.get() + plan.slots_at + p.row_offset;
-    const bf16* q = q_.get() + p.row_offset * qd;
+    const int32_t* slots = lane_->ints.get() + plan.slots_at + p.row_offset;
+    const bf16* q = lane_->q.get() + p.row_offset * qd;
     std::vector<float> qh, kh;
     if (std::any_of(patterns.begin(), patterns.end(), reads_qk)) {
       op_begin("sparse prefill: estimation");
       sp_prefill_k_.ensure(static_cast<size_t>(n * kvd), "sparse prefill keys");
       cuda::gather_rows_bf16(k_pool(layer), slots, sp_prefill_k_.get(), n, static_cast<int>(kvd),
-                             stream_);
+                             lane_->stream);
       std::vector<uint16_t> qb(static_cast<size_t>(n * qd)), kb(static_cast<size_t>(n * kvd));
-      DLLM_CUDA_CHECK(
-          cudaMemcpyAsync(qb.data(), q, qb.size() * sizeof(bf16), cudaMemcpyDeviceToHost, stream_));
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(qb.data(), q, qb.size() * sizeof(bf16),
+                                      cudaMemcpyDeviceToHost, lane_->stream));
       DLLM_CUDA_CHECK(cudaMemcpyAsync(kb.data(), sp_prefill_k_.get(), kb.size() * sizeof(bf16),
-                                      cudaMemcpyDeviceToHost, stream_));
-      DLLM_CUDA_CHECK(cudaStreamSynchronize(stream_));
+                                      cudaMemcpyDeviceToHost, lane_->stream));
+      DLLM_CUDA_CHECK(cudaStreamSynchronize(lane_->stream));
       qh = to_f32(qb);
       kh = to_f32(kb);
       op_end();
@@ -84,10 +84,11 @@ void CudaBackend::enqueue_sparse_prefill(const ForwardPlan& plan, int64_t layer)
     const SparsePrefillPlan hp = build_layer_plan(
         patterns, prefill_layout(req, n, block_size_of(*p.seq)), qh.empty() ? nullptr : qh.data(),
         kh.empty() ? nullptr : kh.data(), kv_heads, hd);
-    cuda::upload_sparse_plan(hp, sp_prefill_plan_, stream_);
+    cuda::upload_sparse_plan(hp, sp_prefill_plan_, lane_->stream);
     op_begin("sparse prefill: attention");
     cuda::sparse_prefill_attention(sp_prefill_plan_, q, k_pool(layer), v_pool(layer), heads,
-                                   kv_heads, hd, attn_.get() + p.row_offset * qd, stream_, slots);
+                                   kv_heads, hd, lane_->attn.get() + p.row_offset * qd,
+                                   lane_->stream, slots);
     op_end();
   }
 }
