@@ -3,10 +3,11 @@
 layer all-reduces its o_proj and down_proj outputs, rows x hidden (dllm: fp32), twice per layer per step.
 
     python3 tools/bench_allreduce_torch.py [--world 2] [--hidden 4096] [--rows 4,32,128,512,1024,4096]
-                                           [--dtypes bf16,fp32]
+                                           [--dtypes bf16,fp32] [--graph]
 
 Prints one table row per size (rank 0): microseconds per all-reduce (CUDA events over 200 calls
-after 20 warm-up calls) and the bus bandwidth, 2 (world - 1) / world x bytes / time (nccl-tests'
+after 20 warm-up calls; with --graph the 200 calls are captured in one CUDA graph and replayed, so
+the host's launch cost is out of the time, as in dllm's captured forwards) and the bus bandwidth, 2 (world - 1) / world x bytes / time (nccl-tests'
 definition). NVLink multicast stays off (NCCL_NVLS_ENABLE=0), as on the shared machines.
 """
 import argparse
@@ -30,9 +31,19 @@ def run(rank, args):
         torch.cuda.synchronize()
         start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         calls = 200
+        if args.graph:
+            graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(graph):
+                for _ in range(calls):
+                    dist.all_reduce(x)
+            graph.replay()
+            torch.cuda.synchronize()
         start.record()
-        for _ in range(calls):
-            dist.all_reduce(x)
+        if args.graph:
+            graph.replay()
+        else:
+            for _ in range(calls):
+                dist.all_reduce(x)
         stop.record()
         torch.cuda.synchronize()
         us = start.elapsed_time(stop) * 1e3 / calls
@@ -51,6 +62,8 @@ def main():
                    default=[4, 32, 128, 512, 1024, 4096])
     p.add_argument("--dtypes", type=lambda s: s.split(","), default=["bf16"],
                    help="element types, comma-separated: bf16, fp32")
+    p.add_argument("--graph", action="store_true",
+                   help="time a captured CUDA graph of the calls (no host launch cost)")
     args = p.parse_args()
     for d in args.dtypes:
         if d not in DTYPES:
