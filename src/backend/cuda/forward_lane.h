@@ -6,8 +6,9 @@
 // order on every rank: the ranks share one communicator per GPU, and NCCL runs its operations in
 // the order they were issued (two communicators active at once on one GPU may deadlock, NCCL's
 // documentation warns).
-// Method scratch (dLLM-Cache, d2Cache's rows, sparse selection, S2D2's verification) stays the
-// backend's: the batches that use it run on lane 0 alone.
+// Method scratch stays the backend's: dLLM-Cache's, d2Cache's rows and sparse selection's (batches
+// using them run on lane 0 alone), and S2D2's verification (collect() uses it one lane after the
+// other).
 #pragma once
 
 #include <cublas_v2.h>
