@@ -37,6 +37,32 @@ void refuse_unsplit_requests(const SequenceForward& seq, size_t index) {
   if (what) fail("forward request ", index, ": ", what, " does not combine with --tensor-parallel");
 }
 
+// Sparse attention selects a KV head's keys from all the query heads of its group. When the
+// group replicates KV heads (fewer than its ranks), a head's query group is spread over several
+// ranks and each would select from its part alone: other keys than one device's, other ids.
+void refuse_sparse_over_replicated_kv_heads(const SequenceForward& seq, size_t index,
+                                            const std::string& replicated) {
+  if (seq.sparse && !replicated.empty())
+    fail("forward request ", index,
+         ": sparse attention (MAGE, Quest, SparseD) does not combine "
+         "with --tensor-parallel here: ",
+         replicated,
+         ", so each of its query groups is spread "
+         "over several ranks, which would each select the head's keys from their share alone "
+         "(use a --tensor-parallel that divides num_key_value_heads)");
+}
+
+// Empty when every layer splits its KV heads; else the first layer that replicates them.
+std::string replicated_kv_heads(const ModelConfig& config, int world) {
+  const auto layers = describe_layers(config);
+  for (size_t l = 0; l < layers.size(); ++l)
+    if (layers[l].attention.kv_heads % world != 0)
+      return "layer " + std::to_string(l) + " has num_key_value_heads " +
+             std::to_string(layers[l].attention.kv_heads) + " for " + std::to_string(world) +
+             " ranks";
+  return "";
+}
+
 }  // namespace
 
 TensorParallelBackend::TensorParallelBackend(const Model& whole, int world, RankGroup group,
@@ -47,6 +73,7 @@ TensorParallelBackend::TensorParallelBackend(const Model& whole, int world, Rank
   for (int r = 0; r < world; ++r)
     shards_.push_back(
         Model::shard(whole, plan_tensor_parallel(layers, config_.vocab_size, r, world, moe_split)));
+  replicated_kv_heads_ = replicated_kv_heads(config_, world);
   threads_ = std::make_unique<RankThreads>(world);
   ranks_.resize(static_cast<size_t>(world));
   threads_->run_all([&](int r) { ranks_[size_t(r)] = group_.make_rank(*shards_[size_t(r)], r); });
@@ -102,6 +129,7 @@ std::unique_ptr<MethodState> TensorParallelBackend::create_method_state() {
 
 void TensorParallelBackend::check_forward(const SequenceForward& seq, size_t index) const {
   refuse_unsplit_requests(seq, index);
+  refuse_sparse_over_replicated_kv_heads(seq, index, replicated_kv_heads_);
   ranks_[0]->check_forward(seq, index);
 }
 

@@ -81,6 +81,9 @@ class TensorParallelBackend final : public Backend {
   std::unique_ptr<RankThreads> threads_;  // mutable work: every rank call goes through it
   std::vector<std::unique_ptr<Backend>> ranks_;
   std::string failure_;  // why the group stopped; empty while usable
+  // Which layer replicates its KV heads over the ranks (empty: none does); sparse attention is
+  // refused then (tensor_parallel_backend.cpp).
+  std::string replicated_kv_heads_;
 };
 
 // A group of `world` ranks on `device` ("cpu": threads summing in host memory; "cuda": GPUs

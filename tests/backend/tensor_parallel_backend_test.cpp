@@ -145,6 +145,31 @@ TEST(TensorParallelEngine, UnsplitRequestsAreRefusedByName) {
   EXPECT_NE(out[2].error.find("dllm-cache"), std::string::npos) << out[2].error;
 }
 
+// Sparse attention selects a KV head's keys from its whole query group; at TP 4 tiny-block's two
+// KV heads are replicated and each rank holds half a group, so MAGE / Quest / SparseD requests are
+// refused by name (they gave other ids than one device: measured with `dllm generate --sparse
+// mage --sparse-k 8 --tensor-parallel 4`), while dense requests go on; at TP 2 they run.
+TEST(TensorParallelEngine, SparseAttentionOverReplicatedKvHeadsIsRefused) {
+  auto model = Model::load(embedded("tiny-block"));  // 8 heads, 2 KV heads
+  const auto cases = test::mixed_cases(*model, {"block", "block+mage", "block+quest"}, 3, 0);
+  for (int world : {2, 4}) {
+    auto group = make_tensor_parallel_backend(*model, "cpu", world);
+    EngineCore core(*model, *group);
+    const auto out = test::run_together(core, cases);
+    EXPECT_EQ(out[0].error, "");
+    EXPECT_FALSE(out[0].ids.empty());
+    for (size_t i = 1; i < out.size(); ++i) {
+      if (world == 2) {
+        EXPECT_EQ(out[i].error, "") << i;
+        continue;
+      }
+      EXPECT_NE(out[i].error.find("num_key_value_heads 2 for 4 ranks"), std::string::npos)
+          << out[i].error;
+    }
+    EXPECT_EQ(core.kv_pool().used_pages(), 0);
+  }
+}
+
 TEST(TensorParallelBackend, GroupSizesTheModelCannotSplitNameTheField) {
   auto model = Model::load(embedded("tiny-block"));  // 8 heads, 2 KV heads
   try {
