@@ -141,7 +141,12 @@ int64_t CudaBackend::activation_bytes(int64_t rows) const {
   if (const MoeConfig& m = c.moe; m.num_experts > 0)  // router logits, then per routed expert:
     per_row += 4 * m.num_experts +                    // routing, gate|up, SwiGLU, output
                m.experts_per_token * (12 + 6 * m.expert_intermediate_size + 4 * c.hidden_size);
-  return rows * per_row + std::min<int64_t>(rows, 4096) * c.vocab_size * 4 + (int64_t{1} << 30);
+  const int64_t lane = rows * per_row + std::min<int64_t>(rows, 4096) * c.vocab_size * 4;
+  // Where batches may split over the two forward lanes, each lane's buffers grow to the largest
+  // half it ran: up to `rows` each (a long sequence may make either half nearly the whole batch).
+  const bool may_split =
+      overlap_min_rows_ > 0 && (group_sum_ || overlap_whole_model_) && rows >= overlap_min_rows_;
+  return (may_split ? 2 : 1) * lane + (int64_t{1} << 30);
 }
 
 int64_t CudaBackend::default_kv_pool_bytes() const {
