@@ -88,9 +88,10 @@ class CudaBackend final : public Backend {
   // Tensor parallel (a rank of Model::shard): the group's sum of each block's partial output
   // rows, after the o and the down projection; rank 0 adds its partial to the residual stream,
   // the others contribute theirs alone (block_output). Unset for a whole model.
-  void set_partial_sum_reduce(DeviceAllReduce* reduce, int rank) {
+  void set_partial_sum_reduce(DeviceAllReduce* reduce, int rank, int world) {
     group_sum_ = reduce;
     lead_rank_ = rank == 0;
+    group_world_ = world;
     drop_graphs();
   }
 
@@ -285,6 +286,7 @@ class CudaBackend final : public Backend {
 
   bool profiling_ = false;
   DeviceAllReduce* group_sum_ = nullptr;  // set_partial_sum_reduce
+  int group_world_ = 1;
   bool lead_rank_ = true;
   // While profiling: the routed experts with rows, summed over the MoE layers run (what the
   // rows actually touch; profiled_moe_experts_touched()).

@@ -34,7 +34,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
 // and settings all ranks share (not profiling_: only rank 0 profiles, and a rank splitting alone
 // issued collectives the others never matched — a hang). 0: the batch runs whole.
 size_t CudaBackend::overlap_split(std::span<const SequenceForward> batch) const {
-  if (overlap_min_rows_ <= 0 || !(group_sum_ || overlap_whole_model_) || !graphs_enabled_ ||
+  if (overlap_min_rows_ <= 0 || !(group_world_ > 1 || overlap_whole_model_) || !graphs_enabled_ ||
       batch.size() < 2)
     return 0;
   int64_t rows = 0;

@@ -83,9 +83,9 @@ class NcclGroup {
 RankGroup cuda_rank_group(int world) {
   auto nccl = std::make_shared<NcclGroup>(world);
   RankGroup g;
-  g.make_rank = [nccl](const Model& shard, int rank) -> std::unique_ptr<Backend> {
+  g.make_rank = [nccl, world](const Model& shard, int rank) -> std::unique_ptr<Backend> {
     auto backend = std::make_unique<cuda_backend::CudaBackend>(shard, rank);
-    backend->set_partial_sum_reduce(nccl->rank(rank), rank);
+    backend->set_partial_sum_reduce(nccl->rank(rank), rank, world);
     return backend;
   };
   g.abort = [nccl] { nccl->abort(); };
