@@ -44,17 +44,15 @@ void refuse_sparse_over_replicated_kv_heads(const SequenceForward& seq, size_t i
                                             const std::string& replicated) {
   if (seq.sparse && !replicated.empty())
     fail("forward request ", index,
-         ": sparse attention (MAGE, Quest, SparseD) does not combine "
-         "with --tensor-parallel here: ",
+         ": sparse attention (MAGE, Quest, SparseD) does not combine with --tensor-parallel here: ",
          replicated,
-         ", so each of its query groups is spread "
-         "over several ranks, which would each select the head's keys from their share alone "
-         "(use a --tensor-parallel that divides num_key_value_heads)");
+         ", so each of its query groups is spread over several ranks, which would each select the "
+         "head's keys from their share alone (use a --tensor-parallel that divides "
+         "num_key_value_heads)");
 }
 
 // Empty when every layer splits its KV heads; else the first layer that replicates them.
-std::string replicated_kv_heads(const ModelConfig& config, int world) {
-  const auto layers = describe_layers(config);
+std::string replicated_kv_heads(const std::vector<LayerDesc>& layers, int world) {
   for (size_t l = 0; l < layers.size(); ++l)
     if (layers[l].attention.kv_heads % world != 0)
       return "layer " + std::to_string(l) + " has num_key_value_heads " +
@@ -73,7 +71,7 @@ TensorParallelBackend::TensorParallelBackend(const Model& whole, int world, Rank
   for (int r = 0; r < world; ++r)
     shards_.push_back(
         Model::shard(whole, plan_tensor_parallel(layers, config_.vocab_size, r, world, moe_split)));
-  replicated_kv_heads_ = replicated_kv_heads(config_, world);
+  replicated_kv_heads_ = replicated_kv_heads(layers, world);
   threads_ = std::make_unique<RankThreads>(world);
   ranks_.resize(static_cast<size_t>(world));
   threads_->run_all([&](int r) { ranks_[size_t(r)] = group_.make_rank(*shards_[size_t(r)], r); });

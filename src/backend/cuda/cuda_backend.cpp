@@ -144,9 +144,7 @@ int64_t CudaBackend::activation_bytes(int64_t rows) const {
   const int64_t lane = rows * per_row + std::min<int64_t>(rows, 4096) * c.vocab_size * 4;
   // Where batches may split over the two forward lanes, each lane's buffers grow to the largest
   // half it ran: up to `rows` each (a long sequence may make either half nearly the whole batch).
-  const bool may_split = overlap_min_rows_ > 0 && (group_world_ > 1 || overlap_whole_model_) &&
-                         rows >= overlap_min_rows_;
-  return (may_split ? 2 : 1) * lane + (int64_t{1} << 30);
+  return (may_split(rows) ? 2 : 1) * lane + (int64_t{1} << 30);
 }
 
 int64_t CudaBackend::default_kv_pool_bytes() const {

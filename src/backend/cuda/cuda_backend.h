@@ -176,6 +176,11 @@ class CudaBackend final : public Backend {
   std::vector<cuda::DeviceRowSums> finish(const ForwardPlan& plan);
   // A big plain batch as two halves on the two lanes at once (cuda_forward.cpp).
   size_t overlap_split(std::span<const SequenceForward> batch) const;
+  // Whether batches of `rows` rows may split at all (settings and group size alone).
+  bool may_split(int64_t rows) const {
+    return overlap_min_rows_ > 0 && (group_world_ > 1 || overlap_whole_model_) &&
+           rows >= overlap_min_rows_;
+  }
   std::vector<SequenceResult> forward_in_halves(std::span<const SequenceForward> a,
                                                 std::span<const SequenceForward> b);
 

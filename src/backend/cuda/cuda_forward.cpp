@@ -34,9 +34,7 @@ std::vector<SequenceResult> CudaBackend::forward(std::span<const SequenceForward
 // and settings all ranks share (not profiling_: only rank 0 profiles, and a rank splitting alone
 // issued collectives the others never matched — a hang). 0: the batch runs whole.
 size_t CudaBackend::overlap_split(std::span<const SequenceForward> batch) const {
-  if (overlap_min_rows_ <= 0 || !(group_world_ > 1 || overlap_whole_model_) || !graphs_enabled_ ||
-      batch.size() < 2)
-    return 0;
+  if (!graphs_enabled_ || batch.size() < 2) return 0;
   int64_t rows = 0;
   for (const SequenceForward& s : batch) {
     if (s.dllm_cache || s.sparse || s.sparse_prefill || s.want_attention_rows ||
@@ -44,7 +42,7 @@ size_t CudaBackend::overlap_split(std::span<const SequenceForward> batch) const 
       return 0;
     rows += static_cast<int64_t>(s.tokens.size());
   }
-  if (rows < overlap_min_rows_) return 0;
+  if (!may_split(rows)) return 0;
   int64_t first = 0;
   size_t split = 0;
   while (split + 1 < batch.size() && 2 * first < rows)
