@@ -103,6 +103,7 @@ bool S2d2Decoder::plan(SequenceForward& fwd) {
       fwd.rule = AttentionRule::causal();
       for (int32_t i : span_.offsets) fwd.output_rows.push_back(i - 1);
       fwd.verify = span_verify(span_, s, verify_key_);
+      fwd.want_stats = wants_verifier_stats(fwd.sampler);
     } else {
       plan_aligned_verify(fwd, std::span<const int32_t>(x_).subspan(static_cast<size_t>(s)), s,
                           span_, mask_id_, verify_key_);

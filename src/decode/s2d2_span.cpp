@@ -29,6 +29,11 @@ void plan_aligned_verify(SequenceForward& fwd, std::span<const int32_t> block, i
   }
   fwd.rule = AttentionRule::custom(verifier_mask_2l(block_start, end, span.offsets));
   fwd.verify = span_verify(span, block_start, key);
+  fwd.want_stats = wants_verifier_stats(fwd.sampler);
+}
+
+bool wants_verifier_stats(const SamplerConfig& sampler) {
+  return sampler.greedy();
 }
 
 int32_t accept_span(std::span<const VerifyRow> rows, const DraftSpan& span, double gamma,

@@ -26,9 +26,16 @@ SpanVerify span_verify(const DraftSpan& span, int32_t block_start, const RngKey&
 
 // The position-aligned verify forward: the block's tokens up to the end of C with C draft-filled,
 // then one [MASK] per position of C under verifier_mask_2l; its output rows are the [MASK] rows.
+// Uses `fwd.sampler` (set first) for wants_verifier_stats.
 // `block` holds the block's tokens as the verifier's first half must see them.
 void plan_aligned_verify(SequenceForward& fwd, std::span<const int32_t> block, int32_t block_start,
                          const DraftSpan& span, int32_t mask_id, const RngKey& key);
+
+// Whether a verify forward also asks for its rows' token statistics. Acceptance does not read
+// them, but under greedy decoding they show how close the verifier's choice was (the margin a
+// test needs to tell a bf16 near-tie from a bug: tests/support/decision_trace.h); the GPU computes
+// greedy statistics of every output row anyway. Needs `fwd.sampler` set first.
+bool wants_verifier_stats(const SamplerConfig& sampler);
 
 // Accepts C's tokens left to right with probability min(1, (q/p)^γ); the first rejected position
 // takes the residual draw and ends the span. Writes into `block`, counts into `stats`; returns the

@@ -218,7 +218,7 @@ SequenceRequest Engine::Impl::make_sequence(const Request& request, uint64_t id,
     if (st->on_output) st->on_output(o);
   };
   if (request.trace)
-    cb.on_trace = [st](const Decoder& d) {
+    cb.on_trace = [st](const Decoder& d, std::span<const SequenceResult>) {
       RequestOutput o;
       o.id = st->id;
       o.trace_forward = d.forwards();

@@ -48,8 +48,9 @@ struct GenerationResult {
 
 // New final tokens, in order, as soon as they are known (stop token and overflow excluded).
 using TokenCallback = std::function<void(std::span<const int32_t>)>;
-// After every forward: the decoder's state (trajectory tests, --trace).
-using TraceCallback = std::function<void(const Decoder&)>;
+// After every forward: the decoder's state and the forward's results (trajectory tests, --trace,
+// and tests that show where two runs of a request parted).
+using TraceCallback = std::function<void(const Decoder&, std::span<const SequenceResult>)>;
 // Extra stop rule over the final tokens so far (stop strings): returns how many tokens to keep
 // if generation must stop now, or -1 to go on.
 using StopRule = std::function<int64_t(std::span<const int32_t>)>;

@@ -132,7 +132,7 @@ bool Sequence::observe(std::span<const SequenceResult> results) {
   forwards_.clear();
   scratch_.clear();
   const SequenceCallbacks& cb = request_.callbacks;
-  if (cb.on_trace) cb.on_trace(*decoder_);
+  if (cb.on_trace) cb.on_trace(*decoder_, results);
 
   // Stop ids, stop rule and max_tokens over the final tokens; stream what survives.
   const auto& fin = decoder_->final_tokens();

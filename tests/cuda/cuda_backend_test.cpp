@@ -13,6 +13,7 @@
 #include "io/json_file.h"
 #include "io/npy.h"
 #include "model/random_model.h"
+#include "support/decision_trace.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -166,20 +167,14 @@ TEST(CudaBackend, GreedyGenerationMatchesCpu) {
         dg->observe(rg);
         if (dc->canvas() == dg->canvas()) continue;
         // Divergence: find the CPU's closest call among this step's decisions.
-        double margin = 1e9;
-        for (size_t i = 0; i < rc.stats.size(); ++i) {
-          const double ci = rc.stats[i].p_token_tempered;
-          margin = std::min(margin, double(rc.stats[i].margin) / std::max(ci, 1e-9));
-          margin = std::min(margin, std::abs(ci - d.threshold) / std::max(ci, 1e-9));
-          for (size_t j = i + 1; j < rc.stats.size(); ++j)
-            margin =
-                std::min(margin, std::abs(ci - rc.stats[j].p_token_tempered) / std::max(ci, 1e-9));
-        }
+        const double margin = test::closest_decision_margin(rc.stats, d);
+        const double apart = test::stats_disagreement(rg.stats, rc.stats);
         std::printf(
             "  %s %s: GPU and CPU diverge at forward %d; closest CPU decision margin %.4f "
-            "(relative)\n",
-            name, c["name"].get<std::string>().c_str(), step, margin);
-        EXPECT_LT(margin, 0.03) << "a divergence without a near-tie is a bug, not bf16";
+            "(relative), probabilities where alike %.2e\n",
+            name, c["name"].get<std::string>().c_str(), step, margin, apart);
+        EXPECT_LT(apart, test::kSameForward) << "the forwards' numbers differ beyond rounding";
+        EXPECT_LT(margin, test::kNearTie) << "a divergence without a near-tie is a bug, not bf16";
         diverged = true;
         break;
       }

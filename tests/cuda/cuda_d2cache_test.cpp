@@ -5,13 +5,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
+#include <string>
 
 #include "backend/backend.h"
 #include "cuda_test_util.h"
 #include "decode/d2cache_selection.h"
 #include "decode/decoder.h"
 #include "io/json_file.h"
+#include "support/decision_trace.h"
 #include "support/test_paths.h"
 
 namespace dllm {
@@ -176,10 +179,41 @@ TEST(CudaD2Cache, SelectedRowForwardWithAttentionRowsMatchesCpu) {
 namespace dllm {
 namespace {
 
+// Where a cached strategy's GPU run leaves the CPU's after a forward whose numbers both made,
+// those numbers must agree to rounding (probabilities of tokens chosen alike, and d2Cache's
+// rollout importance, within test::kSameForward relative): a decision that flips between runs
+// whose inputs agree to rounding was a near-tie. d2Cache's decisions rank confidence x certainty
+// density (and a nucleus of importance), so the confidences' own closest margin is printed, not
+// bounded. Not shown: a dLLM-Cache step that reuses features picks the rows it refreshes inside
+// the forward by value similarity (similarity_reuse), a choice neither run reports, so a row the
+// runs refreshed differently may differ beyond rounding there; printed only.
+void expect_parted_at_rounding(const std::string& what, const SequenceResult& gpu,
+                               const SequenceResult& cpu, const DecodeParams& d,
+                               bool similarity_reuse) {
+  const double stats = test::stats_disagreement(gpu.stats, cpu.stats);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < std::min(gpu.attention_importance.size(), cpu.attention_importance.size());
+       ++i) {
+    num += std::pow(gpu.attention_importance[i] - cpu.attention_importance[i], 2);
+    den += std::pow(cpu.attention_importance[i], 2);
+  }
+  const double importance = den > 0 ? std::sqrt(num / den) : 0;
+  std::printf(
+      "  %s; probabilities where alike %.2e, rollout importance %.2e (relative), closest "
+      "confidence margin %.4f%s\n",
+      what.c_str(), stats, importance, test::closest_decision_margin(cpu.stats, d),
+      similarity_reuse ? " (a dLLM-Cache similarity-reuse step: not bounded)" : "");
+  EXPECT_EQ(gpu.attention_importance.size(), cpu.attention_importance.size()) << what;
+  EXPECT_LT(importance, test::kSameForward) << what;
+  if (similarity_reuse) return;
+  EXPECT_LT(stats, test::kSameForward) << what;
+}
+
 // The d2Cache and Fast-dLLM v1 fixture cases (tools/reference_d2cache.py) decoded on both
 // backends in lockstep. bf16 storage flips near-ties of the random tiny models' flat
-// distributions (and of the rollout nucleus), so a share of trajectories may diverge; the
-// rest must match to the end.
+// distributions (and of the rollout nucleus), so a share of trajectories may part, each at a
+// forward whose numbers agree to rounding (expect_parted_at_rounding); the rest must match to
+// the end.
 TEST(CudaD2Cache, CachedStrategiesTrackTheCpu) {
   int cases = 0, identical = 0;
   for (const char* name : {"llada-tiny-d2cache", "dream-tiny-d2cache"}) {
@@ -216,6 +250,8 @@ TEST(CudaD2Cache, CachedStrategiesTrackTheCpu) {
       auto sc = cpu->create_method_state(), sg = gpu->create_method_state();
       ++cases;
       bool same = true;
+      SequenceResult last_c, last_g;  // the previous forward's results
+      const std::string what = name + std::string(" ") + c["name"].get<std::string>();
       for (int step = 0; step < 200; ++step) {
         SequenceForward fc, fg;
         fc.cache = kc.get();
@@ -227,18 +263,25 @@ TEST(CudaD2Cache, CachedStrategiesTrackTheCpu) {
         if (!more) break;
         if (fc.tokens != fg.tokens || fc.positions != fg.positions) {
           same = false;
-          std::printf("  %s %s: rows diverge at forward %d\n", name,
-                      c["name"].get<std::string>().c_str(), step);
+          ASSERT_GT(step, 0) << "the first forward's rows come from the prompt alone";
+          expect_parted_at_rounding(what + ": rows part at forward " + std::to_string(step), last_g,
+                                    last_c, d, false);
           break;
         }
-        dc->observe(cpu->forward(std::span(&fc, 1))[0]);
-        dg->observe(gpu->forward(std::span(&fg, 1))[0]);
+        SequenceResult rc = cpu->forward(std::span(&fc, 1))[0];
+        SequenceResult rg = gpu->forward(std::span(&fg, 1))[0];
+        dc->observe(rc);
+        dg->observe(rg);
         if (dc->canvas() != dg->canvas()) {
           same = false;
-          std::printf("  %s %s: tokens diverge at forward %d\n", name,
-                      c["name"].get<std::string>().c_str(), step);
+          const bool similarity_reuse =
+              fc.dllm_cache && !fc.dllm_cache->refresh_response && fc.dllm_cache->rho > 0;
+          expect_parted_at_rounding(what + ": tokens part at forward " + std::to_string(step), rg,
+                                    rc, d, similarity_reuse);
           break;
         }
+        last_c = std::move(rc);
+        last_g = std::move(rg);
       }
       identical += same ? 1 : 0;
     }

@@ -1,7 +1,8 @@
 // The engine core on the GPU: many requests of mixed strategies batched into one forward against
 // the same requests alone (GPU and CPU), preemption on a small pool, and the pool draining back
 // to empty. cuBLAS picks its GEMM kernels by row count, so a batched row may differ from the
-// solo row in its last bits: ids must match except at near-ties, counted and printed here.
+// solo row in its last bits: ids must match, or part from the solo run's (and the GPU's from the
+// CPU's) at a near-tie shown in the reference's own numbers (support/decision_trace.h).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -34,16 +35,17 @@ TEST_P(CudaEngine, BatchedRequestsTrackSoloAndCpu) {
   for (size_t i = 0; i < cases.size(); ++i) {
     EXPECT_EQ(together[i].finishes, 1) << i;
     EXPECT_EQ(together[i].error, "") << i;
-    same_as_solo += together[i].ids == gpu_alone[i].ids;
-    same_as_cpu += gpu_alone[i].ids == cpu_alone[i].ids;
-    if (together[i].ids != gpu_alone[i].ids)
-      std::printf("  %s request %zu (%s): batched ids differ from solo\n", c.model, i,
-                  cases[i].params.strategy.c_str());
+    const std::string what = std::string(c.model) + " request " + std::to_string(i) + " (" +
+                             cases[i].params.strategy + ")";
+    same_as_solo += test::expect_same_or_near_tie(what + " batched vs GPU solo", together[i].ids,
+                                                  together[i].trace, gpu_alone[i].ids,
+                                                  gpu_alone[i].trace, cases[i].params);
+    same_as_cpu += test::expect_same_or_near_tie(what + " GPU solo vs CPU solo", gpu_alone[i].ids,
+                                                 gpu_alone[i].trace, cpu_alone[i].ids,
+                                                 cpu_alone[i].trace, cases[i].params);
   }
   std::printf("  %s: %d of %d batched = GPU solo, %d of %d GPU solo = CPU solo\n", c.model,
               same_as_solo, c.requests, same_as_cpu, c.requests);
-  EXPECT_GE(same_as_solo * 10, c.requests * 9);
-  EXPECT_GE(same_as_cpu * 10, c.requests * 7);
   EXPECT_GT(core.counters().sequences_in_steps, 2 * core.counters().steps);
   EXPECT_EQ(core.kv_pool().used_pages(), 0);
 }

@@ -154,7 +154,7 @@ TEST(CudaTensorParallel, GroupsOverSeveralGpusTrackTheCpu) {
 // Requests of every strategy batched through a group over several GPUs (the LM head split by
 // vocabulary: greedy rows merged from each GPU's partials, sampled and S2D2 rows joined from
 // slices) against one GPU: the all-reduces sum the partial outputs in another order, so ids may
-// differ at near-ties only — counted and printed, as CudaEngine does for batched vs solo rows.
+// part from one GPU's at a near-tie only, shown in one GPU's own numbers (as CudaEngine does).
 void expect_one_gpus_ids(const Model& model, const std::vector<test::EngineCase>& cases,
                          MoeSplit split) {
   int gpus = 0;
@@ -179,14 +179,14 @@ void expect_one_gpus_ids(const Model& model, const std::vector<test::EngineCase>
         continue;
       }
       EXPECT_EQ(got[i].error, "") << i;
-      same += got[i].ids == expected[i].ids;
-      if (got[i].ids != expected[i].ids)
-        std::printf("  %s request %zu (%s): ids differ from one GPU's\n", group->name().c_str(), i,
-                    cases[i].params.strategy.c_str());
+      const std::string what = group->name() + " request " + std::to_string(i) + " (" +
+                               cases[i].params.strategy + ") vs one GPU";
+      same += test::expect_same_or_near_tie(what, got[i].ids, got[i].trace, expected[i].ids,
+                                            expected[i].trace, cases[i].params,
+                                            model.config().moe.num_experts > 0);
     }
     std::printf("  %s: %d of %zu requests = one GPU's ids (%d refused)\n", group->name().c_str(),
                 same, cases.size() - refused, refused);
-    EXPECT_GE(same * 10, static_cast<int>(cases.size() - refused) * 9) << group->name();
     EXPECT_EQ(core.kv_pool().used_pages(), 0);
   }
 }

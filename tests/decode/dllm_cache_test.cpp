@@ -16,7 +16,7 @@ std::vector<std::vector<int32_t>> trajectory(EngineCore& engine, const Model& mo
   req.prompt = prompt;
   req.params = resolve_decode_params(model.config(), p, int64_t(prompt.size()));
   std::vector<std::vector<int32_t>> canvases;
-  engine.generate(req, nullptr, [&](const Decoder& d) { canvases.push_back(d.canvas()); });
+  engine.generate(req, nullptr, [&](const Decoder& d, auto) { canvases.push_back(d.canvas()); });
   return canvases;
 }
 

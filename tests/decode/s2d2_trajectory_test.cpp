@@ -36,7 +36,7 @@ TEST_P(S2d2Trajectory, MatchesReferenceAfterEveryForward) {
     req.stop_ids = c["params"]["stop_ids"].get<std::vector<int64_t>>();
     std::vector<std::vector<int32_t>> canvases;
     const auto r =
-        engine.generate(req, {}, [&](const Decoder& d) { canvases.push_back(d.canvas()); });
+        engine.generate(req, {}, [&](const Decoder& d, auto) { canvases.push_back(d.canvas()); });
     const auto& e = c["expected"];
     EXPECT_EQ(r.ids, e["ids"].get<std::vector<int32_t>>());
     EXPECT_EQ(r.finish_reason, e["finish_reason"]);

@@ -43,7 +43,7 @@ TEST(SparseTrajectory, MatchesReferenceAfterEveryForward) {
     std::vector<std::vector<int32_t>> canvases;
     const auto r = engine.generate(
         req, [](std::span<const int32_t>) {},
-        [&](const Decoder& d) { canvases.push_back(d.canvas()); });
+        [&](const Decoder& d, auto) { canvases.push_back(d.canvas()); });
     const auto& e = c["expected"];
     EXPECT_EQ(r.ids, e["ids"].get<std::vector<int32_t>>());
     const auto want = e["canvases"].get<std::vector<std::vector<int32_t>>>();
@@ -81,7 +81,7 @@ TEST(SparseTrajectory, Llada2MatchesReferenceAfterEveryForward) {
     std::vector<std::vector<int32_t>> canvases;
     const auto r = engine.generate(
         req, [](std::span<const int32_t>) {},
-        [&](const Decoder& dec) { canvases.push_back(dec.canvas()); });
+        [&](const Decoder& dec, auto) { canvases.push_back(dec.canvas()); });
     const auto& e = c["expected"];
     EXPECT_EQ(r.ids, e["ids"].get<std::vector<int32_t>>());
     EXPECT_EQ(r.finish_reason, e["finish_reason"]);

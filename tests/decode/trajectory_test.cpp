@@ -74,7 +74,7 @@ TEST_P(Trajectory, MatchesReferenceAfterEveryForward) {
         [&](std::span<const int32_t> ids) {
           streamed.insert(streamed.end(), ids.begin(), ids.end());
         },
-        [&](const Decoder& d) { canvases.push_back(d.canvas()); });
+        [&](const Decoder& d, auto) { canvases.push_back(d.canvas()); });
     const auto& e = c["expected"];
     EXPECT_EQ(r.ids, e["ids"].get<std::vector<int32_t>>());
     EXPECT_EQ(streamed, r.ids) << "streamed tokens must equal the result";

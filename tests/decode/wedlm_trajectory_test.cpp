@@ -55,7 +55,7 @@ TEST_P(WedlmTrajectory, MatchesReferenceAfterEveryForward) {
           [&](std::span<const int32_t> ids) {
             streamed.insert(streamed.end(), ids.begin(), ids.end());
           },
-          [&](const Decoder& dec) { canvases.push_back(dec.canvas()); });
+          [&](const Decoder& dec, auto) { canvases.push_back(dec.canvas()); });
       const auto& e = c["expected"];
       EXPECT_EQ(r.ids, e["ids"].get<std::vector<int32_t>>());
       EXPECT_EQ(streamed, r.ids) << "streamed tokens must equal the result";

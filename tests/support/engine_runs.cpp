@@ -23,6 +23,9 @@ SequenceRequest to_request(const EngineCase& c, uint64_t id, EngineOutcome& out)
     out.prefix_cached_tokens = g.stats.prefix_cached_tokens;
     ++out.finishes;
   };
+  r.callbacks.on_trace = [&out](const Decoder& d, std::span<const SequenceResult> results) {
+    record_forward(out.trace, d, results);
+  };
   return r;
 }
 

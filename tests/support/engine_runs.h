@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engine/engine_core.h"
+#include "support/decision_trace.h"
 
 namespace dllm::test {
 
@@ -22,7 +23,8 @@ struct EngineOutcome {
   std::vector<int32_t> ids;
   std::string finish_reason, error;
   int64_t preemptions = 0, prefix_cached_tokens = 0;
-  int finishes = 0;  // how often on_finish ran (must be once)
+  int finishes = 0;   // how often on_finish ran (must be once)
+  DecodeTrace trace;  // every forward's canvas and statistics (expect_same_or_near_tie)
 };
 
 // Requests for `model`: `n` of them cycling through `strategies` (greedy, every third one sampled

@@ -28,8 +28,8 @@ inline UnverifiedS2d2Pair decode_plain_and_unverified_s2d2(EngineCore& engine, c
     if (s2d2) p.s2d2.span_min = 1000;
     req.params = resolve_decode_params(model.config(), p, static_cast<int64_t>(prompt.size()));
     auto& canvases = s2d2 ? out.s2d2_canvases : out.plain_canvases;
-    (s2d2 ? out.s2d2 : out.plain) =
-        engine.generate(req, {}, [&](const Decoder& dec) { canvases.push_back(dec.canvas()); });
+    (s2d2 ? out.s2d2 : out.plain) = engine.generate(
+        req, {}, [&](const Decoder& dec, auto) { canvases.push_back(dec.canvas()); });
   }
   return out;
 }
