@@ -34,16 +34,6 @@ double closest_decision_margin(std::span<const TokenStats> stats, const DecodePa
   return margin;
 }
 
-double stats_disagreement(std::span<const TokenStats> run, std::span<const TokenStats> reference) {
-  double worst = 0;
-  for (size_t i = 0; i < std::min(run.size(), reference.size()); ++i) {
-    if (run[i].token != reference[i].token) continue;
-    const double p = std::max(double(reference[i].p_token_tempered), 1e-9);
-    worst = std::max(worst, std::abs(run[i].p_token_tempered - p) / p);
-  }
-  return worst;
-}
-
 namespace {
 
 // Whether two runs chose the same token in every output row of a forward: S2D2's drafts are
@@ -61,6 +51,14 @@ double relative_gap(double run, double reference) {
 
 }  // namespace
 
+double stats_disagreement(std::span<const TokenStats> run, std::span<const TokenStats> reference) {
+  double worst = 0;
+  for (size_t i = 0; i < std::min(run.size(), reference.size()); ++i)
+    if (run[i].token == reference[i].token)
+      worst = std::max(worst, relative_gap(run[i].p_token_tempered, reference[i].p_token_tempered));
+  return worst;
+}
+
 double verify_disagreement(std::span<const VerifyRow> run, std::span<const VerifyRow> reference) {
   double worst = 0;
   for (size_t i = 0; i < std::min(run.size(), reference.size()); ++i)
@@ -72,6 +70,10 @@ double verify_disagreement(std::span<const VerifyRow> run, std::span<const Verif
 std::optional<Parting> first_parting(const DecodeTrace& run, const DecodeTrace& reference,
                                      const DecodeParams& d) {
   const size_t n = std::min(run.size(), reference.size());
+  if (n == 0) {  // a run without a forward: nothing shows where it parted
+    if (run.size() == reference.size()) return std::nullopt;
+    return Parting{0, 1e9, 1e9};
+  }
   size_t f = 0;
   while (f < n && run[f].canvas == reference[f].canvas &&
          same_tokens(run[f].stats, reference[f].stats))
