@@ -141,10 +141,9 @@ int64_t CudaBackend::activation_bytes(int64_t rows) const {
   if (const MoeConfig& m = c.moe; m.num_experts > 0)  // router logits, then per routed expert:
     per_row += 4 * m.num_experts +                    // routing, gate|up, SwiGLU, output
                m.experts_per_token * (12 + 6 * m.expert_intermediate_size + 4 * c.hidden_size);
-  const int64_t lane = rows * per_row + std::min<int64_t>(rows, 4096) * c.vocab_size * 4;
-  // Where batches may split over the two forward lanes, each lane's buffers grow to the largest
-  // half it ran: up to `rows` each (a long sequence may make either half nearly the whole batch).
-  return (may_split(rows) ? 2 : 1) * lane + (int64_t{1} << 30);
+  // A batch split over the two forward lanes keeps both halves in lane 0's activations
+  // (view_second_half), so a split costs only the halves' padding (within the slack).
+  return rows * per_row + std::min<int64_t>(rows, 4096) * c.vocab_size * 4 + (int64_t{1} << 30);
 }
 
 int64_t CudaBackend::default_kv_pool_bytes() const {

@@ -116,7 +116,16 @@ class CudaBackend final : public Backend {
   void stage(ForwardPlan& plan);
   void stage_token_stats(ForwardPlan& plan);
   cuda::AttentionBatchShape attention_shape();
+  // A plan's buffers on the current lane: the activations that grow with its rows
+  // (ensure_row_buffers), then the lane's staging, workspaces and method scratch
+  // (ensure_lane_buffers, which drops the captured graphs if anything moved).
   void ensure_buffers(const ForwardPlan& plan);
+  bool ensure_row_buffers(size_t rows, size_t out_rows);
+  void ensure_lane_buffers(const ForwardPlan& plan, bool moved);
+  template <class F>
+  void visit_row_buffers(ForwardLane& a, ForwardLane& b, F&& f) const;
+  // Lane 1's row buffers as views of lane 0's past the first half's rows (a split batch).
+  void view_second_half(const ForwardPlan& first, const ForwardPlan& second);
   // run: everything the GPU does for a forward — plans[i] on lane i: one plan, or a split batch's
   // two halves — in stream order (captured as one graph or run directly). The staged integers
   // are copied from each lane's pinned buffer (`pinned_ints`) or from the plan; device

@@ -63,14 +63,23 @@ std::vector<SequenceResult> CudaBackend::forward_in_halves(std::span<const Seque
   if (!lanes_[1].created()) lanes_[1].create(stream_priority_);
   BackToLaneZero guard{*this};
   // Both halves are planned and their buffers sized before either runs (sizing may reallocate
-  // and drop captured graphs).
+  // and drop captured graphs). Their activations are lane 0's, the second half's in the tail
+  // (view_second_half): a split batch needs no more of them than the whole batch.
   std::array<ForwardPlan, kForwardLanes> plans;
   const std::array<std::span<const SequenceForward>, kForwardLanes> halves{a, b};
   for (size_t i = 0; i < plans.size(); ++i) {
     lane_ = &lanes_[i];
     plans[i] = prepare(halves[i]);
-    ensure_buffers(plans[i]);
   }
+  lane_ = &lanes_[0];
+  const bool moved =
+      ensure_row_buffers(static_cast<size_t>(plans[0].padded_rows + plans[1].padded_rows),
+                         static_cast<size_t>(plans[0].padded_out + plans[1].padded_out));
+  for (size_t i = 0; i < plans.size(); ++i) {
+    lane_ = &lanes_[i];
+    ensure_lane_buffers(plans[i], moved);
+  }
+  view_second_half(plans[0], plans[1]);
   launch(plans);
   ++split_forwards_;
   std::vector<SequenceResult> results;
@@ -81,47 +90,80 @@ std::vector<SequenceResult> CudaBackend::forward_in_halves(std::span<const Seque
   return results;
 }
 
-void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
+// The activations that grow with a forward's rows (or its output rows), each with its elements
+// per row, visited pairwise in lanes `a` and `b` (a lane with itself: one lane's).
+template <class F>
+void CudaBackend::visit_row_buffers(ForwardLane& a, ForwardLane& b, F&& f) const {
   const ModelConfig& c = config_;
-  const size_t T = static_cast<size_t>(plan.padded_rows), M = static_cast<size_t>(plan.padded_out);
   const size_t h = static_cast<size_t>(c.hidden_size), qd = static_cast<size_t>(c.q_dim()),
                inter = static_cast<size_t>(
                    std::max(c.intermediate_size, c.moe.shared_intermediate_size())),
                qkvd = qd + 2 * static_cast<size_t>(c.kv_dim());
-  bool moved = false;
-  moved |= lane_->x.ensure(T * h, "activations");
-  moved |= lane_->xn.ensure(T * h, "activations");
-  moved |= lane_->qkv.ensure(T * qkvd, "activations");
-  moved |= lane_->q.ensure(T * qd, "activations");
-  moved |= lane_->attn.ensure(T * qd, "activations");
-  moved |= lane_->gu.ensure(T * 2 * inter, "activations");
-  moved |= lane_->act.ensure(T * inter, "activations");
-  moved |= lane_->ints.ensure(plan.ints.size(), "staging");
+  constexpr bool kOut = true;  // rows counted in output rows
+  f(a.x, b.x, h, !kOut);
+  f(a.xn, b.xn, h, !kOut);
+  f(a.qkv, b.qkv, qkvd, !kOut);
+  f(a.q, b.q, qd, !kOut);
+  f(a.attn, b.attn, qd, !kOut);
+  f(a.gu, b.gu, 2 * inter, !kOut);
+  f(a.act, b.act, inter, !kOut);
   if (const MoeConfig& m = c.moe; m.num_experts > 0) {
     const size_t e = static_cast<size_t>(m.num_experts),
-                 a = T * static_cast<size_t>(m.experts_per_token),
+                 k = static_cast<size_t>(m.experts_per_token),
                  ie = static_cast<size_t>(m.expert_intermediate_size);
-    moved |= lane_->router_logits.ensure(T * e, "MoE router logits");
-    moved |= lane_->moe_experts.ensure(a, "MoE routing");
-    moved |= lane_->moe_weights.ensure(a, "MoE routing");
+    f(a.router_logits, b.router_logits, e, !kOut);
+    f(a.moe_experts, b.moe_experts, k, !kOut);
+    f(a.moe_weights, b.moe_weights, k, !kOut);
+    f(a.moe_order, b.moe_order, k, !kOut);
+    f(a.moe_position, b.moe_position, k, !kOut);
+    f(a.moe_gu, b.moe_gu, k * 2 * ie, !kOut);
+    f(a.moe_act, b.moe_act, k * ie, !kOut);
+    f(a.moe_y, b.moe_y, k * h, !kOut);
+  }
+  f(a.hn, b.hn, h, kOut);
+  f(a.logits, b.logits, static_cast<size_t>(head_rows_), kOut);
+}
+
+bool CudaBackend::ensure_row_buffers(size_t rows, size_t out_rows) {
+  bool moved = false;
+  visit_row_buffers(*lane_, *lane_, [&](auto& buffer, auto&, size_t per_row, bool out) {
+    moved |= buffer.ensure((out ? out_rows : rows) * per_row, out ? "output rows" : "activations");
+  });
+  return moved;
+}
+
+void CudaBackend::view_second_half(const ForwardPlan& first, const ForwardPlan& second) {
+  const size_t rows = static_cast<size_t>(first.padded_rows),
+               out_rows = static_cast<size_t>(first.padded_out);
+  visit_row_buffers(lanes_[0], lanes_[1], [&](auto& whole, auto& tail, size_t per_row, bool out) {
+    const size_t at = (out ? out_rows : rows) * per_row;
+    const size_t n = static_cast<size_t>(out ? second.padded_out : second.padded_rows) * per_row;
+    tail.view(whole.get() + at, n);
+  });
+}
+
+void CudaBackend::ensure_buffers(const ForwardPlan& plan) {
+  const bool moved = ensure_row_buffers(static_cast<size_t>(plan.padded_rows),
+                                        static_cast<size_t>(plan.padded_out));
+  ensure_lane_buffers(plan, moved);
+}
+
+void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
+  const ModelConfig& c = config_;
+  const size_t T = static_cast<size_t>(plan.padded_rows), M = static_cast<size_t>(plan.padded_out);
+  const size_t h = static_cast<size_t>(c.hidden_size);
+  moved |= lane_->ints.ensure(plan.ints.size(), "staging");
+  if (const MoeConfig& m = c.moe; m.num_experts > 0) {
+    const size_t e = static_cast<size_t>(m.num_experts);
     moved |= lane_->moe_offsets.ensure(e + 1, "MoE dispatch");
     moved |= lane_->moe_active.ensure(e + 1, "MoE dispatch");
-    moved |= lane_->moe_order.ensure(a, "MoE dispatch");
-    moved |= lane_->moe_position.ensure(a, "MoE dispatch");
-    moved |= lane_->moe_gu.ensure(a * 2 * ie, "MoE activations");
-    moved |= lane_->moe_act.ensure(a * ie, "MoE activations");
-    moved |= lane_->moe_y.ensure(a * h, "MoE activations");
   }
   if (plan.any_reuse) {
     moved |= block_out_.ensure(T * h, "block outputs");
     moved |= layer_ints_.ensure(4 * T, "per-layer rows");
     moved |= dlc_sim_.ensure(T, "dLLM-Cache similarities");
   }
-  if (M > 0) {
-    moved |= lane_->hn.ensure(M * h, "output rows");
-    moved |= lane_->logits.ensure(M * static_cast<size_t>(head_rows_), "logits");
-    moved |= lane_->stats.ensure(M, "token statistics");
-  }
+  if (M > 0) moved |= lane_->stats.ensure(M, "token statistics");
   size_t rows_ws = 0;
   for (const PlannedSequence& p : plan.seqs)
     if (p.attention_width > 0)

@@ -18,19 +18,32 @@ class DeviceBuffer {
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   DeviceBuffer(DeviceBuffer&& o) noexcept
-      : ptr_(std::exchange(o.ptr_, nullptr)), n_(std::exchange(o.n_, 0)) {}
+      : ptr_(std::exchange(o.ptr_, nullptr)),
+        n_(std::exchange(o.n_, 0)),
+        owned_(std::exchange(o.owned_, true)) {}
   DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
     if (this != &o) {
       release();
       ptr_ = std::exchange(o.ptr_, nullptr);
       n_ = std::exchange(o.n_, 0);
+      owned_ = std::exchange(o.owned_, true);
     }
     return *this;
   }
 
+  // Makes this a view of `n` elements at `p`, owned elsewhere (freeing what it owned): a second
+  // forward lane works in the tail of the first one's activations. A later resize() or growing
+  // ensure() allocates its own memory again.
+  void view(T* p, size_t n) {
+    release();
+    ptr_ = p;
+    n_ = n;
+    owned_ = false;
+  }
+
   // Discards the contents.
   void resize(size_t n, const char* what) {
-    if (n == n_) return;
+    if (n == n_ && owned_) return;
     release();
     if (n == 0) return;
     const cudaError_t err = cudaMalloc(&ptr_, n * sizeof(T));
@@ -43,6 +56,7 @@ class DeviceBuffer {
            free_b >> 20, " of ", total_b >> 20, " MiB free): ", cudaGetErrorString(err));
     }
     n_ = n;
+    owned_ = true;
   }
   // Grows (never shrinks), discarding contents. True when the buffer moved (captured CUDA graphs
   // that point at it are stale then).
@@ -58,12 +72,14 @@ class DeviceBuffer {
 
  private:
   void release() {
-    if (ptr_) cudaFree(ptr_);
+    if (ptr_ && owned_) cudaFree(ptr_);
     ptr_ = nullptr;
     n_ = 0;
+    owned_ = true;
   }
   T* ptr_ = nullptr;
   size_t n_ = 0;
+  bool owned_ = true;  // false: a view (view())
 };
 
 }  // namespace dllm::cuda
