@@ -37,7 +37,9 @@ struct ForwardLane {
   cublasHandle_t cublas = nullptr;
   cuda::DeviceBuffer<char> cublas_workspace;
 
-  // Activations and staging, grown to the largest forward seen on this lane.
+  // Activations and staging, grown to the largest forward seen on this lane. In a split batch
+  // lane 1's row-sized activations are views into lane 0's, past the first half's rows
+  // (CudaBackend::view_second_half).
   cuda::DeviceBuffer<float> x, qkv, attn_ws, logits;
   cuda::DeviceBuffer<cuda::bf16> xn, q, attn, gu, act, hn;
   cuda::DeviceBuffer<int32_t> ints;
