@@ -62,7 +62,8 @@ class Backend {
   virtual std::unique_ptr<MethodState> create_method_state() = 0;
 
   // What this backend's forward refuses of one sequence's forward beyond validate_forward()
-  // (the CUDA backend: Quest over a prefix of partial pages): throws Error naming the problem.
+  // (the CUDA backend: Quest over a partial last page under a rule other than block-causal):
+  // throws Error naming the problem.
   // The engine asks when it plans a sequence's forwards, so a refusal ends that request alone
   // instead of failing the step's whole batch in forward().
   virtual void check_forward(const SequenceForward& seq, size_t index) const {

@@ -451,14 +451,67 @@ TEST(CudaMage, UnsupportedRequestsNameTheProblem) {
       EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
     }
   };
-  // Quest on the GPU takes whole pages only (100 slots are 6 pages of 16 and 4 keys).
+  // Quest's partial last page is masked by position, which only the block-causal rule reads
+  // (100 slots are 6 pages of 16 and 4 keys).
   SequenceForward quest = g.request(later_block(32), 100, 32);
+  quest.rule = AttentionRule::causal();
   quest.sparse = mage_attend(16, 1);
   quest.sparse->select = SparseMethod::kQuest;
-  expect_error(quest, "quest on the CUDA backend needs a prefix of whole pages (100 cached slots");
+  expect_error(quest,
+               "over a partial last page (100 cached slots, page size 16) needs the "
+               "block-causal rule");
   SequenceForward unselected = g.request(later_block(32), 100, 32);
   unselected.sparse = mage_attend(16, 1);
   expect_error(unselected, "no selection is stored");
+}
+
+// Quest over prefixes that end in a partial page (47 = 2 x 16 + 15 keys, 100 = 6 x 16 + 4, ...):
+// the partial page is scored over its own keys and may be chosen; the GPU's key lists hold the
+// masked slot for its missing keys. The CPU attends the GPU's sets (so only the forward's
+// arithmetic differs) and its logits must agree to rounding — a visible masked slot, or the
+// partial page's keys read wrongly, moves them far more. Fails if no set chose a partial page.
+TEST(CudaMage, QuestOverAPartialLastPageTracksTheCpu) {
+  auto model = random_sdar(128);
+  auto gpu = make_cuda_backend(*model);
+  auto cpu = make_cpu_backend(*model);
+  const ModelConfig& c = model->config();
+  int partial_chosen = 0, sets = 0, equal_sets = 0;
+  for (const int k : {32, 64})
+    for (const int n_prefix : {47, 79, 100, 111, 143}) {
+      if (n_prefix <= k) continue;  // attended densely
+      SCOPED_TRACE("k " + std::to_string(k) + ", prefix " + std::to_string(n_prefix));
+      Seq g = prefilled(*gpu, n_prefix, n_prefix + 64),
+          h = prefilled(*cpu, n_prefix, n_prefix + 64);
+      SequenceForward fg = g.request(later_block(32), n_prefix, 32),
+                      fc = h.request(later_block(32), n_prefix, 32);
+      SparseStep quest = mage_select(k, 1, 0, SparseMethod::kQuest);
+      quest.page_size = 16;
+      quest.attend_selected = true;
+      fg.sparse = fc.sparse = quest;
+      const SequenceResult rg = g.run(fg);
+      auto& cpu_sets = static_cast<cpu_backend::CpuMethodState&>(*h.state).sparse_sets;
+      cpu_sets = rg.sparse_selection;  // the CPU attends the GPU's sets, selecting its own aside
+      fc.sparse->keep_selection = false;
+      const SequenceResult rc = h.run(fc);
+      EXPECT_LE(rel_error(rg.logits, rc.logits), 2e-2);
+      const int32_t whole = n_prefix / 16 * 16;
+      for (int64_t i = c.num_kv_heads; i < int64_t(rg.sparse_selection.size()); ++i) {
+        std::vector<int32_t> got = rg.sparse_selection[size_t(i)].slots,
+                             own = rc.sparse_selection[size_t(i)].slots;
+        std::sort(got.begin(), got.end());
+        std::sort(own.begin(), own.end());
+        ++sets;
+        equal_sets += got == own;
+        // Whole pages of 16, and the partial page's valid keys when it was chosen.
+        const bool partial = !got.empty() && got.back() >= whole;
+        partial_chosen += partial;
+        EXPECT_EQ(got.size(), size_t(partial ? k - 16 + (n_prefix - whole) : k)) << "set " << i;
+        EXPECT_LT(got.back(), n_prefix) << "set " << i;
+      }
+    }
+  std::printf("  Quest sets choosing a partial last page: %d of %d; equal to the CPU's own: %d\n",
+              partial_chosen, sets, equal_sets);
+  EXPECT_GT(partial_chosen, 0) << "no set chose a partial page: the test did not exercise it";
 }
 
 // How a GPU decode tracked the CPU's (track_cpu_step_by_step).

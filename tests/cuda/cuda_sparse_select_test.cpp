@@ -239,7 +239,7 @@ TEST(CudaSparseSelect, TopKMatchesCpuIncludingTies) {
 // Quest's page scores (the bound of each page from its keys' per-dim max and min, averaged over
 // every row and query head) against the CPU's quest_page_scores on the same bf16 values, fresh
 // random inputs: GQA 4 and 1, pages of 16 and 4, head_dim 128 / 64 / 16, keys scattered over
-// the pool; then the pages' slots.
+// the pool, whole and partial last pages (its keys alone); then the pages' slots.
 TEST(CudaSparseSelect, QuestPageScoresMatchCpuReference) {
   const unsigned seed = std::random_device{}();
   SCOPED_TRACE("seed " + std::to_string(seed));
@@ -247,12 +247,14 @@ TEST(CudaSparseSelect, QuestPageScoresMatchCpuReference) {
   struct Shape {
     int rows, heads, kv_heads, head_dim, n_prefix, page;
   };
-  for (const Shape s : {Shape{32, 8, 2, 128, 1024, 16}, Shape{8, 4, 4, 64, 400, 4},
-                        Shape{32, 32, 8, 16, 2048, 16}, Shape{5, 7, 1, 32, 96, 16}}) {
+  for (const Shape s :
+       {Shape{32, 8, 2, 128, 1024, 16}, Shape{8, 4, 4, 64, 400, 4}, Shape{32, 32, 8, 16, 2048, 16},
+        Shape{5, 7, 1, 32, 96, 16}, Shape{4, 8, 2, 128, 1001, 16}, Shape{8, 4, 4, 64, 402, 4}}) {
     SCOPED_TRACE("head_dim " + std::to_string(s.head_dim) + " n_prefix " +
                  std::to_string(s.n_prefix) + " page " + std::to_string(s.page));
     const int group = s.heads / s.kv_heads, qd = s.heads * s.head_dim,
-              kvd = s.kv_heads * s.head_dim, pool = s.n_prefix + 40, pages = s.n_prefix / s.page;
+              kvd = s.kv_heads * s.head_dim, pool = s.n_prefix + 40,
+              pages = cuda::quest_pages(s.n_prefix, s.page);
     auto q = test::random_floats(size_t(s.rows) * qd, rng);
     auto kc = test::random_floats(size_t(pool) * kvd, rng, 1.5f);
     const auto qb = test::round_bf16(q), kb = test::round_bf16(kc);  // the CPU reads these too
@@ -301,14 +303,15 @@ TEST(CudaSparseSelect, QuestPageScoresMatchCpuReference) {
       for (int u = 0; u < s.page; ++u)
         EXPECT_EQ(expanded[i * size_t(s.page) + size_t(u)], picked[i] * s.page + u);
   }
-  cuda::QuestParams partial;
-  partial.n_prefix = 100;
-  partial.page_size = 16;
+  cuda::QuestParams no_pages;
+  no_pages.n_prefix = 100;
+  no_pages.page_size = 0;
   try {
-    cuda::quest_page_scores(partial, nullptr);
-    ADD_FAILURE() << "a partial page was accepted";
+    cuda::quest_page_scores(no_pages, nullptr);
+    ADD_FAILURE() << "a page size of 0 was accepted";
   } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("whole pages"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("page size must be positive"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -152,11 +152,22 @@ int64_t CudaBackend::default_kv_pool_bytes() const {
 }
 
 void CudaBackend::allocate_kv_storage(int64_t num_slots) {
-  const size_t n = static_cast<size_t>(config_.num_layers * (num_slots + 1) * config_.kv_dim());
+  const size_t n =
+      static_cast<size_t>(config_.num_layers * (num_slots + kExtraSlots) * config_.kv_dim());
   k_pool_.resize(n, "the KV pool (K)");
   v_pool_.resize(n, "the KV pool (V)");
-  pool_positions_.resize(static_cast<size_t>(num_slots + 1), "the KV pool's slot positions");
+  pool_positions_.resize(static_cast<size_t>(num_slots + kExtraSlots),
+                         "the KV pool's slot positions");
   pool_slots_ = num_slots;
+  // The masked slot: finite K / V (a masked score times V must stay 0) at a position past every
+  // query, so every rule masks it.
+  const size_t row_bytes = static_cast<size_t>(config_.kv_dim()) * sizeof(bf16);
+  for (int64_t l = 0; l < config_.num_layers; ++l)
+    for (bf16* base : {k_pool(l), v_pool(l)})
+      DLLM_CUDA_CHECK(cudaMemset(base + masked_slot() * config_.kv_dim(), 0, row_bytes));
+  const int32_t never = INT32_MAX;
+  DLLM_CUDA_CHECK(cudaMemcpy(pool_positions_.get() + masked_slot(), &never, sizeof(never),
+                             cudaMemcpyHostToDevice));
   drop_graphs();
 }
 

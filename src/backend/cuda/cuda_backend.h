@@ -103,12 +103,16 @@ class CudaBackend final : public Backend {
  private:
   // A slot past the pool's pages that padding rows of a captured graph write their K/V to.
   int64_t junk_slot() const { return pool_slots_; }
-  // The pool's K / V of one layer: [num_slots + 1, kv_heads * head_dim] (the junk slot last).
+  // A slot no query sees (position INT32_MAX, zero K / V, never written): what a gathered key
+  // list holds where its set has fewer keys than its length (Quest's partial last page).
+  int64_t masked_slot() const { return pool_slots_ + 1; }
+  static constexpr int64_t kExtraSlots = 2;  // the junk and the masked slot
+  // The pool's K / V of one layer: [num_slots + kExtraSlots, kv_heads * head_dim].
   bf16* k_pool(int64_t layer) {
-    return k_pool_.get() + layer * (pool_slots_ + 1) * config_.kv_dim();
+    return k_pool_.get() + layer * (pool_slots_ + kExtraSlots) * config_.kv_dim();
   }
   bf16* v_pool(int64_t layer) {
-    return v_pool_.get() + layer * (pool_slots_ + 1) * config_.kv_dim();
+    return v_pool_.get() + layer * (pool_slots_ + kExtraSlots) * config_.kv_dim();
   }
 
   // prepare (cuda_forward_plan.cpp): the batch's layout, then its staging; buffers sized for it.

@@ -186,7 +186,8 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
   int selecting = 0;
   for (const PlannedSequence& p : plan.seqs) {
     if (p.quest_select) {  // page scores, their top-k, the query signs
-      const int64_t pages = p.sparse_prefix / p.quest_page;
+      const int64_t pages =
+          cuda::quest_pages(static_cast<int>(p.sparse_prefix), static_cast<int>(p.quest_page));
       scores = std::max(scores, static_cast<size_t>(pages * c.num_kv_heads));
       topk = std::max(topk, cuda::top_k_workspace_ints(static_cast<int>(pages),
                                                        static_cast<int>(c.num_kv_heads)));

@@ -15,6 +15,7 @@
 // a prefix of at most k keys is attended densely — the exact plan, so k >= N is exact to the bit.
 #include <algorithm>
 #include <cmath>
+#include <iterator>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
@@ -69,25 +70,28 @@ void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
 
 namespace {
 
-// What the CUDA Quest takes: a selection kept and attended in the same forward, and a prefix of
-// whole pages once it is longer than k (a shorter one is attended densely).
-void check_quest(const SparseStep& sp, int64_t n_prefix, size_t index) {
+// What the CUDA Quest takes: a selection kept and attended in the same forward. A partial last
+// page of the prefix is a page like the others, of its keys alone (as on the CPU); the key lists
+// hold the masked slot for its missing keys, which hides them by its position — what the
+// block-causal rule reads of cached keys, the others do not.
+void check_quest(const SequenceForward& seq, size_t index) {
+  const SparseStep& sp = *seq.sparse;
   if (!sp.attend_selected || !sp.keep_selection)
     fail("forward request ", index,
          ": on the CUDA backend quest selects, keeps and attends its sets in the same forward");
   if (sp.page_size <= 0) fail("forward request ", index, ": quest needs a positive page size");
-  if (n_prefix > sp.k && n_prefix % sp.page_size != 0)
-    fail("forward request ", index, ": quest on the CUDA backend needs a prefix of whole pages (",
-         n_prefix, " cached slots, page size ", sp.page_size,
-         "; the CPU backend takes a partial last page): use a block length that is a multiple "
-         "of --sparse-page-size, or --device cpu");
+  const int64_t n_prefix = seq.cache ? seq.cache->length() : 0;
+  if (n_prefix > sp.k && n_prefix % sp.page_size != 0 &&
+      seq.rule.kind != AttentionKind::kBlockCausal)
+    fail("forward request ", index, ": quest on the CUDA backend over a partial last page (",
+         n_prefix, " cached slots, page size ", sp.page_size, ") needs the block-causal rule (got ",
+         seq.rule.to_string(), ")");
 }
 
 }  // namespace
 
 void CudaBackend::check_forward(const SequenceForward& seq, size_t index) const {
-  if (seq.sparse && seq.sparse->select == SparseMethod::kQuest)
-    check_quest(*seq.sparse, seq.cache ? seq.cache->length() : 0, index);
+  if (seq.sparse && seq.sparse->select == SparseMethod::kQuest) check_quest(seq, index);
 }
 
 // Quest (§6.1) selects and attends in every forward: each sparse layer picks k / page pages
@@ -96,7 +100,7 @@ void CudaBackend::check_forward(const SequenceForward& seq, size_t index) const 
 void CudaBackend::plan_quest(PlannedSequence& p, size_t index) {
   const SparseStep& sp = *p.seq->sparse;
   const int64_t n_prefix = p.cache->length();
-  check_quest(sp, n_prefix, index);
+  check_quest(*p.seq, index);
   p.sparse_first_layer = sp.exact_layers;
   p.sparse_prefix = n_prefix;
   if (n_prefix <= sp.k) return;  // dense: the exact plan
@@ -235,7 +239,8 @@ void CudaBackend::enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer) {
   op_begin("sparse keys");
   cuda::sparse_gather_keys(lane_->ints.get(), lane_->ints.get() + la.sparse_table_at,
                            la.sparse_count, static_cast<int>(config_.num_kv_heads),
-                           static_cast<int>(layer), shift, lane_->stream);
+                           static_cast<int>(layer), shift, static_cast<int>(masked_slot()),
+                           lane_->stream);
   op_end();
 }
 
@@ -360,7 +365,7 @@ void CudaBackend::enqueue_quest_selection(const ForwardPlan& plan, int64_t layer
     const int n_top = static_cast<int>(p.sparse_k / p.quest_page);
     op_begin("quest selection");
     cuda::quest_page_scores(qp, lane_->stream);
-    cuda::sparse_top_k(qp.scores, qp.n_prefix / qp.page_size, n_top, hkv,
+    cuda::sparse_top_k(qp.scores, cuda::quest_pages(qp.n_prefix, qp.page_size), n_top, hkv,
                        st.quest_pages.get() + layer * hkv * n_top,
                        sel_topk_ws_.get() + sel_quest_region_ * sel_topk_lane_, lane_->stream);
     op_end();
@@ -431,7 +436,9 @@ void CudaBackend::finish_sparse(const PlannedSequence& p, SequenceResult& r) {
       s.dense = !selected;
       if (!selected) continue;
       const auto first = host.begin() + (li * hkv + h) * p.sparse_k;
-      s.slots.assign(first, first + p.sparse_k);
+      // Quest's partial last page: its slots past the prefix were no keys (masked in the lists).
+      std::copy_if(first, first + p.sparse_k, std::back_inserter(s.slots),
+                   [&](int32_t slot) { return slot < p.sparse_prefix; });
     }
 }
 

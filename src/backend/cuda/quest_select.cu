@@ -38,12 +38,14 @@ __device__ __forceinline__ float4 load_bf16x4(const bf16* at) {
 // Warp w of block (b, h): page b * kPageWarps + w of KV head h. Lane l takes the dims 4l..4l+3,
 // 4(l + 32).., each key row's in one 8-byte load (a warp reads a row's 256 bytes of a 128-wide
 // head at once, four keys in flight): their max and min over the page's keys, then
-// max_d P_d + min_d N_d summed over the warp. head_dim % 4 == 0 (quest_page_scores checks).
+// max_d P_d + min_d N_d summed over the warp (a partial last page: over its keys alone).
+// head_dim % 4 == 0 (quest_page_scores checks).
 __global__ void __launch_bounds__(kPageWarps * 32) quest_page_kernel(QuestParams p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
-  const int n_pages = p.n_prefix / p.page_size;
+  const int n_pages = (p.n_prefix + p.page_size - 1) / p.page_size;  // quest_pages()
   const int page = blockIdx.x * kPageWarps + warp;
   if (page >= n_pages) return;
+  const int keys = min(p.page_size, p.n_prefix - page * p.page_size);  // the last may be partial
   const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * p.head_dim;
   const int32_t* slots = p.prefix_slots + static_cast<int64_t>(page) * p.page_size;
   const float* P = p.signs + (h * 2) * p.head_dim;
@@ -54,7 +56,7 @@ __global__ void __launch_bounds__(kPageWarps * 32) quest_page_kernel(QuestParams
     float4 mx = make_float4(-INFINITY, -INFINITY, -INFINITY, -INFINITY);
     float4 mn = make_float4(INFINITY, INFINITY, INFINITY, INFINITY);
 #pragma unroll 4
-    for (int u = 0; u < p.page_size; ++u) {
+    for (int u = 0; u < keys; ++u) {
       const float4 v = load_bf16x4(head + slots[u] * kv_row + d);
       mx = make_float4(fmaxf(mx.x, v.x), fmaxf(mx.y, v.y), fmaxf(mx.z, v.z), fmaxf(mx.w, v.w));
       mn = make_float4(fminf(mn.x, v.x), fminf(mn.y, v.y), fminf(mn.z, v.z), fminf(mn.w, v.w));
@@ -80,15 +82,14 @@ __global__ void quest_expand_kernel(const int32_t* pages, int total, int page_si
 }  // namespace
 
 void quest_page_scores(const QuestParams& p, cudaStream_t stream) {
-  if (p.page_size <= 0 || p.n_prefix % p.page_size != 0)
-    fail("quest_page_scores: the prefix must be whole pages (", p.n_prefix, " keys, page size ",
-         p.page_size, ")");
+  if (p.page_size <= 0)
+    fail("quest_page_scores: the page size must be positive (got ", p.page_size, ")");
   if (p.head_dim % 4 != 0)
     fail("quest_page_scores: head_dim must be a multiple of 4 (got ", p.head_dim, ")");
   if (p.n_prefix == 0 || p.n_rows == 0) return;
   quest_signs_kernel<<<p.kv_heads, 128, 0, stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
-  const int n_pages = p.n_prefix / p.page_size;
+  const int n_pages = quest_pages(p.n_prefix, p.page_size);
   quest_page_kernel<<<dim3((n_pages + kPageWarps - 1) / kPageWarps, p.kv_heads), kPageWarps * 32, 0,
                       stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();

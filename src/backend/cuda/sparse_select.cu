@@ -324,7 +324,7 @@ __global__ void fold_block_keys_kernel(ScoreSumParams p, BlockKeys b, float* lse
 
 // Block (sequence, KV head): its list of n_keys physical slots for this layer.
 __global__ void sparse_gather_keys_kernel(int32_t* staging, const int32_t* table, int kv_heads,
-                                          int layer, int page_shift) {
+                                          int layer, int page_shift, int masked_slot) {
   namespace S = sparse_keys;
   const int32_t* e = table + blockIdx.x * S::kInts;
   if (layer < e[S::kFirstLayer]) return;
@@ -341,7 +341,10 @@ __global__ void sparse_gather_keys_kernel(int32_t* staging, const int32_t* table
     const int slot = j >= k           ? sel_prefix + (j - k)
                      : per_entry == 1 ? sets[j]
                                       : sets[j / per_entry] * per_entry + j % per_entry;
-    out[j] = (pages[slot >> page_shift] << page_shift) | (slot & mask);
+    // A selected page's slots past the prefix (Quest's partial last page) are no keys of it.
+    out[j] = j < k && slot >= sel_prefix
+                 ? masked_slot
+                 : (pages[slot >> page_shift] << page_shift) | (slot & mask);
   }
 }
 
@@ -390,10 +393,10 @@ void fold_block_keys_lse(const ScoreSumParams& p, const BlockKeys& b, float* lse
 }
 
 void sparse_gather_keys(int32_t* staging, const int32_t* table, int n_seqs, int kv_heads, int layer,
-                        int page_shift, cudaStream_t stream) {
+                        int page_shift, int masked_slot, cudaStream_t stream) {
   if (n_seqs == 0) return;
-  sparse_gather_keys_kernel<<<dim3(n_seqs, kv_heads), 256, 0, stream>>>(staging, table, kv_heads,
-                                                                        layer, page_shift);
+  sparse_gather_keys_kernel<<<dim3(n_seqs, kv_heads), 256, 0, stream>>>(
+      staging, table, kv_heads, layer, page_shift, masked_slot);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

@@ -93,7 +93,7 @@ void fold_block_keys_lse(const ScoreSumParams& p, const BlockKeys& b, float* lse
                          cudaStream_t stream);
 
 // Quest with MAGE's per-block averaging (method-specs §6.1; the CPU's quest_page_scores): for
-// KV head h and page t of page_size prefix keys (whole pages only),
+// KV head h and page t of page_size prefix keys (the last page may be partial: its keys alone),
 //   scores[h, t] = mean over the rows r and the G query heads g of h of
 //                  sum_d max(q_d * max_d, q_d * min_d)   (max_d, min_d over the page's keys)
 // = (sum_d max_d * P_d + min_d * N_d) / (rows * G), P_d / N_d the sums of the positive /
@@ -105,13 +105,18 @@ struct QuestParams {
   const bf16* k_cache = nullptr;          // one layer of the pool: [slots, kv_heads * head_dim]
   const int32_t* prefix_slots = nullptr;  // [n_prefix]: physical slot of each prefix key
   float* signs = nullptr;                 // scratch: [kv_heads, 2, head_dim]
-  float* scores = nullptr;                // [kv_heads, n_prefix / page_size]
+  float* scores = nullptr;                // [kv_heads, quest_pages(n_prefix, page_size)]
   int n_rows = 0, n_prefix = 0, page_size = 16, heads = 0, kv_heads = 0, head_dim = 0;
 };
 void quest_page_scores(const QuestParams& p, cudaStream_t stream);
+// Pages of `n_prefix` keys, the last one possibly partial.
+inline int quest_pages(int n_prefix, int page_size) {
+  return (n_prefix + page_size - 1) / page_size;
+}
 
 // A Quest set's slots from its pages: slots[i, t * page_size + u] = pages[i, t] * page_size + u
-// for the n_sets sets of n_pages ascending pages each (ascending slots out).
+// for the n_sets sets of n_pages ascending pages each (ascending slots out; a partial last
+// page's slots past the prefix too, which the key lists mask and the results drop).
 void quest_expand_pages(const int32_t* pages, int n_sets, int n_pages, int page_size,
                         int32_t* slots, cudaStream_t stream);
 
@@ -135,7 +140,10 @@ constexpr int kFirstLayer = 7;  // its first sparse layer
 constexpr int kSetPage = 8;     // slots per set entry: 1, or Quest's page size (sets of pages)
 constexpr int kInts = 9;
 }  // namespace sparse_keys
+// `masked_slot`: the physical slot a list holds where a set's entry lies past its prefix (a
+// partial last page of Quest): its position is past every query, so the block-causal rule
+// masks it (CudaBackend::masked_slot; Quest checks the rule).
 void sparse_gather_keys(int32_t* staging, const int32_t* table, int n_seqs, int kv_heads, int layer,
-                        int page_shift, cudaStream_t stream);
+                        int page_shift, int masked_slot, cudaStream_t stream);
 
 }  // namespace dllm::cuda
