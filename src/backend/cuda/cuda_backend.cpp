@@ -160,7 +160,7 @@ void CudaBackend::allocate_kv_storage(int64_t num_slots) {
                          "the KV pool's slot positions");
   pool_slots_ = num_slots;
   // The masked slot: finite K / V (a masked score times V must stay 0) at a position past every
-  // query, so every rule masks it.
+  // query, which the block-causal rule masks (Quest uses it under that rule only).
   const size_t row_bytes = static_cast<size_t>(config_.kv_dim()) * sizeof(bf16);
   for (int64_t l = 0; l < config_.num_layers; ++l)
     for (bf16* base : {k_pool(l), v_pool(l)})

@@ -103,8 +103,9 @@ class CudaBackend final : public Backend {
  private:
   // A slot past the pool's pages that padding rows of a captured graph write their K/V to.
   int64_t junk_slot() const { return pool_slots_; }
-  // A slot no query sees (position INT32_MAX, zero K / V, never written): what a gathered key
-  // list holds where its set has fewer keys than its length (Quest's partial last page).
+  // A slot no query sees under the block-causal rule (position INT32_MAX, zero K / V, never
+  // written): what a gathered key list holds where its set has fewer keys than its length
+  // (Quest's partial last page, which check_quest allows under that rule only).
   int64_t masked_slot() const { return pool_slots_ + 1; }
   static constexpr int64_t kExtraSlots = 2;  // the junk and the masked slot
   // The pool's K / V of one layer: [num_slots + kExtraSlots, kv_heads * head_dim].
