@@ -166,15 +166,12 @@ TEST(CudaBackend, GreedyGenerationMatchesCpu) {
         dc->observe(rc);
         dg->observe(rg);
         if (dc->canvas() == dg->canvas()) continue;
-        // Divergence: find the CPU's closest call among this step's decisions.
-        const double margin = test::closest_decision_margin(rc.stats, d);
-        const double apart = test::stats_disagreement(rg.stats, rc.stats);
-        std::printf(
-            "  %s %s: GPU and CPU diverge at forward %d; closest CPU decision margin %.4f "
-            "(relative), probabilities where alike %.2e\n",
-            name, c["name"].get<std::string>().c_str(), step, margin, apart);
-        EXPECT_LT(apart, test::kSameForward) << "the forwards' numbers differ beyond rounding";
-        EXPECT_LT(margin, test::kNearTie) << "a divergence without a near-tie is a bug, not bf16";
+        // Divergence: the forwards' numbers, and the CPU's closest call among its decisions.
+        test::expect_near_tie(
+            std::string(name) + " " + c["name"].get<std::string>() + " GPU vs CPU",
+            test::parting_at(size_t(step), test::ForwardRecord{.stats = rg.stats},
+                             test::ForwardRecord{.stats = rc.stats}, d),
+            d);
         diverged = true;
         break;
       }

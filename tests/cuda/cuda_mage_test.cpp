@@ -571,16 +571,10 @@ Tracked track_cpu_step_by_step(const Model& model, Backend& gpu, Backend& cpu,
     dc->observe(rc);
     dg->observe(rg);
     if (dc->canvas() != dg->canvas()) {
-      const double margin = test::closest_decision_margin(rc.stats, d);
-      const double apart = test::stats_disagreement(rg.stats, rc.stats);
-      const bool sampled = d.sampler.temperature > 0;
-      std::printf(
-          "  %s: GPU and CPU diverge at forward %d; closest CPU decision margin %.4f "
-          "(relative), probabilities where alike %.2e%s\n",
-          name.c_str(), step, margin, apart, sampled ? ", sampled" : "");
-      EXPECT_LT(apart, test::kSameForward) << "the forwards' numbers differ beyond rounding";
-      if (!sampled)
-        EXPECT_LT(margin, test::kNearTie) << "a divergence without a near-tie is a bug, not bf16";
+      test::expect_near_tie(name + " GPU vs CPU",
+                            test::parting_at(size_t(step), test::ForwardRecord{.stats = rg.stats},
+                                             test::ForwardRecord{.stats = rc.stats}, d),
+                            d);
       return t;  // (SparseD's exact first steps may diverge before any sparse forward)
     }
     const auto& fin = dc->final_tokens();

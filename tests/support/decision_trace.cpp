@@ -82,12 +82,31 @@ std::optional<Parting> first_parting(const DecodeTrace& run, const DecodeTrace& 
   // A run that stopped early with equal canvases parted in its last forward's decisions
   // (a stop id unmasked in one run only).
   if (f == n) f = n - 1;
+  return parting_at(f, run[f], reference[f], d);
+}
+
+Parting parting_at(size_t forward, const ForwardRecord& run, const ForwardRecord& reference,
+                   const DecodeParams& d) {
   Parting p;
-  p.forward = f;
-  p.margin = closest_decision_margin(reference[f].stats, d);
-  p.disagreement = std::max(stats_disagreement(run[f].stats, reference[f].stats),
-                            verify_disagreement(run[f].verify, reference[f].verify));
+  p.forward = forward;
+  p.margin = closest_decision_margin(reference.stats, d);
+  p.disagreement = std::max(stats_disagreement(run.stats, reference.stats),
+                            verify_disagreement(run.verify, reference.verify));
   return p;
+}
+
+void expect_near_tie(const std::string& what, const Parting& p, const DecodeParams& d,
+                     bool routes_experts) {
+  const bool sampled = d.sampler.temperature > 0;
+  std::printf(
+      "  %s: parted at forward %zu; closest reference decision margin %.4f, probabilities where "
+      "alike %.2e%s%s\n",
+      what.c_str(), p.forward, p.margin, p.disagreement, sampled ? " (sampled)" : "",
+      routes_experts ? " (MoE routing: not bounded)" : "");
+  if (!routes_experts)
+    EXPECT_LT(p.disagreement, kSameForward)
+        << what << ": the runs' numbers differ where they agree";
+  if (!sampled) EXPECT_LT(p.margin, kNearTie) << what << ": a parting without a near-tie is a bug";
 }
 
 bool expect_same_or_near_tie(const std::string& what, const std::vector<int32_t>& run_ids,
@@ -97,18 +116,7 @@ bool expect_same_or_near_tie(const std::string& what, const std::vector<int32_t>
   if (run_ids == reference_ids) return true;
   const auto parting = first_parting(run, reference, d);
   EXPECT_TRUE(parting.has_value()) << what << ": different ids from the same canvases";
-  if (!parting) return false;
-  const bool sampled = d.sampler.temperature > 0;
-  std::printf(
-      "  %s: parted at forward %zu of %zu; closest reference decision margin %.4f, "
-      "disagreement where alike %.2e%s%s\n",
-      what.c_str(), parting->forward, reference.size(), parting->margin, parting->disagreement,
-      sampled ? " (sampled)" : "", routes_experts ? " (MoE routing: not bounded)" : "");
-  if (!routes_experts)
-    EXPECT_LT(parting->disagreement, kSameForward)
-        << what << ": the runs' numbers differ where they agree";
-  if (!sampled)
-    EXPECT_LT(parting->margin, kNearTie) << what << ": a parting without a near-tie is a bug";
+  if (parting) expect_near_tie(what, *parting, d, routes_experts);
   return false;
 }
 

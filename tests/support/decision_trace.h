@@ -51,6 +51,10 @@ struct Parting {
   double disagreement = 0;
 };
 
+// What is measured where two runs parted in `forward`, from that forward's results.
+Parting parting_at(size_t forward, const ForwardRecord& run, const ForwardRecord& reference,
+                   const DecodeParams& d);
+
 // Where `run` left `reference` (nullopt: the same canvas and tokens after every forward, and as
 // many forwards).
 std::optional<Parting> first_parting(const DecodeTrace& run, const DecodeTrace& reference,
@@ -65,14 +69,19 @@ inline constexpr double kNearTie = 0.03;
 // a wrong mask, position or weight moves probabilities by factors.
 inline constexpr double kSameForward = 0.2;
 
-// gtest expectations that two runs of request `what` gave the same ids, or parted at a near-tie:
-// the runs' probabilities where they chose alike within kSameForward (the same forward), and for
-// greedy decoding the reference's closest decision margin below kNearTie. A sampled run draws the
-// same uniforms in both runs, so its token may also flip where a draw falls within the runs'
+// gtest expectations that a parting (printed, with `what`) is a near-tie: the runs'
+// probabilities where they chose alike within kSameForward (the same forward), and for greedy
+// decoding the reference's closest decision margin below kNearTie. A sampled run draws the same
+// uniforms in both runs, so its token may also flip where a draw falls within the runs'
 // difference of a boundary of the inverse CDF, which the statistics do not show. A model with
 // MoE layers (`routes_experts`) routes every row inside the forward by a top-k of router scores
 // neither run reports, so a row routed differently may differ beyond rounding: there the
-// probabilities are printed, not bounded. Prints every parting. True when the ids are equal.
+// probabilities are printed, not bounded.
+void expect_near_tie(const std::string& what, const Parting& p, const DecodeParams& d,
+                     bool routes_experts = false);
+
+// gtest expectations that two runs of request `what` gave the same ids, or parted at a near-tie
+// (expect_near_tie). True when the ids are equal.
 bool expect_same_or_near_tie(const std::string& what, const std::vector<int32_t>& run_ids,
                              const DecodeTrace& run, const std::vector<int32_t>& reference_ids,
                              const DecodeTrace& reference, const DecodeParams& d,
