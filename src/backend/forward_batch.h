@@ -108,6 +108,10 @@ struct SequenceForward {
   // The offline pattern search (dllm search-patterns): every layer's post-RoPE queries and keys
   // of this forward's rows, SequenceResult::layer_q / layer_k (CPU backend).
   bool want_layer_qk = false;
+  // MoE layers: how this forward routed the sequence's rows (SequenceResult::routed_experts,
+  // routing_gaps) — what tests need to show that two runs routed a row apart at a near-tie. The
+  // CUDA backend runs such a forward without a captured graph.
+  bool want_routing = false;
 
   // S2D2 (SpanVerify above): keep this forward's output-row logits in `state` (replacing what
   // was kept), and/or verify this forward's output rows against the kept rows.
@@ -146,6 +150,11 @@ struct SequenceResult {
   std::vector<SparseSet> sparse_selection;
   // want_layer_qk: [num_layers, tokens.size(), q_dim] and [num_layers, tokens.size(), kv_dim].
   std::vector<float> layer_q, layer_k;
+  // want_routing: per MoE layer in order, each row's experts in increasing id ([MoE layers,
+  // tokens.size(), experts_per_token]) and its closest_routing_gap (moe_routing.h: [MoE layers,
+  // tokens.size()]); empty without MoE layers.
+  std::vector<int32_t> routed_experts;
+  std::vector<double> routing_gaps;
 };
 
 }  // namespace dllm

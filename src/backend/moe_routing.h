@@ -13,6 +13,7 @@
 #include <span>
 #include <vector>
 
+#include "backend/forward_batch.h"
 #include "model/model_config.h"
 
 namespace dllm {
@@ -28,5 +29,25 @@ struct MoeRouting {
 // num_experts long.
 MoeRouting route_experts(const MoeConfig& moe, std::span<const float> router_logits, int64_t tokens,
                          std::span<const float> expert_bias);
+
+// The closest call of one token's routing: the smallest relative gap between the last group kept
+// and the best one dropped, or between the last expert chosen and the best candidate left (+inf
+// where a cut keeps everything). Two correct runs of a forward (bf16 against fp32 activations,
+// other summation orders) may route a token differently only where this gap is small.
+double closest_routing_gap(const MoeConfig& moe, std::span<const float> logits,
+                           std::span<const float> expert_bias);
+
+// A forward's routing as tests compare it (SequenceForward::want_routing): per routed token in
+// order, its experts in increasing id and its closest_routing_gap.
+struct MoeRoutingReport {
+  std::vector<int32_t> experts;  // [tokens, experts_per_token]
+  std::vector<double> gaps;      // [tokens]
+
+  // Appends a token: its router logits and the k experts it was routed to.
+  void add_token(const MoeConfig& moe, std::span<const float> logits,
+                 std::span<const float> expert_bias, const int32_t* chosen);
+  // Appends tokens [first, first + count) to a sequence's result (routed_experts, routing_gaps).
+  void give(int64_t first, int64_t count, SequenceResult& result) const;
+};
 
 }  // namespace dllm

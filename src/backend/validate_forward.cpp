@@ -108,6 +108,8 @@ void validate_forward(const ModelConfig& config, const SequenceForward& seq, siz
   if (seq.sparse_prefill) validate_sparse_prefill(seq, where);
   if (seq.want_layer_qk && seq.dllm_cache)
     fail(where, "want_layer_qk does not combine with dLLM-Cache (it recomputes a subset of rows)");
+  if (seq.want_routing && seq.dllm_cache)
+    fail(where, "want_routing does not combine with dLLM-Cache (it recomputes a subset of rows)");
   if (seq.want_span_stats && !seq.want_stats)
     fail(where, "want_span_stats needs want_stats (the statistics are of each row's token)");
   if ((seq.retain_logits || seq.verify) && !seq.state)

@@ -114,6 +114,7 @@ GenerationResult EngineCore::generate(const GenerationRequest& request,
   r.stop_ids = request.stop_ids;
   std::optional<GenerationResult> out;
   r.callbacks = {on_tokens, trace, stop_rule, [&](GenerationResult&& g) { out = std::move(g); }};
+  r.trace_routing = static_cast<bool>(trace);  // a traced run is a test's: it compares routing
   add(std::move(r));
   while (!out)
     if (!step() && !out) fail("the engine could not schedule the request (KV pool too small?)");

@@ -18,10 +18,10 @@ namespace dllm {
 
 // Engine-wide counters since construction.
 struct EngineCounters {
-  int64_t steps = 0;             // forwards run (one per step with work)
-  int64_t rows = 0;              // query rows forwarded
+  int64_t steps = 0;               // forwards run (one per step with work)
+  int64_t rows = 0;                // query rows forwarded
   int64_t sequences_in_steps = 0;  // sum over steps of the sequences in the forward
-  int64_t committed_tokens = 0;  // final tokens streamed
+  int64_t committed_tokens = 0;    // final tokens streamed
   int64_t finished = 0, cancelled = 0, errors = 0;
   int64_t preemptions = 0;
   double forward_seconds = 0;   // in Backend::forward
@@ -49,7 +49,8 @@ class EngineCore {
   bool step();
 
   // Runs one request to completion (with any others queued alongside): the single-request call
-  // of tests and tools.
+  // of tests and tools. A `trace` also receives each forward's MoE routing
+  // (SequenceRequest::trace_routing).
   GenerationResult generate(const GenerationRequest& request, const TokenCallback& on_tokens = {},
                             const TraceCallback& trace = {}, const StopRule& stop_rule = {});
 

@@ -84,6 +84,7 @@ bool Sequence::plan(Backend& backend) {
     f.input_embeddings = request_.input_embeddings;
     if (f.rule.kind == AttentionKind::kCausal || f.rule.kind == AttentionKind::kBlockCausal)
       f.sparse_prefill = request_.sparse_prefill;
+    f.want_routing = request_.trace_routing && !f.dllm_cache;
   }
   // A forward planned without a cache sees only its own queries: an empty scratch cache says
   // the same, and gives its fresh K/V pool pages for the length of the step.

@@ -40,6 +40,10 @@ struct SequenceRequest {
   DecodeParams params;  // resolved; params.sequence_id keys the RNG
   std::vector<int64_t> stop_ids;
   SequenceCallbacks callbacks;
+  // Every forward also reports its MoE routing (SequenceForward::want_routing) to on_trace:
+  // tests that show where two runs parted. A traced forward of an MoE model then runs eagerly
+  // on the GPU.
+  bool trace_routing = false;
 };
 
 enum class SequenceStatus { kWaiting, kRunning, kFinished };

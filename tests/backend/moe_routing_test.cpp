@@ -123,5 +123,49 @@ TEST(MoeRouting, BiasSteersSelectionButNotWeights) {
   EXPECT_NEAR(biased.weights[0], 1.0f / (1.0f + std::exp(1.0f)), 1e-6f);
 }
 
+// The closest call is the smaller relative gap of the two cuts, measured on the biased scores:
+// here 4 experts in 2 groups of 2, one group kept, 1 expert chosen.
+TEST(MoeRouting, ClosestRoutingGapIsTheNarrowerCut) {
+  MoeConfig m;
+  m.num_experts = 4;
+  m.num_groups = 2;
+  m.groups_per_token = 1;
+  m.experts_per_token = 1;
+  const auto logit_of = [](float s) { return std::log(s / (1.0f - s)); };  // sigmoid's inverse
+  // Scores 0.9 0.8 | 0.7 0.6: groups 1.7 against 1.3 (gap 0.4 / 1.7); in the kept group, 0.9
+  // against 0.8 (0.1 / 0.9, the narrower).
+  const std::vector<float> logits = {logit_of(0.9f), logit_of(0.8f), logit_of(0.7f),
+                                     logit_of(0.6f)};
+  EXPECT_NEAR(closest_routing_gap(m, logits, {}), 0.1 / 0.9, 1e-5);
+  // A bias that lifts the second group to 0.7 + 0.45 = 1.15 and 1.05 (2.2 against 1.7): the
+  // expert cut is 1.15 against 1.05 now.
+  const std::vector<float> bias = {0.0f, 0.0f, 0.45f, 0.45f};
+  EXPECT_NEAR(closest_routing_gap(m, logits, bias), 0.1 / 1.15, 1e-5);
+  // Every expert of the kept groups chosen, every group kept: no cut, no gap.
+  m.groups_per_token = 2;
+  m.experts_per_token = 4;
+  EXPECT_EQ(closest_routing_gap(m, logits, {}), INFINITY);
+}
+
+TEST(MoeRouting, ReportSortsEachTokensExpertsAndHandsOutRanges) {
+  MoeConfig m;
+  m.num_experts = 4;
+  m.num_groups = 1;
+  m.groups_per_token = 1;
+  m.experts_per_token = 2;
+  const std::vector<float> logits = {0.0f, 2.0f, 1.0f, -1.0f, 3.0f, 0.0f, 0.0f, 1.0f};
+  const MoeRouting r = route_experts(m, logits, 2, {});
+  MoeRoutingReport report;
+  for (int t = 0; t < 2; ++t)
+    report.add_token(m, std::span(logits).subspan(size_t(t * 4), 4), {}, &r.experts[size_t(t * 2)]);
+  EXPECT_EQ(report.experts, (std::vector<int32_t>{1, 2, 0, 3}));  // token 1 chose 0 then 3
+  ASSERT_EQ(report.gaps.size(), 2u);
+  SequenceResult second;
+  report.give(1, 1, second);
+  EXPECT_EQ(second.routed_experts, (std::vector<int32_t>{0, 3}));
+  ASSERT_EQ(second.routing_gaps.size(), 1u);
+  EXPECT_EQ(second.routing_gaps[0], report.gaps[1]);
+}
+
 }  // namespace
 }  // namespace dllm

@@ -153,6 +153,7 @@ TEST(CudaBackend, GreedyGenerationMatchesCpu) {
            kg = gpu->create_cache(dg->cache_capacity());
       ++cases;
       bool diverged = false;
+      test::DecodeTrace tc, tg;  // each backend's forwards
       for (int step = 0; step < 500; ++step) {
         SequenceForward fc, fg;
         fc.cache = kc.get();
@@ -165,13 +166,13 @@ TEST(CudaBackend, GreedyGenerationMatchesCpu) {
         const auto rg = gpu->forward(std::span(&fg, 1))[0];
         dc->observe(rc);
         dg->observe(rg);
+        tc.push_back(test::record_of(rc));
+        tg.push_back(test::record_of(rg));
         if (dc->canvas() == dg->canvas()) continue;
         // Divergence: the forwards' numbers, and the CPU's closest call among its decisions.
         test::expect_near_tie(
             std::string(name) + " " + c["name"].get<std::string>() + " GPU vs CPU",
-            test::parting_at(size_t(step), test::ForwardRecord{.stats = rg.stats},
-                             test::ForwardRecord{.stats = rc.stats}, d),
-            d);
+            test::parting_at(size_t(step), tg, tc, d), d);
         diverged = true;
         break;
       }

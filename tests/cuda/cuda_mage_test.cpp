@@ -537,6 +537,7 @@ Tracked track_cpu_step_by_step(const Model& model, Backend& gpu, Backend& cpu,
   auto sc = cpu.create_method_state(), sg = gpu.create_method_state();
   auto& cpu_sets = static_cast<cpu_backend::CpuMethodState&>(*sc).sparse_sets;
   int sparse_forwards = 0;
+  test::DecodeTrace tc, tg;  // each backend's forwards
   for (int step = 0; step < 500; ++step) {
     SequenceForward fc, fg;
     fc.cache = kc.get();
@@ -546,6 +547,7 @@ Tracked track_cpu_step_by_step(const Model& model, Backend& gpu, Backend& cpu,
     const bool more = dc->plan(fc);
     EXPECT_EQ(more, dg->plan(fg));
     if (!more) break;
+    fc.want_routing = fg.want_routing = true;  // LLaDA2: rows routed apart must be near-ties
     EXPECT_EQ(fc.tokens, fg.tokens) << "step " << step;
     sparse_forwards += fg.sparse && fg.sparse->attend_selected;
     const bool selects = fg.sparse && fg.sparse->select != SparseMethod::kNone;
@@ -570,11 +572,10 @@ Tracked track_cpu_step_by_step(const Model& model, Backend& gpu, Backend& cpu,
     }
     dc->observe(rc);
     dg->observe(rg);
+    tc.push_back(test::record_of(rc));
+    tg.push_back(test::record_of(rg));
     if (dc->canvas() != dg->canvas()) {
-      test::expect_near_tie(name + " GPU vs CPU",
-                            test::parting_at(size_t(step), test::ForwardRecord{.stats = rg.stats},
-                                             test::ForwardRecord{.stats = rc.stats}, d),
-                            d);
+      test::expect_near_tie(name + " GPU vs CPU", test::parting_at(size_t(step), tg, tc, d), d);
       return t;  // (SparseD's exact first steps may diverge before any sparse forward)
     }
     const auto& fin = dc->final_tokens();

@@ -8,11 +8,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <optional>
 #include <random>
 
+#include "backend/backend.h"
 #include "backend/cuda/kernels.h"
 #include "backend/moe_routing.h"
 #include "cuda_test_util.h"
+#include "model/model.h"
+#include "support/decision_trace.h"
+#include "support/test_paths.h"
 
 namespace dllm {
 namespace {
@@ -201,6 +207,61 @@ TEST(CudaMoe, SortIsAStableCountingSort) {
       EXPECT_EQ(got_active, active);
     }
   }
+}
+
+// The whole model's routing (SequenceForward::want_routing): a 48-token prefill and a block of 8
+// over it on the llada2-tiny fixture route every row of every MoE layer to the CPU's experts,
+// except where the CPU's own closest routing call is a near-tie (the GPU's bf16 activations
+// against the CPU's fp32 may flip only those). A flip changes what the later layers see, so
+// the rows held to the bound are those routed apart in the first layer where any was.
+TEST(CudaMoe, ForwardRoutesRowsAsTheCpuExceptAtNearTies) {
+  const auto model = Model::load(test::model_fixture("llada2-tiny"));
+  auto cpu = make_cpu_backend(*model);
+  auto gpu = make_cuda_backend(*model);
+  const int64_t k = model->config().moe.experts_per_token;
+  std::mt19937 rng(5);
+  std::vector<int32_t> prompt(48);
+  for (int32_t& t : prompt) t = int32_t(rng() % 280);
+  auto cache_c = cpu->create_cache(64), cache_g = gpu->create_cache(64);
+  const auto run = [&](Backend& b, KvCache& cache, std::vector<int32_t> tokens, int32_t first,
+                       CacheWrite write) {
+    SequenceForward f;
+    f.cache = &cache;
+    f.tokens = std::move(tokens);
+    f.positions.resize(f.tokens.size());
+    std::iota(f.positions.begin(), f.positions.end(), first);
+    f.rule = AttentionRule::block_causal(8);
+    f.write = write;
+    f.want_routing = true;
+    return b.forward(std::span(&f, 1))[0];
+  };
+  int rows = 0, apart = 0;
+  for (int step = 0; step < 2; ++step) {
+    const std::vector<int32_t> block = {7, 99, 290, 290, 290, 290, 12, 3};
+    const auto c = step == 0 ? run(*cpu, *cache_c, prompt, 0, CacheWrite::kAppend)
+                             : run(*cpu, *cache_c, block, 48, CacheWrite::kNone);
+    const auto g = step == 0 ? run(*gpu, *cache_g, prompt, 0, CacheWrite::kAppend)
+                             : run(*gpu, *cache_g, block, 48, CacheWrite::kNone);
+    ASSERT_FALSE(c.routing_gaps.empty());
+    ASSERT_EQ(g.routing_gaps.size(), c.routing_gaps.size());
+    ASSERT_EQ(g.routed_experts.size(), c.routing_gaps.size() * size_t(k));
+    ASSERT_EQ(c.routed_experts.size(), g.routed_experts.size());
+    rows += int(c.routing_gaps.size());
+    const size_t per_layer = step == 0 ? prompt.size() : 8;  // the forward's rows
+    std::optional<size_t> first_layer;
+    for (size_t t = 0; t < c.routing_gaps.size(); ++t) {
+      if (std::equal(c.routed_experts.begin() + t * k, c.routed_experts.begin() + (t + 1) * k,
+                     g.routed_experts.begin() + t * k))
+        continue;
+      if (!first_layer) first_layer = t / per_layer;
+      if (t / per_layer != *first_layer) break;  // later layers may follow from its flips
+      ++apart;
+      std::printf("  forward %d: MoE layer %zu row %zu routed apart, CPU routing gap %.4f\n", step,
+                  t / per_layer, t % per_layer, c.routing_gaps[t]);
+      EXPECT_LT(c.routing_gaps[t], test::kNearTie) << "forward " << step << ", routed row " << t;
+    }
+  }
+  std::printf("  %d routed rows, %d routed apart where they first part\n", rows, apart);
 }
 
 TEST(CudaMoeRouter, UnsupportedShapeIsAnError) {

@@ -133,10 +133,13 @@ TEST(CudaS2d2, GenerationsTrackTheCpu) {
           req, {}, [&](const Decoder& d, auto results) { test::record_forward(tg, d, results); });
       const auto r = ec.generate(
           req, {}, [&](const Decoder& d, auto results) { test::record_forward(tc, d, results); });
+      // A prompt prefix an earlier case published: those rows' routing is in no trace.
+      if (g.stats.prefix_cached_tokens > 0) test::mark_reused_prefix(tg);
+      if (r.stats.prefix_cached_tokens > 0) test::mark_reused_prefix(tc);
       ++cases;
       identical += test::expect_same_or_near_tie(
           std::string(name) + " " + c["name"].get<std::string>() + " GPU vs CPU", g.ids, tg, r.ids,
-          tc, req.params, model->config().moe.num_experts > 0);
+          tc, req.params);
       verified += int(g.stats.speculation.verify_calls);
     }
   }

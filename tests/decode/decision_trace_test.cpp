@@ -79,5 +79,60 @@ TEST(DecisionTrace, AShorterRunPartsAtItsLastForwardAndAnEmptyOneShowsNothing) {
   EXPECT_GT(none->margin, kNearTie);
 }
 
+// MoE models: the first row routed apart, in a forward up to the parting, is what is measured.
+TEST(DecisionTrace, ARowRoutedApartIsMeasuredByTheReferencesRoutingGap) {
+  DecodeTrace reference = {record({1, 9, 9}, {row(5, 0.5f, 0.3f)}),
+                           record({1, 5, 9}, {row(6, 0.6f, 0.3f)})};
+  // Two rows, k = 2 experts each, one MoE layer.
+  reference[0].routed_experts = {0, 3, 1, 2};
+  reference[0].routing_gaps = {0.2, 0.3};
+  reference[1].routed_experts = {0, 3, 1, 2};
+  reference[1].routing_gaps = {0.25, 0.004};
+  DecodeTrace run = reference;
+  run[1].canvas = {1, 5, 7};
+  run[1].stats[0].p_token_tempered = 0.2f;  // other experts: other numbers
+  auto p = first_parting(run, reference, greedy(0.9f));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_FALSE(p->routing_forward.has_value());  // routed alike: the numbers must agree
+  run[1].routed_experts = {0, 3, 1, 3};          // the second row's experts differ
+  p = first_parting(run, reference, greedy(0.9f));
+  ASSERT_TRUE(p.has_value());
+  ASSERT_TRUE(p->routing_forward.has_value());
+  EXPECT_EQ(*p->routing_forward, 1u);
+  EXPECT_EQ(p->routing_gap, 0.004);
+  run[0].routed_experts = {0, 1, 1, 2};  // earlier, in the first row of the first forward
+  p = first_parting(run, reference, greedy(0.9f));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_EQ(*p->routing_forward, 0u);
+  EXPECT_EQ(p->routing_gap, 0.2);
+  EXPECT_FALSE(p->routing_unseen);
+}
+
+TEST(DecisionTrace, RoutingOfAReusedPrefixOrOfOtherRowsIsUnseen) {
+  DecodeTrace reference = {record({1, 9, 9}, {row(5, 0.5f, 0.3f)}),
+                           record({1, 5, 9}, {row(6, 0.6f, 0.3f)})};
+  reference[0].routed_experts = {0, 3, 1, 2};
+  reference[0].routing_gaps = {0.2, 0.3};
+  reference[1].routed_experts = {0, 3};
+  reference[1].routing_gaps = {0.25};
+  DecodeTrace run = reference;
+  run[1].canvas = {1, 5, 7};
+  run[0].routed_experts = {1, 2};  // a prefill past a shared first row routes one row only
+  run[0].routing_gaps = {0.3};
+  auto p = first_parting(run, reference, greedy(0.9f));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(p->routing_unseen);
+  EXPECT_FALSE(p->routing_forward.has_value());
+  run[0] = reference[0];
+  mark_reused_prefix(run);  // the same rows, but past pages another request computed
+  EXPECT_TRUE(run[0].reused_prefix);
+  p = first_parting(run, reference, greedy(0.9f));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(p->routing_unseen);
+  DecodeTrace dense = {record({1, 9}, {row(5, 0.5f, 0.3f)})};  // no routing: nothing unseen
+  mark_reused_prefix(dense);
+  EXPECT_FALSE(dense[0].reused_prefix);
+}
+
 }  // namespace
 }  // namespace dllm::test

@@ -29,6 +29,20 @@ TEST(Llada2Engine, BatchedRequestsEqualRequestsAlone) {
     EXPECT_FALSE(alone[i].ids.empty());
     EXPECT_EQ(together[i].ids, alone[i].ids);
     EXPECT_EQ(together[i].finish_reason, alone[i].finish_reason);
+    // The traced forwards' routing (SequenceRequest::trace_routing): each row's k experts and its
+    // gap, the same in a batch as alone (a batch hands every sequence its own rows) — after the
+    // prefill, which in a batch may start past a prompt prefix another request published.
+    ASSERT_EQ(together[i].trace.size(), alone[i].trace.size());
+    size_t routed = 0;
+    for (size_t f = 1; f < alone[i].trace.size(); ++f) {
+      const test::ForwardRecord &a = alone[i].trace[f], &t = together[i].trace[f];
+      EXPECT_EQ(a.routed_experts.size(),
+                a.routing_gaps.size() * size_t(model->config().moe.experts_per_token));
+      EXPECT_EQ(t.routed_experts, a.routed_experts) << "forward " << f;
+      EXPECT_EQ(t.routing_gaps, a.routing_gaps) << "forward " << f;
+      routed += a.routing_gaps.size();
+    }
+    EXPECT_GT(routed, 0u);
   }
   EXPECT_GT(core.counters().sequences_in_steps, 2 * core.counters().steps)
       << "the requests must actually share forwards";

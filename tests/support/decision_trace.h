@@ -4,7 +4,10 @@
 // or in which the runs chose another token in some row (S2D2's drafts are state the canvas does
 // not show), is where the runs parted — both fed that forward the same canvas — and the closest
 // call among its decisions is measured in the reference run's own numbers. bf16 (or another
-// summation order) may flip a decision only where that gap is small.
+// summation order) may flip a decision only where that gap is small. A model with MoE layers
+// also makes decisions inside each forward — the experts of every row — so the runs record
+// those too (SequenceRequest::trace_routing), and a row routed apart must have been a near-tie
+// of its router's scores.
 #pragma once
 
 #include <cstddef>
@@ -24,8 +27,24 @@ struct ForwardRecord {
   std::vector<int32_t> canvas;    // after the forward
   std::vector<TokenStats> stats;  // every output row of the forward's results
   std::vector<VerifyRow> verify;  // S2D2's verified rows: q(x) and p(x) of each drafted token
+  // MoE models: each routed row's experts and closest routing gap, per result in order
+  // (SequenceResult::routed_experts / routing_gaps, layer-major).
+  std::vector<int32_t> routed_experts;
+  std::vector<double> routing_gaps;
+  // The forward (a prefill) started past prompt pages another request computed: the routing of
+  // those rows is in no trace.
+  bool reused_prefix = false;
 };
 using DecodeTrace = std::vector<ForwardRecord>;
+
+// Marks a finished run whose prefill reused prompt pages another request computed
+// (GenerationStats::prefix_cached_tokens > 0): with MoE layers, those rows' routing is in no
+// trace (ForwardRecord::reused_prefix). A dense model's trace stays as it is.
+void mark_reused_prefix(DecodeTrace& trace);
+
+// What one forward's result shows (statistics, verified rows, routing), without a canvas: the
+// record of a test that drives a decoder and a backend itself.
+ForwardRecord record_of(const SequenceResult& result);
 
 // Appends one forward's record (the engine's trace callback); a decoder that started over (the
 // sequence was preempted and recomputed) starts the trace over.
@@ -49,10 +68,20 @@ struct Parting {
   // Largest relative gap between the two runs' probabilities of a token both chose in that
   // forward: how far apart their numbers were where they agreed.
   double disagreement = 0;
+  // MoE models: the first forward, up to `forward`, in which a row was routed to other experts,
+  // and the reference's closest routing gap of the first such row (every row routed before it,
+  // in that forward's layer-major order, went alike: its router saw the same inputs up to
+  // rounding).
+  std::optional<size_t> routing_forward;
+  double routing_gap = 0;
+  // Some rows' routing up to `forward` is in neither trace (a reused prompt prefix, or forwards
+  // that routed different rows), so a row may have been routed apart unseen.
+  bool routing_unseen = false;
 };
 
-// What is measured where two runs parted in `forward`, from that forward's results.
-Parting parting_at(size_t forward, const ForwardRecord& run, const ForwardRecord& reference,
+// What is measured where two runs parted in `forward`: that forward's results, and the first
+// row routed apart in it or before it.
+Parting parting_at(size_t forward, const DecodeTrace& run, const DecodeTrace& reference,
                    const DecodeParams& d);
 
 // Where `run` left `reference` (nullopt: the same canvas and tokens after every forward, and as
@@ -73,18 +102,16 @@ inline constexpr double kSameForward = 0.2;
 // probabilities where they chose alike within kSameForward (the same forward), and for greedy
 // decoding the reference's closest decision margin below kNearTie. A sampled run draws the same
 // uniforms in both runs, so its token may also flip where a draw falls within the runs'
-// difference of a boundary of the inverse CDF, which the statistics do not show. A model with
-// MoE layers (`routes_experts`) routes every row inside the forward by a top-k of router scores
-// neither run reports, so a row routed differently may differ beyond rounding: there the
-// probabilities are printed, not bounded.
-void expect_near_tie(const std::string& what, const Parting& p, const DecodeParams& d,
-                     bool routes_experts = false);
+// difference of a boundary of the inverse CDF, which the statistics do not show. Where a row was
+// routed apart first, that routing is what must be a near-tie (its gap below kNearTie): the rows
+// after it compute with other experts, so their numbers may differ beyond rounding. Where some
+// routing was unseen (Parting::routing_unseen), the numbers are printed, not bounded.
+void expect_near_tie(const std::string& what, const Parting& p, const DecodeParams& d);
 
 // gtest expectations that two runs of request `what` gave the same ids, or parted at a near-tie
 // (expect_near_tie). True when the ids are equal.
 bool expect_same_or_near_tie(const std::string& what, const std::vector<int32_t>& run_ids,
                              const DecodeTrace& run, const std::vector<int32_t>& reference_ids,
-                             const DecodeTrace& reference, const DecodeParams& d,
-                             bool routes_experts = false);
+                             const DecodeTrace& reference, const DecodeParams& d);
 
 }  // namespace dllm::test

@@ -21,11 +21,13 @@ SequenceRequest to_request(const EngineCase& c, uint64_t id, EngineOutcome& out)
     out.error = g.error;
     out.preemptions = g.stats.preemptions;
     out.prefix_cached_tokens = g.stats.prefix_cached_tokens;
+    if (g.stats.prefix_cached_tokens > 0) mark_reused_prefix(out.trace);
     ++out.finishes;
   };
   r.callbacks.on_trace = [&out](const Decoder& d, std::span<const SequenceResult> results) {
     record_forward(out.trace, d, results);
   };
+  r.trace_routing = true;
   return r;
 }
 

@@ -192,7 +192,7 @@ void CpuBackend::attend_all(int64_t layer, std::vector<SequenceRun>& runs, const
                             float* out, std::vector<SequenceResult>& results) const {
   const int64_t qd = config_.q_dim();
   std::vector<int64_t> first(runs.size() + 1, 0);  // first active row of each sequence
-  int64_t largest = 0;  // multiply-adds of the largest sequence's scores
+  int64_t largest = 0;                             // multiply-adds of the largest sequence's scores
   for (size_t si = 0; si < runs.size(); ++si) {
     const int64_t n_q = static_cast<int64_t>(runs[si].active.size());
     first[si + 1] = first[si] + n_q;
@@ -259,12 +259,13 @@ void CpuBackend::add_block_output(int64_t layer, SequenceRun& run, const float* 
   }
 }
 
-void CpuBackend::run_ffn(int64_t li, const float* xn, int64_t m, float* out) const {
+void CpuBackend::run_ffn(int64_t li, const float* xn, int64_t m, float* out,
+                         MoeRoutingReport* routing) const {
   const LayerDesc& d = desc_[static_cast<size_t>(li)];
   const CpuLayer& L = layers_[static_cast<size_t>(li)];
   const int64_t h = config_.hidden_size;
   if (d.ffn == FfnKind::kMoeSwiGlu) {
-    moe_ffn(d.moe, L.moe, xn, m, h, out);
+    moe_ffn(d.moe, L.moe, xn, m, h, out, routing);
     return;
   }
   swiglu_ffn(L.ffn, xn, m, h, out, scratch_.gate, scratch_.up);
@@ -374,7 +375,19 @@ std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward>
     // FFN block, over the same rows.
     gather_rows(x.data(), rows, h, xn.data());
     cpu::rms_norm(xn.data(), h, L.mlp_norm.ptr(), xn.data(), h, m, h, eps);
-    run_ffn(li, xn.data(), m, o.data());
+    const bool report_routing =
+        desc_[static_cast<size_t>(li)].ffn == FfnKind::kMoeSwiGlu &&
+        std::any_of(batch.begin(), batch.end(), [](const auto& s) { return s.want_routing; });
+    MoeRoutingReport routing;
+    run_ffn(li, xn.data(), m, o.data(), report_routing ? &routing : nullptr);
+    if (report_routing) {  // the report's rows are the runs' active rows, in order
+      int64_t first = 0;
+      for (size_t si = 0; si < runs.size(); ++si) {
+        const auto count = static_cast<int64_t>(runs[si].active.size());
+        if (batch[si].want_routing) routing.give(first, count, results[si]);
+        first += count;
+      }
+    }
     if (reduce_) reduce_(o.data(), m * h);
     at = 0;
     for (SequenceRun& run : runs) {

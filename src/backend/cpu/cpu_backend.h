@@ -14,6 +14,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_weight.h"
+#include "backend/moe_routing.h"
 #include "core/host_tensor.h"
 #include "model/layer_desc.h"
 
@@ -49,8 +50,9 @@ void swiglu_ffn(const CpuFfn& w, const float* x, int64_t rows, int64_t hidden, f
 
 // out[m, hidden] = the MoE FFN of `m` normed rows `xn` (router, top-k experts, shared experts).
 // Each row's result depends only on that row (batch invariant).
+// `routing` (may be null): receives how the m rows were routed (SequenceForward::want_routing).
 void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, int64_t m,
-             int64_t hidden, float* out);
+             int64_t hidden, float* out, MoeRoutingReport* routing = nullptr);
 
 // What the CPU keeps per sequence between forwards.
 class CpuMethodState final : public MethodState {
@@ -161,7 +163,8 @@ class CpuBackend : public Backend {  // not final: tests override check_forward(
   void attend_all(int64_t layer, std::vector<SequenceRun>& runs, const float* q, float* out,
                   std::vector<SequenceResult>& results) const;
   // The FFN of layer `li` (dense or MoE, per desc_) of `m` normed rows into `out` [m, hidden].
-  void run_ffn(int64_t li, const float* xn, int64_t m, float* out) const;
+  void run_ffn(int64_t li, const float* xn, int64_t m, float* out,
+               MoeRoutingReport* routing = nullptr) const;
 
   // dLLM-Cache (cpu_dllm_cache.cpp): picks the rows recomputed in `layer` (writing the new V of
   // every response row when rho selects them by similarity); after each sub-block, stores the

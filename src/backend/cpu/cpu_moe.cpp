@@ -22,11 +22,16 @@ void swiglu_ffn(const CpuFfn& w, const float* x, int64_t rows, int64_t hidden, f
 }
 
 void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, int64_t m,
-             int64_t hidden, float* out) {
+             int64_t hidden, float* out, MoeRoutingReport* report) {
   const int64_t n = config.num_experts, k = config.experts_per_token;
   std::vector<float> logits(static_cast<size_t>(m * n));  // the router runs in fp32 (§8.6)
   cpu::matmul_nt(xn, hidden, weights.router, logits.data(), n, m);
   const MoeRouting routing = route_experts(config, logits, m, weights.expert_bias.data);
+  if (report)
+    for (int64_t t = 0; t < m; ++t)
+      report->add_token(
+          config, std::span(logits).subspan(static_cast<size_t>(t * n), static_cast<size_t>(n)),
+          weights.expert_bias.data, &routing.experts[static_cast<size_t>(t * k)]);
 
   // Rows routed to each expert, in row order, with their weights.
   std::vector<std::vector<int64_t>> rows(static_cast<size_t>(n));

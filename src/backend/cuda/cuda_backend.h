@@ -149,6 +149,9 @@ class CudaBackend final : public Backend {
   // The FFN of `m` normed rows (xn_) into `out` (added to it when `accumulate`): dense SwiGLU, or
   // the MoE (router, dispatch, grouped GEMMs over the active experts, combine, shared experts).
   void enqueue_ffn(int64_t layer, int m, float* out, bool accumulate);
+  // want_routing (cuda_routing.cpp): waits for the MoE layer just enqueued and hands its routing
+  // to the plan's sequences that want it.
+  void keep_routing(ForwardPlan& plan, int64_t layer, const LayerRows& rows);
   // Adds one sub-block's output rows to the residual stream (dLLM-Cache: stores them first and
   // adds the kept outputs of every canvas row).
   void add_block_output(ForwardPlan& plan, int64_t layer, const LayerRows& rows, bool ffn);

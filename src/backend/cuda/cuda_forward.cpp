@@ -38,7 +38,7 @@ size_t CudaBackend::overlap_split(std::span<const SequenceForward> batch) const 
   int64_t rows = 0;
   for (const SequenceForward& s : batch) {
     if (s.dllm_cache || s.sparse || s.sparse_prefill || s.want_attention_rows ||
-        s.want_attention_rollout || s.input_embeddings)
+        s.want_attention_rollout || s.input_embeddings || s.want_routing)
       return 0;
     rows += static_cast<int64_t>(s.tokens.size());
   }

@@ -97,7 +97,9 @@ ForwardPlan CudaBackend::prepare(std::span<const SequenceForward> batch) {
     if (batch[i].want_layer_qk)
       fail("forward request ", i, ": want_layer_qk (pattern search) runs on the CPU backend");
     plan.any_input_embeddings = plan.any_input_embeddings || batch[i].input_embeddings;
+    plan.any_routing = plan.any_routing || (batch[i].want_routing && c.moe.num_experts > 0);
   }
+  if (plan.any_routing) plan.routing.resize(batch.size());
   plan.seqs.resize(batch.size());
   for (size_t si = 0; si < batch.size(); ++si) {
     const SequenceForward& seq = batch[si];
@@ -189,7 +191,7 @@ void CudaBackend::stage(ForwardPlan& plan) {
   // Input embeddings are copied from host memory each forward: never part of a captured graph.
   plan.graphable = graphs_enabled_ && !profiling_ && !plan.any_reuse && plan.attn_rows_total == 0 &&
                    !plan.any_input_embeddings && !plan.any_sparse_select && !plan.any_quest &&
-                   !plan.any_sparse_prefill;
+                   !plan.any_sparse_prefill && !plan.any_routing;
   const int64_t T = plan.total_rows;
   const int64_t Tp = plan.padded_rows = plan.graphable ? row_bucket(T) : T;
   // tokens | positions | pool slots, each padded_rows long (padding: token 0, position 0, the

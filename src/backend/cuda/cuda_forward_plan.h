@@ -52,9 +52,9 @@ struct PlannedSequence {
   int64_t sparse_first_layer = 0, sparse_prefix = 0, sparse_k = 0, sparse_keys = 0;
   std::vector<int32_t> select_rows;
   size_t select_rows_at = 0, prefix_slots_at = 0, sparse_pages_at = 0;
-  int64_t select_q_row = 0;  // its first row among the selecting sequences' (sel_q_)
+  int64_t select_q_row = 0;            // its first row among the selecting sequences' (sel_q_)
   int32_t* sparse_sets_out = nullptr;  // the state's sets when kept; else null: scratch
-  size_t scratch_sets_at = 0;           // a selection not kept: its sets in sel_sets_ from here
+  size_t scratch_sets_at = 0;          // a selection not kept: its sets in sel_sets_ from here
   // MMInference sparse prefill (cuda_sparse_prefill.cpp): per layer, 1 where the sparse prefill
   // kernel attends its rows (a cold prefill, some head of the layer's patterns sparse); empty
   // when the request has no sparse prefill or the forward is not a cold prefill.
@@ -106,8 +106,12 @@ struct ForwardPlan {
   bool any_sparse_select = false, any_quest = false;
   bool any_sparse_prefill = false;  // some sequence's layers run the sparse prefill kernel
   int64_t select_q_rows = 0;        // the selecting sequences' rows
-  size_t scratch_sets = 0;          // sel_sets_ ints of the selections not kept
-  bool graphable = false;           // one captured CUDA graph can replay it (see cuda_forward.cpp)
+  // Some sequence wants its MoE routing (SequenceForward::want_routing): each MoE layer's is read
+  // back as it runs (keep_routing), so the forward runs eagerly; per sequence, what it kept.
+  bool any_routing = false;
+  std::vector<SequenceResult> routing;
+  size_t scratch_sets = 0;  // sel_sets_ ints of the selections not kept
+  bool graphable = false;   // one captured CUDA graph can replay it (see cuda_forward.cpp)
 };
 
 // The rows one layer recomputes: every row of the batch, or — with a dLLM-Cache sequence in

@@ -273,6 +273,8 @@ void CudaBackend::enqueue_ffn_block(ForwardPlan& plan, int64_t li, const LayerRo
                    static_cast<float>(config_.norm_eps), lane_->stream);
     op_end();
     enqueue_ffn(li, M, block_output(rows), rows.all && lead_rank_);
+    if (plan.any_routing && desc_[static_cast<size_t>(li)].ffn == FfnKind::kMoeSwiGlu)
+      keep_routing(plan, li, rows);
     sum_over_group(rows);
   }
   if (!rows.all) add_block_output(plan, li, rows, /*ffn=*/true);

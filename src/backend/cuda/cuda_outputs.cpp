@@ -169,6 +169,10 @@ std::vector<SequenceResult> CudaBackend::collect(ForwardPlan& plan,
     if (seq.sparse) finish_sparse(p, r);
     if (!seq.want_logits && !vocab_slice_) r.logits.clear();
   }
+  for (size_t si = 0; si < plan.routing.size(); ++si) {
+    results[si].routed_experts = std::move(plan.routing[si].routed_experts);
+    results[si].routing_gaps = std::move(plan.routing[si].routing_gaps);
+  }
   return results;
 }
 
