@@ -123,6 +123,12 @@ TEST(DecisionTrace, RoutingOfAReusedPrefixOrOfOtherRowsIsUnseen) {
   ASSERT_TRUE(p.has_value());
   EXPECT_TRUE(p->routing_unseen);
   EXPECT_FALSE(p->routing_forward.has_value());
+  run[1].routed_experts = {1, 3};  // apart after the unseen rows: not measured
+  p = first_parting(run, reference, greedy(0.9f));
+  ASSERT_TRUE(p.has_value());
+  EXPECT_TRUE(p->routing_unseen);
+  EXPECT_FALSE(p->routing_forward.has_value());
+  run[1].routed_experts = reference[1].routed_experts;
   run[0] = reference[0];
   mark_reused_prefix(run);  // the same rows, but past pages another request computed
   EXPECT_TRUE(run[0].reused_prefix);

@@ -133,7 +133,10 @@ Parting parting_at(size_t forward, const DecodeTrace& run, const DecodeTrace& re
                             verify_disagreement(run[forward].verify, reference[forward].verify));
   for (size_t g = 0; g <= forward; ++g) {
     const RoutingComparison c = compare_routing(run[g], reference[g]);
-    p.routing_unseen = p.routing_unseen || !c.comparable;
+    if (!c.comparable) {  // a later row routed apart may follow from rows no trace shows
+      p.routing_unseen = true;
+      break;
+    }
     if (c.apart) {
       p.routing_forward = g;
       p.routing_gap = reference[g].routing_gaps[*c.apart];

@@ -75,7 +75,8 @@ struct Parting {
   std::optional<size_t> routing_forward;
   double routing_gap = 0;
   // Some rows' routing up to `forward` is in neither trace (a reused prompt prefix, or forwards
-  // that routed different rows), so a row may have been routed apart unseen.
+  // that routed different rows), so a row may have been routed apart unseen; rows routed apart
+  // after those are not measured (they may follow from it).
   bool routing_unseen = false;
 };
 
