@@ -2,7 +2,7 @@
 // the CPU forward: the embedded tiny-block model (hidden 256, 8 × 32 query heads, 2 KV heads,
 // intermediate 768, vocab 4096) at 4..512 rows, and the Qwen3-0.6B benchmark model
 // (configs/qwen3-0.6b-sdar.json: hidden 1024, 16 × 128 query heads, intermediate 3072) at a
-// denoising step's 4 and 32 rows and a 512-row prefill. Each case runs on 1 and on 2 threads (our pool
+// denoising step's 4-32 rows and a 512-row prefill. Each case runs on 1 and on 2 threads (our pool
 // and OpenMP alike), and ours also with bf16 weights (widened in registers, gemm_nt) and, where the
 // CPU has AVX512-BF16, the opt-in bf16 dot-product GEMM ("dot-bf16", gemm_bf16.h).
 //
@@ -36,10 +36,11 @@ constexpr Projection kQwen[] = {{"qwen0.6b/q", 2048, 1024},
                                 {"qwen0.6b/o", 1024, 2048},
                                 {"qwen0.6b/gate,up", 3072, 1024},
                                 {"qwen0.6b/down", 1024, 3072}};
-constexpr int kQwenRows[] = {4, 32, 512};
+constexpr int kQwenRows[] = {4, 8, 16, 32, 512};
 
 using dllm::cpu::GemmKernel;
-constexpr GemmKernel kSimdKernels[] = {GemmKernel::kAvx2, GemmKernel::kAvx512};
+constexpr GemmKernel kSimdKernels[] = {GemmKernel::kAvx2, GemmKernel::kAvx512,
+                                       GemmKernel::kAvx512Wide};
 
 // kernel: one of ours, or none for OpenBLAS (or the bf16 dot-product GEMM when dot_bf16).
 // bf16: ours over bf16 weights (ignored for OpenBLAS).
@@ -53,8 +54,8 @@ void run_gemm(benchmark::State& state, std::optional<GemmKernel> kernel, Project
     if (dot_bf16)
       dllm::cpu::gemm_nt_bf16(a.data(), p.k, w16.data(), p.k, out.data(), p.n, m, p.n, p.k, false);
     else if (kernel && bf16)
-      dllm::cpu::gemm_nt_on(*kernel, a.data(), p.k, dllm::DType::kBF16, w16.data(), p.k,
-                            out.data(), p.n, m, p.n, p.k, false);
+      dllm::cpu::gemm_nt_on(*kernel, a.data(), p.k, dllm::DType::kBF16, w16.data(), p.k, out.data(),
+                            p.n, m, p.n, p.k, false);
     else if (kernel)
       dllm::cpu::gemm_nt_f32_on(*kernel, a.data(), p.k, w.data(), p.k, out.data(), p.n, m, p.n, p.k,
                                 false);

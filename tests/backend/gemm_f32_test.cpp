@@ -51,8 +51,8 @@ struct Problem {
 // The kernels this CPU can run, the portable one included.
 std::vector<cpu::GemmKernel> available_kernels() {
   std::vector<cpu::GemmKernel> kernels;
-  for (const auto kernel :
-       {cpu::GemmKernel::kPortable, cpu::GemmKernel::kAvx2, cpu::GemmKernel::kAvx512})
+  for (const auto kernel : {cpu::GemmKernel::kPortable, cpu::GemmKernel::kAvx2,
+                            cpu::GemmKernel::kAvx512, cpu::GemmKernel::kAvx512Wide})
     if (cpu::gemm_kernel_available(kernel)) kernels.push_back(kernel);
   return kernels;
 }

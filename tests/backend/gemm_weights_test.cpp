@@ -69,8 +69,8 @@ std::vector<float> random_vec(size_t n, std::mt19937& rng) {
 
 std::vector<cpu::GemmKernel> available_kernels() {
   std::vector<cpu::GemmKernel> kernels;
-  for (const auto kernel :
-       {cpu::GemmKernel::kPortable, cpu::GemmKernel::kAvx2, cpu::GemmKernel::kAvx512})
+  for (const auto kernel : {cpu::GemmKernel::kPortable, cpu::GemmKernel::kAvx2,
+                            cpu::GemmKernel::kAvx512, cpu::GemmKernel::kAvx512Wide})
     if (cpu::gemm_kernel_available(kernel)) kernels.push_back(kernel);
   return kernels;
 }

@@ -123,7 +123,8 @@ TEST_F(GenerateCli, BadInputIsAClearError) {
       {" -p hi --temperature nan", "--temperature must be >= 0 (got nan)"},
       {" -p hi --temperature inf", "--temperature must be >= 0 (got inf)"},
       {" -p hi --temperature 1e-40", "--temperature must be 0 (greedy) or at least 1e-05"},
-      {" -p hi --strategy s2d2 --verify-policy bandit --ucb-span-bins 65536 --ucb-progress-bins 65536",
+      {" -p hi --strategy s2d2 --verify-policy bandit --ucb-span-bins 65536 --ucb-progress-bins "
+       "65536",
        "-bins must be in [1, 64]"},
       {" -p hi --seed 1.5", "--seed must be a whole number in"},
       {" -p hi --seed -9223372036854775809", "--seed must be a whole number in"},
@@ -313,6 +314,31 @@ TEST(GenerateCliFullDiffusion, BadInputIsAClearError) {
     const auto r = test::run_command(cmd);
     EXPECT_NE(r.status, 0) << cmd;
     EXPECT_NE(r.output.find(needle), std::string::npos) << cmd << "\n" << r.output;
+  }
+}
+
+// The CPU GEMM kernel can be forced by name (comparisons); a name that is none is a clear error,
+// and every kernel this CPU runs gives the same ids.
+TEST(GenerateCliCpuGemm, KernelByNameSameIdsAndBadNames) {
+  const std::string cmd = test::dllm_binary() + " generate --device cpu -m " +
+                          test::model_fixture("llada-tiny").string() +
+                          " --prompt-ids 1,2,3 --max-tokens 32 --format json";
+  const auto bad = test::run_command("DLLM_CPU_GEMM_KERNEL=avx9 " + cmd);
+  EXPECT_NE(bad.status, 0);
+  EXPECT_NE(bad.output.find("DLLM_CPU_GEMM_KERNEL=avx9 is not a kernel (accepted: portable"),
+            std::string::npos)
+      << bad.output;
+  std::optional<nlohmann::json> first;
+  for (const char* kernel : {"portable", "avx2", "avx512", "avx512-wide"}) {
+    const auto r = test::run_command(std::string("DLLM_CPU_GEMM_KERNEL=") + kernel + " " + cmd);
+    if (r.status != 0) {  // a kernel this CPU lacks: named as such
+      EXPECT_NE(r.output.find("this CPU lacks the instructions"), std::string::npos) << r.output;
+      continue;
+    }
+    const auto ids = nlohmann::json::parse(r.output).at("ids");
+    EXPECT_EQ(ids.size(), 32u) << kernel;
+    if (!first) first = ids;
+    EXPECT_EQ(ids, *first) << kernel;
   }
 }
 

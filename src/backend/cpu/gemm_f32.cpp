@@ -5,8 +5,11 @@
 #include "backend/cpu/gemm_f32.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cpu/gemm_f32_tiles.h"
+#include "core/error.h"
 #include "core/thread_pool.h"
 
 namespace dllm::cpu {
@@ -41,6 +44,8 @@ TileFn tile_of(GemmKernel kernel, DType w_dtype) {
   switch (kernel) {
     case GemmKernel::kAvx512:
       return gemm_detail::tile_avx512(w_dtype);
+    case GemmKernel::kAvx512Wide:
+      return gemm_detail::tile_avx512_wide(w_dtype);
     case GemmKernel::kAvx2:
       return gemm_detail::tile_avx2(w_dtype);
     case GemmKernel::kPortable:
@@ -93,6 +98,7 @@ void for_each_block(int64_t m, int64_t n, int64_t k, const BlockFn& block, int64
 bool gemm_kernel_available(GemmKernel kernel) {
   switch (kernel) {
     case GemmKernel::kAvx512:
+    case GemmKernel::kAvx512Wide:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
     case GemmKernel::kAvx2:
@@ -104,10 +110,27 @@ bool gemm_kernel_available(GemmKernel kernel) {
   return false;
 }
 
+// The fastest kernel this CPU has: with AVX-512 the 512-bit one (Zen 5, one thread, Qwen3-0.6B
+// projections over bf16 weights at 4-512 rows: 131-199 GFLOP/s against 111-127 for the 256-bit
+// one, docs/benchmarks.md). DLLM_CPU_GEMM_KERNEL names another (comparisons; all give the same
+// bits).
 GemmKernel gemm_best_kernel() {
-  static const GemmKernel best = gemm_kernel_available(GemmKernel::kAvx512) ? GemmKernel::kAvx512
-                                 : gemm_kernel_available(GemmKernel::kAvx2) ? GemmKernel::kAvx2
-                                                                            : GemmKernel::kPortable;
+  static const GemmKernel best = [] {
+    if (const char* name = std::getenv("DLLM_CPU_GEMM_KERNEL"); name && *name) {
+      for (GemmKernel k :
+           {GemmKernel::kPortable, GemmKernel::kAvx2, GemmKernel::kAvx512, GemmKernel::kAvx512Wide})
+        if (std::strcmp(name, gemm_kernel_name(k)) == 0) {
+          if (!gemm_kernel_available(k))
+            fail("DLLM_CPU_GEMM_KERNEL=", name, ": this CPU lacks the instructions it needs");
+          return k;
+        }
+      fail("DLLM_CPU_GEMM_KERNEL=", name,
+           " is not a kernel (accepted: portable, avx2, avx512, avx512-wide)");
+    }
+    return gemm_kernel_available(GemmKernel::kAvx512Wide) ? GemmKernel::kAvx512Wide
+           : gemm_kernel_available(GemmKernel::kAvx2)     ? GemmKernel::kAvx2
+                                                          : GemmKernel::kPortable;
+  }();
   return best;
 }
 
@@ -115,6 +138,8 @@ const char* gemm_kernel_name(GemmKernel kernel) {
   switch (kernel) {
     case GemmKernel::kAvx512:
       return "avx512";
+    case GemmKernel::kAvx512Wide:
+      return "avx512-wide";
     case GemmKernel::kAvx2:
       return "avx2";
     case GemmKernel::kPortable:

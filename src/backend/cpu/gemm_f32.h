@@ -31,6 +31,9 @@ enum class GemmKernel {
   kPortable,  // std::fma, any CPU: the reference the SIMD kernels must match bit for bit
   kAvx2,      // AVX2 + FMA, 3 × 4 register tiles (4 × 3 over bf16 / f16 weights)
   kAvx512,    // AVX-512VL's 32 ymm registers: 6 × 4 tiles up to k = 819 (same 256-bit arithmetic)
+  // The same lanes two elements at a time in 512-bit registers: 6 × 8 tiles (twice the
+  // multiply-adds per instruction where the FMA units are 512 bits wide).
+  kAvx512Wide,
 };
 
 // Row-major; lda/ldw/ldo are row strides. Runs the fastest kernel this CPU has.
@@ -50,6 +53,6 @@ void gemm_nt_on(GemmKernel kernel, const float* a, int64_t lda, DType w_dtype, c
 
 bool gemm_kernel_available(GemmKernel kernel);
 GemmKernel gemm_best_kernel();
-const char* gemm_kernel_name(GemmKernel kernel);  // "portable", "avx2", "avx512"
+const char* gemm_kernel_name(GemmKernel kernel);  // "portable", "avx2", "avx512", "avx512-wide"
 
 }  // namespace dllm::cpu

@@ -161,8 +161,18 @@ __attribute__((always_inline)) inline void micro_tile(const float* a, int64_t ld
 using MicroFn = void (*)(const float*, int64_t, const void*, int64_t, float*, int64_t, int64_t,
                          bool);
 
-// table[r - 1][c - 1] = micro_tile<r, c, W>: the full tile and every edge tile of a block.
+// The 256-bit micro tiles as a tile family (gemm_f32_avx512_wide.cpp has a 512-bit one).
 template <int R, int C, class W>
+struct YmmTile {
+  __attribute__((always_inline)) static void run(const float* a, int64_t lda, const void* w,
+                                                 int64_t ldw, float* out, int64_t ldo, int64_t k,
+                                                 bool accumulate) {
+    micro_tile<R, C, W>(a, lda, w, ldw, out, ldo, k, accumulate);
+  }
+};
+
+// table[r - 1][c - 1] = Tile<r, c, W>::run: the full tile and every edge tile of a block.
+template <int R, int C, class W, template <int, int, class> class Tile>
 struct MicroTable {
   MicroFn fn[R][C];
   constexpr MicroTable() : fn() { fill<1>(); }
@@ -173,19 +183,20 @@ struct MicroTable {
   }
   template <int r, int... c>
   constexpr void fill_row(std::integer_sequence<int, c...>) {
-    ((fn[r - 1][c] = micro_tile<r, c + 1, W>), ...);
+    ((fn[r - 1][c] = Tile<r, c + 1, W>::run), ...);
   }
 };
 
-// A whole [m, n] block with R × C tiles. The w tile is the outer loop: its C rows stay in L1
-// while every row tile of the block passes over them. The m rows are cut into ceil(m / R) row
-// tiles of nearly equal height (32 rows with R = 6: 5,5,6,5,5,6 rather than 6,6,6,6,6,2): a
-// thin edge tile loads and widens its weights for too few rows (the 2-row tile took 6 % of a
-// 32-row step of the embedded model). The tiling never changes an element's arithmetic.
-template <int R, int C, class W>
+// A whole [m, n] block with R × C tiles of the family Tile. The w tile is the outer loop: its C
+// rows stay in L1 while every row tile of the block passes over them. The m rows are cut into
+// ceil(m / R) row tiles of nearly equal height (32 rows with R = 6: 5,5,6,5,5,6 rather than
+// 6,6,6,6,6,2): a thin edge tile loads and widens its weights for too few rows (the 2-row tile
+// took 6 % of a 32-row step of the embedded model). The tiling never changes an element's
+// arithmetic.
+template <int R, int C, class W, template <int, int, class> class Tile = YmmTile>
 void tile_block(const float* a, int64_t lda, const void* w_bytes, int64_t ldw, float* out,
                 int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate) {
-  static constexpr MicroTable<R, C, W> kTable;
+  static constexpr MicroTable<R, C, W, Tile> kTable;
   const auto* w = static_cast<const typename W::T*>(w_bytes);
   const int64_t row_tiles = (m + R - 1) / R;
   for (int64_t j = 0; j < n; j += C) {
@@ -195,8 +206,8 @@ void tile_block(const float* a, int64_t lda, const void* w_bytes, int64_t ldw, f
       // The full tile inline (no call, no spills around it: short k, as attention's k = 64,
       // pays for those per tile); edge tiles through the table.
       if (rows == R && cols == C)
-        micro_tile<R, C, W>(a + i * lda, lda, w + j * ldw, ldw, out + i * ldo + j, ldo, k,
-                            accumulate);
+        Tile<R, C, W>::run(a + i * lda, lda, w + j * ldw, ldw, out + i * ldo + j, ldo, k,
+                           accumulate);
       else
         kTable.fn[rows - 1][cols - 1](a + i * lda, lda, w + j * ldw, ldw, out + i * ldo + j, ldo, k,
                                       accumulate);

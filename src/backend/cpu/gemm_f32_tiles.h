@@ -33,4 +33,8 @@ TileFn tile_avx2(DType w_dtype);
 // AVX-512VL, FMA and F16C. gemm_f32_avx512.cpp.
 TileFn tile_avx512(DType w_dtype);
 
+// The same lanes two output elements at a time in 512-bit registers; the same CPU features.
+// gemm_f32_avx512_wide.cpp.
+TileFn tile_avx512_wide(DType w_dtype);
+
 }  // namespace dllm::cpu::gemm_detail
