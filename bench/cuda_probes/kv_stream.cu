@@ -9,11 +9,13 @@
 //   ./kv_stream [CTX=1056]
 // Results: docs/benchmarks.md, 2026-11-30 (second session).
 #include <cuda_bf16.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <vector>
+#include "kv_stream_kernel.cuh"
 
 #define CK(x)                                                      \
   do {                                                             \
@@ -23,71 +25,6 @@
       exit(1);                                                     \
     }                                                              \
   } while (0)
-
-constexpr int D = 128, KVH = 8, KT = 32, STRIDE = D + 8;
-
-__device__ __forceinline__ void cp16(void* s, const void* g, bool ok) {
-  unsigned sa = (unsigned)__cvta_generic_to_shared(s);
-  int n = ok ? 16 : 0;
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g), "r"(n));
-}
-__device__ __forceinline__ void commit() {
-  asm volatile("cp.async.commit_group;\n");
-}
-template <int N>
-__device__ __forceinline__ void wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-template <int STAGES, bool HEAD_MAJOR>
-__global__ void __launch_bounds__(32)
-    stream_kernel(const __nv_bfloat16* k, const __nv_bfloat16* v, const int* slots, int ctx,
-                  int page, int splits, float* out) {
-  extern __shared__ __align__(16) __nv_bfloat16 sm[];
-  const int item = blockIdx.x;
-  const int split = item % splits, g = (item / splits) % KVH, seq = item / splits / KVH;
-  const int per = (ctx + splits - 1) / splits;
-  const int kb = split * per, ke = min(ctx, kb + per);
-  const int lane = threadIdx.x, chunk = lane % 16;
-  const int* sl = slots + (size_t)seq * ctx;
-  const int n_tiles = (ke - kb + KT - 1) / KT;
-  auto addr = [&](int slot) -> size_t {
-    if (HEAD_MAJOR) return ((size_t)(slot / page) * KVH + g) * page * D + (size_t)(slot % page) * D;
-    return ((size_t)slot * KVH + g) * D;
-  };
-  auto load = [&](int st, int t0) {
-    const bool ok = t0 + lane < ke;
-    const int slot = ok ? __ldg(sl + t0 + lane) : 0;
-    __nv_bfloat16* kd = sm + st * 2 * KT * STRIDE + chunk * 8;
-    __nv_bfloat16* vd = kd + KT * STRIDE;
-#pragma unroll
-    for (int r0 = 0; r0 < KT; r0 += 2) {
-      const int kr = r0 + lane / 16;
-      const int s = __shfl_sync(0xffffffffu, slot, kr);
-      const bool valid = t0 + kr < ke;
-      const size_t a = addr(s) + chunk * 8;
-      cp16(kd + kr * STRIDE, k + a, valid);
-      cp16(vd + kr * STRIDE, v + a, valid);
-    }
-  };
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_tiles) load(s, kb + s * KT);
-    commit();
-  }
-  float acc = 0;
-  for (int it = 0; it < n_tiles; ++it) {
-    if (it + STAGES - 1 < n_tiles) load((it + STAGES - 1) % STAGES, kb + (it + STAGES - 1) * KT);
-    commit();
-    wait<STAGES - 1>();
-    __syncwarp();
-    const __nv_bfloat16* kd = sm + (it % STAGES) * 2 * KT * STRIDE;
-    acc += __bfloat162float(kd[lane * STRIDE + (it & 127)]) +
-           __bfloat162float(kd[KT * STRIDE + lane * STRIDE]);
-    __syncwarp();
-  }
-  if (acc == 12345.f) out[item] = acc;
-}
 
 int main(int argc, char** argv) {
   const int ctx = argc > 1 ? atoi(argv[1]) : 1056;
@@ -133,13 +70,13 @@ int main(int argc, char** argv) {
     cudaFree(big);
   }
   auto run = [&](auto kernel, int stages, int splits, const char* name) {
-    size_t smem = (size_t)stages * 2 * KT * STRIDE * 2;
+    size_t smem = stream_kv_smem(stages);
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
     int items = seqs * KVH * splits;
-    for (int i = 0; i < 3; ++i) kernel<<<items, 32, smem>>>(k, v, ds, ctx, page, splits, out);
+    for (int i = 0; i < 3; ++i) kernel<<<items, 32, smem>>>(k, v, ds, ctx, page, splits, 0, out);
     CK(cudaDeviceSynchronize());
     cudaEventRecord(e0);
-    for (int i = 0; i < 20; ++i) kernel<<<items, 32, smem>>>(k, v, ds, ctx, page, splits, out);
+    for (int i = 0; i < 20; ++i) kernel<<<items, 32, smem>>>(k, v, ds, ctx, page, splits, 0, out);
     cudaEventRecord(e1);
     cudaEventSynchronize(e1);
     float ms;
@@ -149,10 +86,10 @@ int main(int argc, char** argv) {
            bytes / (us * 1e-6) / 1e9);
   };
   for (int splits : {1, 2, 4}) {
-    run(stream_kernel<3, false>, 3, splits, "slot-major");
-    run(stream_kernel<3, true>, 3, splits, "head-major");
-    run(stream_kernel<4, false>, 4, splits, "slot-major");
-    run(stream_kernel<4, true>, 4, splits, "head-major");
+    run(stream_kv<3, false>, 3, splits, "slot-major");
+    run(stream_kv<3, true>, 3, splits, "head-major");
+    run(stream_kv<4, false>, 4, splits, "slot-major");
+    run(stream_kv<4, true>, 4, splits, "head-major");
   }
   return 0;
 }

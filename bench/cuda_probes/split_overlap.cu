@@ -14,11 +14,13 @@
 #include <cublas_v2.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <vector>
+#include "kv_stream_kernel.cuh"
 
 #define CK(x)                                          \
   do {                                                 \
@@ -29,67 +31,9 @@
     }                                                  \
   } while (0)
 
-constexpr int D = 128, KVH = 8, KT = 32, STRIDE = D + 8, STAGES = 3;
+constexpr int STAGES = 3;
 constexpr int LAYERS = 36, SEQS = 128, CTX = 1056, PAGE = 16, ROWS_PER_SEQ = 4;
 constexpr int HID = 2560, QKV = 6144, QD = 4096, INTER = 9728;
-
-__device__ __forceinline__ void cp16(void* s, const void* g, bool ok) {
-  unsigned sa = (unsigned)__cvta_generic_to_shared(s);
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(sa), "l"(g),
-               "r"(ok ? 16 : 0));
-}
-__device__ __forceinline__ void commit() {
-  asm volatile("cp.async.commit_group;\n");
-}
-template <int N>
-__device__ __forceinline__ void wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-// Items: (sequence in [seq0, seq0 + nseq), KV head, split of 4).
-__global__ void __launch_bounds__(32) attn_standin(const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                                   const int* slots, int seq0, float* out) {
-  extern __shared__ __align__(16) __nv_bfloat16 sm[];
-  const int splits = 4;
-  const int item = blockIdx.x;
-  const int split = item % splits, g = (item / splits) % KVH, seq = seq0 + item / splits / KVH;
-  const int per = (CTX + splits - 1) / splits;
-  const int kb = split * per, ke = min(CTX, kb + per);
-  const int lane = threadIdx.x, chunk = lane % 16;
-  const int* sl = slots + (size_t)seq * CTX;
-  const int n_tiles = (ke - kb + KT - 1) / KT;
-  auto load = [&](int st, int t0) {
-    const bool ok = t0 + lane < ke;
-    const int slot = ok ? __ldg(sl + t0 + lane) : 0;
-    __nv_bfloat16* kd = sm + st * 2 * KT * STRIDE + chunk * 8;
-    __nv_bfloat16* vd = kd + KT * STRIDE;
-#pragma unroll
-    for (int r0 = 0; r0 < KT; r0 += 2) {
-      const int kr = r0 + lane / 16;
-      const int s = __shfl_sync(0xffffffffu, slot, kr);
-      const size_t a = ((size_t)s * KVH + g) * D + chunk * 8;
-      cp16(kd + kr * STRIDE, k + a, t0 + kr < ke);
-      cp16(vd + kr * STRIDE, v + a, t0 + kr < ke);
-    }
-  };
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < n_tiles) load(s, kb + s * KT);
-    commit();
-  }
-  float acc = 0;
-  for (int it = 0; it < n_tiles; ++it) {
-    if (it + STAGES - 1 < n_tiles) load((it + STAGES - 1) % STAGES, kb + (it + STAGES - 1) * KT);
-    commit();
-    wait<STAGES - 1>();
-    __syncwarp();
-    const __nv_bfloat16* kd = sm + (it % STAGES) * 2 * KT * STRIDE;
-    acc += __bfloat162float(kd[lane * STRIDE + (it & 127)]) +
-           __bfloat162float(kd[KT * STRIDE + lane * STRIDE]);
-    __syncwarp();
-  }
-  if (acc == 12345.f) out[item] = acc;
-}
 
 struct Layer {
   __nv_bfloat16 *qkv, *o, *gu, *down, *k, *v;
@@ -139,8 +83,9 @@ int main(int argc, char** argv) {
   cudaMemset(attn, 0, (size_t)M * QD * 2);
   cudaMemset(act, 0, (size_t)M * INTER * 2);
   CK(cudaMalloc(&junk, 1 << 22));
-  const size_t smem = (size_t)STAGES * 2 * KT * STRIDE * 2;
-  CK(cudaFuncSetAttribute(attn_standin, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+  const size_t smem = stream_kv_smem(STAGES);
+  CK(cudaFuncSetAttribute(stream_kv<STAGES, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                          (int)smem));
 
   cublasHandle_t h;
   CK(cublasCreate(&h));
@@ -164,7 +109,8 @@ int main(int argc, char** argv) {
     gemm(s, act + (size_t)r0 * INTER, L[l].down, y + (size_t)r0 * HID, m, HID, INTER);
   };
   auto attention = [&](cudaStream_t s, int l, int s0, int ns) {
-    attn_standin<<<ns * KVH * 4, 32, smem, s>>>(L[l].k, L[l].v, dslots, s0, junk);
+    stream_kv<STAGES, false>
+        <<<ns * KVH * 4, 32, smem, s>>>(L[l].k, L[l].v, dslots, CTX, PAGE, 4, s0, junk);
   };
 
   cudaStream_t s0;

@@ -8,20 +8,25 @@
 
 namespace dllm::test {
 
+namespace {
+
+// Appends what one result shows to a forward's record.
+void append(ForwardRecord& r, const SequenceResult& s) {
+  r.stats.insert(r.stats.end(), s.stats.begin(), s.stats.end());
+  r.verify.insert(r.verify.end(), s.verify_rows.begin(), s.verify_rows.end());
+  r.routed_experts.insert(r.routed_experts.end(), s.routed_experts.begin(), s.routed_experts.end());
+  r.routing_gaps.insert(r.routing_gaps.end(), s.routing_gaps.begin(), s.routing_gaps.end());
+}
+
+}  // namespace
+
 void record_forward(DecodeTrace& trace, const Decoder& decoder,
                     std::span<const SequenceResult> results) {
   if (!trace.empty() && decoder.forwards() <= trace.back().decoder_forwards) trace.clear();
   ForwardRecord& r = trace.emplace_back();
   r.decoder_forwards = decoder.forwards();
   r.canvas = decoder.canvas();
-  for (const SequenceResult& s : results) {
-    ForwardRecord one = record_of(s);
-    r.stats.insert(r.stats.end(), one.stats.begin(), one.stats.end());
-    r.verify.insert(r.verify.end(), one.verify.begin(), one.verify.end());
-    r.routed_experts.insert(r.routed_experts.end(), one.routed_experts.begin(),
-                            one.routed_experts.end());
-    r.routing_gaps.insert(r.routing_gaps.end(), one.routing_gaps.begin(), one.routing_gaps.end());
-  }
+  for (const SequenceResult& s : results) append(r, s);
 }
 
 void mark_reused_prefix(DecodeTrace& trace) {
@@ -32,10 +37,7 @@ void mark_reused_prefix(DecodeTrace& trace) {
 
 ForwardRecord record_of(const SequenceResult& result) {
   ForwardRecord r;
-  r.stats = result.stats;
-  r.verify = result.verify_rows;
-  r.routed_experts = result.routed_experts;
-  r.routing_gaps = result.routing_gaps;
+  append(r, result);
   return r;
 }
 

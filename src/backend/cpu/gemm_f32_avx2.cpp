@@ -28,15 +28,7 @@ void tile_widened(const float* a, int64_t lda, const void* w, int64_t ldw, float
 }  // namespace
 
 TileFn tile_avx2(DType w_dtype) {
-  switch (w_dtype) {
-    case DType::kBF16:
-      return tile_widened<WeightBf16>;
-    case DType::kF16:
-      return tile_widened<WeightF16>;
-    case DType::kF32:
-      break;
-  }
-  return tile_f32;
+  return tile_for(w_dtype, tile_f32, tile_widened<WeightBf16>, tile_widened<WeightF16>);
 }
 
 }  // namespace dllm::cpu::gemm_detail

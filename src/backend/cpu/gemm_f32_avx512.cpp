@@ -29,15 +29,7 @@ void tile(const float* a, int64_t lda, const void* w, int64_t ldw, float* out, i
 }  // namespace
 
 TileFn tile_avx512(DType w_dtype) {
-  switch (w_dtype) {
-    case DType::kBF16:
-      return tile<WeightBf16>;
-    case DType::kF16:
-      return tile<WeightF16>;
-    case DType::kF32:
-      break;
-  }
-  return tile<WeightF32>;
+  return tile_for(w_dtype, tile<WeightF32>, tile<WeightBf16>, tile<WeightF16>);
 }
 
 }  // namespace dllm::cpu::gemm_detail

@@ -88,29 +88,24 @@ __attribute__((always_inline)) inline void wide_micro_tile(const float* a, int64
   __m512 acc[R][P];
   for (int r = 0; r < R; ++r)
     for (int p = 0; p < P; ++p) acc[r][p] = _mm512_setzero_ps();
-  // As micro_tile: each weight row prefetches the line it will read in the next column tile.
-  constexpr int64_t kLineElems = 64 / sizeof(WT);
-  int64_t k0 = 0;
-  for (; k0 + 8 <= k; k0 += 8) {
-    if (k0 % kLineElems == 0)
-      for (int c = 0; c < C; ++c)
-        _mm_prefetch(reinterpret_cast<const char*>(w + (c + C) * ldw + k0), _MM_HINT_T0);
-    wide_chunk_fma<R, C>(
-        acc, a + k0, lda, w + k0, ldw, [](const float* p) { return _mm256_loadu_ps(p); },
-        [](const WT* p, const WT* q) { return load_pair<W>(p, q); },
-        [](const WT* p) { return W::load(p); });
-  }
-  if (k0 < k) {
-    const int64_t rem = k - k0;
-    const __m256i mask = tail_mask(rem);
-    wide_chunk_fma<R, C>(
-        acc, a + k0, lda, w + k0, ldw,
-        [mask](const float* p) { return _mm256_maskload_ps(p, mask); },
-        [rem](const WT* p, const WT* q) {
-          return join(W::load_tail(p, rem), W::load_tail(q, rem));
-        },
-        [rem](const WT* p) { return W::load_tail(p, rem); });
-  }
+  for_each_k_chunk<C>(
+      w, ldw, k,
+      [&](int64_t k0) {
+        wide_chunk_fma<R, C>(
+            acc, a + k0, lda, w + k0, ldw, [](const float* p) { return _mm256_loadu_ps(p); },
+            [](const WT* p, const WT* q) { return load_pair<W>(p, q); },
+            [](const WT* p) { return W::load(p); });
+      },
+      [&](int64_t k0, int64_t rem) {
+        const __m256i mask = tail_mask(rem);
+        wide_chunk_fma<R, C>(
+            acc, a + k0, lda, w + k0, ldw,
+            [mask](const float* p) { return _mm256_maskload_ps(p, mask); },
+            [rem](const WT* p, const WT* q) {
+              return join(W::load_tail(p, rem), W::load_tail(q, rem));
+            },
+            [rem](const WT* p) { return W::load_tail(p, rem); });
+      });
   static_assert(C <= 8, "two reduce4 per row");
   for (int r = 0; r < R; ++r) {
     store_sums(out + r * ldo,
@@ -147,15 +142,7 @@ void tile(const float* a, int64_t lda, const void* w, int64_t ldw, float* out, i
 }  // namespace
 
 TileFn tile_avx512_wide(DType w_dtype) {
-  switch (w_dtype) {
-    case DType::kBF16:
-      return tile<WeightBf16>;
-    case DType::kF16:
-      return tile<WeightF16>;
-    case DType::kF32:
-      break;
-  }
-  return tile<WeightF32>;
+  return tile_for(w_dtype, tile<WeightF32>, tile<WeightBf16>, tile<WeightF16>);
 }
 
 }  // namespace dllm::cpu::gemm_detail

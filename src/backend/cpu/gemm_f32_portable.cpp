@@ -59,15 +59,7 @@ void tile(const float* a, int64_t lda, const void* w, int64_t ldw, float* out, i
 }  // namespace
 
 TileFn tile_portable(DType w_dtype) {
-  switch (w_dtype) {
-    case DType::kBF16:
-      return tile<DType::kBF16>;
-    case DType::kF16:
-      return tile<DType::kF16>;
-    case DType::kF32:
-      break;
-  }
-  return tile<DType::kF32>;
+  return tile_for(w_dtype, tile<DType::kF32>, tile<DType::kBF16>, tile<DType::kF16>);
 }
 
 }  // namespace dllm::cpu::gemm_detail

@@ -116,6 +116,26 @@ inline __m256 column(const __m256 (&row)[C]) {
     return _mm256_setzero_ps();
 }
 
+// The k loop of a tile over C weight rows: full(k0) for each whole chunk of 8 (ascending), then
+// tail(k0, rem) for the zero-padded last one. The C weight rows of a tile are short streams
+// (2-4 KB); the hardware prefetcher barely ramps up on one before it ends. So each row also
+// prefetches, one cache line per line it consumes, the same line of the tile C rows further on
+// (the next tile of tile_block's column loop): a few-row step streams its weights at the
+// memory's rate instead of its latency.
+template <int C, class WT, class Full, class Tail>
+__attribute__((always_inline)) inline void for_each_k_chunk(const WT* w, int64_t ldw, int64_t k,
+                                                            Full full, Tail tail) {
+  constexpr int64_t kLineElems = 64 / sizeof(WT);
+  int64_t k0 = 0;
+  for (; k0 + 8 <= k; k0 += 8) {
+    if (k0 % kLineElems == 0)
+      for (int c = 0; c < C; ++c)
+        _mm_prefetch(reinterpret_cast<const char*>(w + (c + C) * ldw + k0), _MM_HINT_T0);
+    full(k0);
+  }
+  if (k0 < k) tail(k0, k - k0);
+}
+
 // An R × C output tile over weights of kind W (WeightF32 / WeightBf16 / WeightF16).
 template <int R, int C, class W>
 __attribute__((always_inline)) inline void micro_tile(const float* a, int64_t lda,
@@ -126,28 +146,20 @@ __attribute__((always_inline)) inline void micro_tile(const float* a, int64_t ld
   __m256 acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-  // The C weight rows of a tile are short streams (2-4 KB); the hardware prefetcher barely ramps
-  // up on one before it ends. So each row also prefetches, one cache line per line it consumes,
-  // the same line of the tile C rows further on (the next tile of tile_block's column loop): a
-  // few-row step streams its weights at the memory's rate instead of its latency.
-  constexpr int64_t kLineElems = 64 / sizeof(WT);
-  int64_t k0 = 0;
-  for (; k0 + 8 <= k; k0 += 8) {
-    if (k0 % kLineElems == 0)
-      for (int c = 0; c < C; ++c)
-        _mm_prefetch(reinterpret_cast<const char*>(w + (c + C) * ldw + k0), _MM_HINT_T0);
-    chunk_fma<R, C>(
-        acc, a + k0, lda, w + k0, ldw, [](const float* p) { return _mm256_loadu_ps(p); },
-        [](const WT* p) { return W::load(p); });
-  }
-  if (k0 < k) {
-    const int64_t rem = k - k0;
-    const __m256i mask = tail_mask(rem);
-    chunk_fma<R, C>(
-        acc, a + k0, lda, w + k0, ldw,
-        [mask](const float* p) { return _mm256_maskload_ps(p, mask); },
-        [rem](const WT* p) { return W::load_tail(p, rem); });
-  }
+  for_each_k_chunk<C>(
+      w, ldw, k,
+      [&](int64_t k0) {
+        chunk_fma<R, C>(
+            acc, a + k0, lda, w + k0, ldw, [](const float* p) { return _mm256_loadu_ps(p); },
+            [](const WT* p) { return W::load(p); });
+      },
+      [&](int64_t k0, int64_t rem) {
+        const __m256i mask = tail_mask(rem);
+        chunk_fma<R, C>(
+            acc, a + k0, lda, w + k0, ldw,
+            [mask](const float* p) { return _mm256_maskload_ps(p, mask); },
+            [rem](const WT* p) { return W::load_tail(p, rem); });
+      });
   // Straight from the accumulators (columns past C reduce zeros and are not stored): copying them
   // into a padded array first made the compiler keep the whole tile on the stack, and a k = 64
   // attention product ran 25 % slower.

@@ -14,6 +14,19 @@ namespace dllm::cpu::gemm_detail {
 using TileFn = void (*)(const float* a, int64_t lda, const void* w, int64_t ldw, float* out,
                         int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate);
 
+// One of a kernel's tile functions by weight dtype.
+inline TileFn tile_for(DType w_dtype, TileFn f32, TileFn bf16, TileFn f16) {
+  switch (w_dtype) {
+    case DType::kBF16:
+      return bf16;
+    case DType::kF16:
+      return f16;
+    case DType::kF32:
+      break;
+  }
+  return f32;
+}
+
 // Cuts an [m, n] output with reduction length k into cache-sized blocks of at most
 // cols_per_block columns and calls block(first_row, first_col, rows, cols) for each, on the
 // threads when the product is large (gemm_f32.cpp). Every block is a whole piece of the output
