@@ -195,6 +195,7 @@ cuda::AttentionBatchCapacity padded(cuda::AttentionBatchCapacity c, int extra) {
   c.q_rows += extra;
   c.mma_items += extra ? 2 * extra : 0;
   c.sm90_items += extra;
+  c.sm90_prefill_items += extra;
   c.partial_rows += extra * 1000;
   return c;
 }
@@ -582,7 +583,7 @@ TEST(CudaAttentionBatch, GraphReplayWithNewPlans) {
     steps.push_back(std::move(seqs));
   }
   pool.upload_positions();
-  cuda::AttentionBatchCapacity cap{1024, 2048, 1024, 1 << 20};
+  cuda::AttentionBatchCapacity cap{1024, 2048, 1024, 1024, 1 << 20};
   BatchRun run(pool, cap, 1 << 18);
   cudaStream_t stream;
   DLLM_CUDA_CHECK(cudaStreamCreate(&stream));
@@ -614,6 +615,44 @@ TEST(CudaAttentionBatch, GraphReplayWithNewPlans) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   cudaStreamDestroy(stream);
+}
+
+// The single-sequence attention() over `s` (its pool a contiguous cache: pages 0, 1, 2, ...) with
+// `splits` splits: the Hopper split kernel's single-sequence form at head_dim 128 and >= 64 rows.
+// merges: whether that kernel merged its splits itself.
+std::vector<uint16_t> run_single_sequence(const Pool& pool, const Seq& s, int splits,
+                                          bool* merges = nullptr) {
+  const int d = pool.shape.head_dim, heads = pool.shape.heads, n_keys = s.n_keys;
+  auto dq = test::to_device(s.qb);
+  auto dqpos = test::to_device(s.q_pos);
+  auto dn = test::to_device(std::vector<int32_t>{n_keys});
+  cuda::AttentionParams p;
+  p.q = reinterpret_cast<const bf16*>(dq.get());
+  p.k_cache = reinterpret_cast<const bf16*>(pool.dk.get());
+  p.v_cache = reinterpret_cast<const bf16*>(pool.dv.get());
+  p.n_keys = dn.get();
+  p.slot_positions = pool.dpos.get();
+  p.q_positions = dqpos.get();
+  p.kind = mask_kind(s.c.kind);
+  p.block_size = s.c.block;
+  p.n_q = s.c.n_q;
+  p.max_keys = n_keys;
+  p.heads = heads;
+  p.kv_heads = pool.shape.kv_heads;
+  p.head_dim = d;
+  p.scale = pool.shape.scale;
+  p.splits = splits;
+  cuda::DeviceBuffer<float> ws;
+  cuda::attention_workspace_ensure(
+      ws, cuda::attention_workspace_floats(s.c.n_q, heads, d, p.splits), nullptr);
+  cuda::attention_use_workspace(p, ws.get());
+  cuda::DeviceBuffer<uint16_t> out(s.qb.size(), "out");
+  p.out = reinterpret_cast<bf16*>(out.get());
+  cuda::attention(p, nullptr);
+#ifdef DLLM_HAVE_SM90A
+  if (merges) *merges = cuda::sm90_attention_merges(p);
+#endif
+  return test::to_host(out);
 }
 
 // The single-sequence attention() on a contiguous cache, with the batched rule's split count,
@@ -655,39 +694,62 @@ TEST(CudaAttentionBatch, SingleSequenceCallGivesTheBatchedBits) {
     (void)merged;
 #endif
 
-    auto dq = test::to_device(s.qb);
-    auto dqpos = test::to_device(s.q_pos);
-    auto dn = test::to_device(std::vector<int32_t>{n_keys});
-    cuda::AttentionParams p;
-    p.q = reinterpret_cast<const bf16*>(dq.get());
-    p.k_cache = reinterpret_cast<const bf16*>(pool.dk.get());
-    p.v_cache = reinterpret_cast<const bf16*>(pool.dv.get());
-    p.n_keys = dn.get();
-    p.slot_positions = pool.dpos.get();
-    p.q_positions = dqpos.get();
-    p.kind = cuda::MaskKind::kBlockCausal;
-    p.block_size = 32;
-    p.n_q = c.n_q;
-    p.max_keys = n_keys;
-    p.heads = c.heads;
-    p.kv_heads = c.kv;
-    p.head_dim = d;
-    p.scale = pool.shape.scale;
-    p.splits = plan.splits[0];
-    cuda::DeviceBuffer<float> ws;
-    cuda::attention_workspace_ensure(
-        ws, cuda::attention_workspace_floats(c.n_q, c.heads, d, p.splits), nullptr);
-    cuda::attention_use_workspace(p, ws.get());
-    cuda::DeviceBuffer<uint16_t> out(s.qb.size(), "out");
-    p.out = reinterpret_cast<bf16*>(out.get());
-    cuda::attention(p, nullptr);
-    EXPECT_TRUE(test::to_host(out) == batched[0]) << "attention() != attention_batch()";
+    bool single_merged = false;
+    EXPECT_TRUE(run_single_sequence(pool, s, plan.splits[0], &single_merged) == batched[0])
+        << "attention() != attention_batch()";
 #ifdef DLLM_HAVE_SM90A
     if (c.expect_merge && cuda::device_compute_capability() == 90 &&
         cuda::device_sm_count() == 132 && !std::getenv("DLLM_ATTN_MERGE"))
-      EXPECT_TRUE(cuda::sm90_attention_merges(p)) << "splits " << p.splits;
+      EXPECT_TRUE(single_merged) << "splits " << plan.splits[0];
 #endif
   }
+}
+
+// The warp-specialised prefill kernel (batch_layout::kSm90Prefill) gives the Hopper split
+// kernel's bits: prompts of >= 512 rows per KV head (one split), cold and after a cached prefix,
+// causal, bidirectional and block-causal (B = 4, 32), GQA 1 and 4, ragged last row blocks —
+// against the single-sequence call (the split kernel with the same tiles) and the reference,
+// alone, skipping hidden tiles, and batched beside a decoding step (which the split kernel takes).
+TEST(CudaAttentionBatch, PrefillKernelGivesTheSplitKernelsBits) {
+#ifndef DLLM_HAVE_SM90A
+  GTEST_SKIP() << "built without sm_90a: no prefill kernel";
+#else
+  if (!cuda::sm90_prefill_attention_enabled())
+    GTEST_SKIP() << "the prefill kernel runs on compute capability 9.0 (DLLM_ATTN_SM90_PREFILL on)";
+  std::mt19937 rng(111);
+  struct Case {
+    int n_q, n_cache;
+    AttentionKind kind;
+    int block, heads, kv;
+  };
+  using K = AttentionKind;
+  for (const Case c :
+       {Case{1000, 0, K::kCausal, 0, 32, 8}, Case{333, 0, K::kBlockCausal, 4, 32, 8},
+        Case{700, 0, K::kBidirectional, 0, 16, 4}, Case{257, 900, K::kBlockCausal, 32, 32, 8},
+        Case{1500, 1500, K::kCausal, 0, 8, 8}, Case{130, 64, K::kBlockCausal, 4, 16, 4}}) {
+    SCOPED_TRACE(testing::Message()
+                 << c.n_q << " queries after " << c.n_cache << ", kind " << int(c.kind) << " block "
+                 << c.block << ", heads " << c.heads << "/" << c.kv);
+    const int n_keys = c.n_cache + c.n_q, decode_cache = 3000;
+    Pool pool(c.heads, c.kv, 128, 16, (n_keys + 15) / 16 + (decode_cache + 64) / 16 + 2, rng);
+    std::iota(pool.free_pages.rbegin(), pool.free_pages.rend(), 0);  // the prompt: pages 0, 1, ..
+    Seq s = make_seq({c.n_q, c.n_cache, c.kind, c.block}, pool, rng);
+    const Seq decode = make_seq({32, decode_cache, K::kBlockCausal, 32}, pool, rng);
+    pool.upload_positions();
+    cuda::AttentionBatchPlan plan;
+    const auto alone = run_batch(pool, {&s}, 0, &plan);
+    ASSERT_EQ(plan.splits[0], 1);
+    EXPECT_GT(plan.need.sm90_prefill_items, 0);
+    EXPECT_EQ(plan.need.sm90_items, 0);
+    expect_matches_reference(s, alone[0], "prefill kernel");
+    EXPECT_TRUE(run_single_sequence(pool, s, 1) == alone[0]) << "prefill kernel != split kernel";
+    const auto batched = run_batch(pool, {&decode, &s}, 3, &plan);
+    EXPECT_GT(plan.need.sm90_items + plan.need.mma_items, 0);  // the decoding step's
+    EXPECT_TRUE(batched[1] == alone[0]) << "batched beside a decoding step changed the bits";
+    s.keys_at_positions = c.n_cache == 0;  // a cold prefill, as the forward marks it
+    EXPECT_TRUE(run_batch(pool, {&s}, 0)[0] == alone[0]) << "skipping hidden tiles changed bits";
+  }
+#endif
 }
 
 // MAGE's hand-over (method-specs §1.6 step 1): a batched call run with prefix_lse sequences,

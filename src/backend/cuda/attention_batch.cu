@@ -270,6 +270,13 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
     fail("attention_batch: Hopper work items in a build without sm_90a");
 #endif
   }
+  if (c.sm90_prefill_items > 0) {  // one split each: nothing of it for the merge or combine
+#ifdef DLLM_HAVE_SM90A
+    sm90_prefill_attention_batch(a, c.sm90_prefill_items, stream);
+#else
+    fail("attention_batch: Hopper prefill work items in a build without sm_90a");
+#endif
+  }
   if (merged) return;      // the Hopper kernel merged every row (no other kernel ran)
   if (!c.combine) return;  // every sequence of several splits is a serial item: merged already
   // One combine warp per (query row, head), scheduled while the last attention blocks finish.

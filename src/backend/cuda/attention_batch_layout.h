@@ -16,14 +16,19 @@ namespace batch_layout {
 constexpr int kSeqCount = 0;
 constexpr int kCombineRows = 1;  // query rows the combine pass merges (of sequences of several
                                  // splits: with one, the kernel writes the output itself)
-constexpr int kItemCount = 2;    // + kind: work items of kernel kind (kMma, kSm90)
-constexpr int kItemsAt = 4;      // + kind: their list
-constexpr int kSeqsAt = 6;       // sequence descriptors, kSeqInts each
-constexpr int kCombineAt = 7;    // the combine pass's rows: (query row, sequence) each
-constexpr int kHeaderInts = 8;
+constexpr int kItemCount = 2;    // + kind: work items of kernel kind (kMma, kSm90, kSm90Prefill)
+constexpr int kItemsAt = 5;      // + kind: their list
+constexpr int kSeqsAt = 8;       // sequence descriptors, kSeqInts each
+constexpr int kCombineAt = 9;    // the combine pass's rows: (query row, sequence) each
+constexpr int kHeaderInts = 10;
 // Kernel kinds (work lists).
 constexpr int kMma = 0;   // mma.sync kernel (attention_mma.cuh)
 constexpr int kSm90 = 1;  // Hopper wgmma kernel (attention_sm90.cu)
+// The warp-specialised Hopper prefill kernel (attention_prefill_sm90.cu): the kSm90 tiles and
+// rows per block, so a sequence's bits do not depend on which of the two runs it. It takes the
+// Hopper sequences of one split, no prefix-only (m, l) and at least kSm90PrefillMinRows rows.
+constexpr int kSm90Prefill = 2;
+constexpr int kKinds = 3;
 
 // A sequence descriptor.
 constexpr int kQRow = 0;     // its first row of q / out / q_positions
@@ -87,6 +92,11 @@ constexpr int kMmaWarps = 1;
 constexpr int kMmaTileKeys = 32;
 constexpr int kSm90Rows = 128;
 constexpr int kSm90TileKeys = 64;
+// Rows per KV head from which a one-split Hopper sequence goes to the prefill kernel: four row
+// blocks, a prompt of 128 queries at GQA 4. Shorter one-split sequences (a denoising block over a
+// short cache) stay with the split kernel, whose step times are the measured ones; the threshold
+// itself is not tuned.
+constexpr int kSm90PrefillMinRows = 4 * kSm90Rows;
 }  // namespace batch_layout
 
 // What the batched kernels receive (by value).

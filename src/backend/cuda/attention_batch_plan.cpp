@@ -51,6 +51,18 @@ int resident_blocks(int kind, const AttentionBatchShape& s) {
   return attention_batch_mma_resident_blocks(s.head_dim);
 }
 
+// Whether a sequence's items go to the warp-specialised prefill kernel (batch_layout::kSm90Prefill)
+// instead of the Hopper split kernel: same tiles, same bits, faster over long prompts.
+bool takes_sm90_prefill(const AttentionBatchSeq& q, int kind, int splits,
+                        const AttentionBatchShape& s) {
+#ifdef DLLM_HAVE_SM90A
+  return kind == L::kSm90 && splits == 1 && !q.prefix_lse &&
+         rows_per_kv_head(q.n_q, s) >= L::kSm90PrefillMinRows && sm90_prefill_attention_enabled();
+#else
+  (void)q, (void)kind, (void)splits, (void)s;
+  return false;
+#endif
+}
 bool may_run_serial(const AttentionBatchSeq& q, int splits) {
   return q.n_q > 0 && splits > 1 && splits <= L::kMaxSerialSplits && !q.prefix_lse;
 }
@@ -270,7 +282,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     size_t at;  // its first int in serial_ints[kind]
   };
   std::vector<SerialItem> serial_items[2];
-  std::vector<int32_t> items[2], serial_ints[2], combine_rows;
+  std::vector<int32_t> items[L::kKinds], serial_ints[2], combine_rows;
   int64_t q_row = 0, partial_row = 0, prefix_row = 0;
   int32_t pairs = 0;  // (sequence, row block) pairs of the Hopper kernel
   for (size_t i = 0; i < n; ++i) {
@@ -313,9 +325,10 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
       }
     } else {
       const int per_item = may_group(q, kind) ? group : 1;
+      auto& list = items[takes_sm90_prefill(q, kind, splits, shape) ? L::kSm90Prefill : kind];
       for (int sp = 0; sp < splits && attended; sp += per_item)
         for (int rb = 0; rb < row_blocks[i]; ++rb)
-          append_item(items[kind], rb, sp, std::min(sp + per_item, splits) - 1);
+          append_item(list, rb, sp, std::min(sp + per_item, splits) - 1);
     }
     if (kind == L::kSm90 && attended) pairs += row_blocks[i];
     q_row += q.n_q;
@@ -325,15 +338,18 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
       fail("attention_batch: batch too large (", q_row, " query rows, ", partial_row,
            " partial rows)");
   }
-  for (int kind : {L::kMma, L::kSm90}) {
-    std::stable_sort(serial_items[kind].begin(), serial_items[kind].end(),
-                     [](const SerialItem& a, const SerialItem& b) { return a.keys > b.keys; });
-    const size_t split_ints = items[kind].size();
-    st[base + L::kItemCount + kind] = static_cast<int32_t>(
-        (split_ints + serial_items[kind].size() * L::kItemInts) / L::kItemInts);
+  for (int kind = 0; kind < L::kKinds; ++kind) {
+    const bool has_serial = kind != L::kSm90Prefill;  // one split each: never serial
+    if (has_serial)
+      std::stable_sort(serial_items[kind].begin(), serial_items[kind].end(),
+                       [](const SerialItem& a, const SerialItem& b) { return a.keys > b.keys; });
+    const size_t serial_count = has_serial ? serial_items[kind].size() : 0;
+    st[base + L::kItemCount + kind] =
+        static_cast<int32_t>((items[kind].size() + serial_count * L::kItemInts) / L::kItemInts);
     st[base + L::kItemsAt + kind] = static_cast<int32_t>(st.size() - base);
-    for (const SerialItem& it : serial_items[kind]) {
-      const auto from = serial_ints[kind].begin() + static_cast<std::ptrdiff_t>(it.at);
+    for (size_t k = 0; k < serial_count; ++k) {
+      const auto from =
+          serial_ints[kind].begin() + static_cast<std::ptrdiff_t>(serial_items[kind][k].at);
       st.insert(st.end(), from, from + L::kItemInts);
     }
     st.insert(st.end(), items[kind].begin(), items[kind].end());
@@ -345,6 +361,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   plan.need.q_rows = static_cast<int>(q_row);
   plan.need.mma_items = st[base + L::kItemCount + L::kMma];
   plan.need.sm90_items = st[base + L::kItemCount + L::kSm90];
+  plan.need.sm90_prefill_items = st[base + L::kItemCount + L::kSm90Prefill];
   plan.need.partial_rows = partial_row;
   plan.need.prefix_rows = prefix_row;
   plan.need.combine = !combine_rows.empty();

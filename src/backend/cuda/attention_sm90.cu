@@ -28,6 +28,7 @@
 #include "backend/cuda/attention_serial_merge.cuh"
 #include "backend/cuda/attention_sm90.h"
 #include "backend/cuda/attention_sm90_merge.cuh"
+#include "backend/cuda/attention_sm90_tile.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_query.h"
 #include "backend/cuda/flash_tile.cuh"
@@ -41,14 +42,10 @@ namespace {
 
 using namespace ptx;
 
+using sm90::half_bytes;
 using sm90::kD;
-
-// A tile of `rows` rows x 128 dims is stored as two 128-byte-swizzled 64-dim halves of rows x
-// 128 bytes: half_bytes(rows) apart.
-constexpr uint32_t half_bytes(int rows) {
-  return static_cast<uint32_t>(rows) * 128;
-}
-constexpr uint32_t kQTile = 2 * half_bytes(64);  // 64 query rows (one warpgroup's)
+using sm90::kQTile;
+using sm90::swizzled;
 
 // Shared memory: Q [NWG][64 rows], then per stage K and V tiles of KT keys (all 1024-byte
 // aligned), then per stage the keys' logical positions.
@@ -61,12 +58,6 @@ struct SmemLayout {
   static constexpr uint32_t end = kpos + STAGES * KT * 4;
   static constexpr size_t bytes = end + 1024;  // room to align the base to 1024
 };
-
-// Byte offset of 16-byte chunk c (of 16: dims 8c..8c+7) of row r in a tile of `rows` rows.
-template <int ROWS>
-__device__ __forceinline__ uint32_t swizzled(int r, int c) {
-  return (c >> 3) * half_bytes(ROWS) + r * 128 + (((c & 7) ^ (r & 7)) << 4);
-}
 
 // One block's work: rows [row_block * 64 NWG, +64 NWG) of KV head kv_head_of(p) over split `split`
 // of the keys. P: AttentionParams or AttentionSeqView (attention_seq.cuh). PREFIX (batched calls
@@ -119,7 +110,7 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
   // 128 sequences x 32 queries x 1K keys, SDAR-8B shape): the lookups' serial loads and the
   // view's pointers re-read from shared memory around every copy were ~19 % of the warps' time.
   constexpr int kKeysPerWarp = kKeys / (kThreads / 32);  // 8 or 4
-  constexpr int kRowsPerPass = 32 / 16;                   // rows one warp-wide copy covers
+  constexpr int kRowsPerPass = 32 / 16;                  // rows one warp-wide copy covers
   static_assert(kKeysPerWarp * (kThreads / 32) == kKeys && kKeysPerWarp <= 32);
   const int lane_chunk = lane & 15;
   const int64_t column = static_cast<int64_t>(g) * kD + lane_chunk * 8;
@@ -182,42 +173,12 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
     const uint32_t k_addr = sbase + L::kv + stage * 2 * L::kv_tile, v_addr = k_addr + L::kv_tile;
     float s[KT / 8][4];  // KT / 8 n8 chunks of keys x {row a, row b}
     float(&s_flat)[KT / 2] = reinterpret_cast<float(&)[KT / 2]>(s);
-#pragma unroll
-    for (int i = 0; i < KT / 2; ++i) s_flat[i] = 0.0f;
-    wgmma::fence();
-#pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) {
-      // Dims 16kk..16kk+15: which half, and 32 bytes per step inside it.
-      const uint64_t da =
-          wgmma::desc_sw128(q_addr + (kk >> 2) * half_bytes(64) + (kk & 3) * 32, 16, 1024);
-      const uint64_t db =
-          wgmma::desc_sw128(k_addr + (kk >> 2) * half_bytes(KT) + (kk & 3) * 32, 16, 1024);
-      if constexpr (KT == 64)
-        wgmma::mma_m64n64k16_ss(s_flat, da, db, kk > 0);
-      else
-        wgmma::mma_m64n32k16_ss(s_flat, da, db, kk > 0);
-    }
+    sm90::issue_scores<KT>(s_flat, q_addr, k_addr);
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_registers(s_flat);
-
-    // Mask (scores stay unscaled: the scale folds into the exponent below).
-    const int* kp = kpos + stage * kKeys;
-    int tile_max = INT_MIN;  // the largest mask value of the tile's keys (block-causal needs it)
-    if (p.kind == MaskKind::kBlockCausal) {
-#pragma unroll
-      for (int c = lane; c < kKeys; c += 32) tile_max = max(tile_max, key_mask_value_of(p, kp[c]));
-      tile_max = __reduce_max_sync(0xffffffffu, tile_max);
-    }
-    if (!tile_all_visible(p, t0, kKeys, k_end, n_cache, tile_max, min(row_a.qblk, row_b.qblk))) {
-#pragma unroll
-      for (int i = 0; i < KT / 2; ++i) {
-        const int col = (i >> 2) * 8 + (lane % 4) * 2 + (i & 1);
-        if (!key_visible(p, (i & 2) ? row_b : row_a, t0 + col, key_mask_value_of(p, kp[col]), k_end,
-                         n_cache, n_keys))
-          s_flat[i] = -INFINITY;
-      }
-    }
+    sm90::mask_scores<KT>(p, s_flat, kpos + stage * kKeys, t0, k_end, n_cache, n_keys, row_a, row_b,
+                          lane);
 
     if constexpr (PREFIX)  // the tile holding the prefix's last key
       if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kKeys)
@@ -225,28 +186,15 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
                              g, R, ra);
     online_softmax_tile(s, o, m, l, scale_log2);
 
-    // O += P V: P's fragments (keys 16t..16t+15) straight from S's; they must stay untouched until
-    // the wgmmas reading them complete.
+    // O += P V: P's fragments straight from S's; they must stay untouched until the wgmmas
+    // reading them complete.
     uint32_t a[KT / 16][4];
-#pragma unroll
-    for (int t = 0; t < KT / 16; ++t) {
-      a[t][0] = pack_bf16(s[2 * t][0], s[2 * t][1]);
-      a[t][1] = pack_bf16(s[2 * t][2], s[2 * t][3]);
-      a[t][2] = pack_bf16(s[2 * t + 1][0], s[2 * t + 1][1]);
-      a[t][3] = pack_bf16(s[2 * t + 1][2], s[2 * t + 1][3]);
-    }
-    wgmma::fence();
-#pragma unroll
-    for (int t = 0; t < KT / 16; ++t)  // keys 16t..: two 8-key atoms; the dim halves LBO apart
-      wgmma::mma_m64n128k16_rs(o_flat, a[t],
-                               wgmma::desc_sw128(v_addr + t * 16 * 128, half_bytes(KT), 1024));
+    sm90::pack_probabilities<KT>(s, a);
+    sm90::issue_values<KT>(o_flat, a, v_addr);
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_registers(o_flat);
-#pragma unroll
-    for (int t = 0; t < KT / 16; ++t)
-#pragma unroll
-      for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(a[t][i])::"memory");
+    sm90::keep_fragments<KT>(a);
     if (serial && t0 + kKeys >= split_end) {  // its split's last tile: write it, start afresh
       write_split_partials(p, split_now, g, R, ra, m, l, o, lane);
       reset_flash_state(m, l, o);

@@ -10,14 +10,13 @@
 #include <cstdint>
 
 #include "backend/cuda/attention_merge.cuh"
+#include "backend/cuda/attention_sm90_tile.cuh"  // kD
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
 
 namespace dllm::cuda::sm90 {
 
 using namespace ptx;
-
-constexpr int kD = 128;  // head_dim
 
 // Splits merged in the kernel (no combine pass) at most.
 constexpr int kMaxMergedSplits = 64;

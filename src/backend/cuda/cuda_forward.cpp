@@ -326,8 +326,8 @@ void CudaBackend::launch(std::span<ForwardPlan> plans) {
     key += (i ? "|" : "") + std::to_string(plan.padded_rows) + "/" +
            std::to_string(plan.padded_out) + "/" + std::to_string(plan.ints.size()) + "/" +
            std::to_string(cap.mma_items) + "/" + std::to_string(cap.sm90_items) + "/" +
-           std::to_string(cap.partial_rows) + "/" + std::to_string(cap.combine) + "/" +
-           std::to_string(plan.attention.offset);
+           std::to_string(cap.sm90_prefill_items) + "/" + std::to_string(cap.partial_rows) + "/" +
+           std::to_string(cap.combine) + "/" + std::to_string(plan.attention.offset);
     for (const LayerAttention& la : plan.layer_attentions)  // sparse layers' plans
       key += "/" + std::to_string(la.plan.offset) + ":" + std::to_string(la.sparse_table_at) + ":" +
              std::to_string(la.sparse_count);

@@ -256,6 +256,7 @@ void CudaBackend::stage(ForwardPlan& plan) {
   if (plan.graphable) {
     plan.capacity.mma_items = static_cast<int>(bucket(plan.capacity.mma_items));
     plan.capacity.sm90_items = static_cast<int>(bucket(plan.capacity.sm90_items));
+    plan.capacity.sm90_prefill_items = static_cast<int>(bucket(plan.capacity.sm90_prefill_items));
     plan.capacity.partial_rows = bucket(plan.capacity.partial_rows);
     ints.resize(static_cast<size_t>(bucket(static_cast<int64_t>(ints.size()))), 0);
   }

@@ -32,12 +32,13 @@ __device__ __forceinline__ void reset_flash_state(float (&m)[2], float (&l)[2], 
 // One tile's online softmax over the lane's two rows, in base 2 with the scale folded in:
 // p = 2^(s * scale_log2 - m), one FFMA and one ex2 per score (scale_log2 = scale * log2 e). s holds
 // unscaled scores, -inf where the mask hides the key; it receives p. m (base-2, scaled) and l are
-// the running max and sum; o is rescaled. A row that has seen no visible key keeps m = -inf and
-// offsets by 0.
-template <int NT, int DN>
-__device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&o)[DN][4],
-                                                    float (&m)[2], float (&l)[2],
-                                                    float scale_log2) {
+// the running max and sum; alpha receives the factor o must be rescaled by (rescale_output) before
+// this tile's P V joins it — a kernel that overlaps the previous tile's P V with this softmax
+// rescales once that has landed. A row that has seen no visible key keeps m = -inf and offsets by
+// 0.
+template <int NT>
+__device__ __forceinline__ void softmax_tile_scores(float (&s)[NT][4], float (&m)[2], float (&l)[2],
+                                                    float scale_log2, float (&alpha)[2]) {
 #pragma unroll
   for (int h2 = 0; h2 < 2; ++h2) {
     float mx = -INFINITY;
@@ -47,7 +48,7 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&o
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(m[h2], mx * scale_log2);
     const float m_off = m_new == -INFINITY ? 0.0f : m_new;
-    const float alpha = exp2_approx(m[h2] - m_off);  // 0 while m was -inf (o, l are 0 then)
+    alpha[h2] = exp2_approx(m[h2] - m_off);  // 0 while m was -inf (o, l are 0 then)
     float sum = 0.0f;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt)
@@ -59,14 +60,30 @@ __device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&o
       }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    l[h2] = l[h2] * alpha + sum;
+    l[h2] = l[h2] * alpha[h2] + sum;
     m[h2] = m_new;
-#pragma unroll
-    for (int dn = 0; dn < DN; ++dn) {
-      o[dn][2 * h2] *= alpha;
-      o[dn][2 * h2 + 1] *= alpha;
-    }
   }
+}
+
+template <int DN>
+__device__ __forceinline__ void rescale_output(float (&o)[DN][4], const float (&alpha)[2]) {
+#pragma unroll
+  for (int dn = 0; dn < DN; ++dn) {
+    o[dn][0] *= alpha[0];
+    o[dn][1] *= alpha[0];
+    o[dn][2] *= alpha[1];
+    o[dn][3] *= alpha[1];
+  }
+}
+
+// Both at once: the tile's softmax, then o rescaled.
+template <int NT, int DN>
+__device__ __forceinline__ void online_softmax_tile(float (&s)[NT][4], float (&o)[DN][4],
+                                                    float (&m)[2], float (&l)[2],
+                                                    float scale_log2) {
+  float alpha[2];
+  softmax_tile_scores(s, m, l, scale_log2, alpha);
+  rescale_output(o, alpha);
 }
 
 // MAGE's hand-over (method-specs §1.6 step 1, AttentionBatchSeq::prefix_lse): each split's

@@ -168,18 +168,19 @@ struct AttentionBatchShape {
 // What a call needs (the plan's real counts) or may hold (the caller's capacities, e.g. the
 // counts rounded up to a graph bucket).
 struct AttentionBatchCapacity {
-  int q_rows = 0;            // query rows (the combine grid)
-  int mma_items = 0;         // work items of the mma.sync kernel (its grid x KV heads)
-  int sm90_items = 0;        // work items of the Hopper kernel
-  int64_t partial_rows = 0;  // split partial rows (the workspace)
-  int64_t prefix_rows = 0;   // prefix-only (m, l) rows (AttentionBatchParams::prefix_ml)
+  int q_rows = 0;              // query rows (the combine grid)
+  int mma_items = 0;           // work items of the mma.sync kernel (its grid x KV heads)
+  int sm90_items = 0;          // work items of the Hopper kernel
+  int sm90_prefill_items = 0;  // work items of the Hopper prefill kernel
+  int64_t partial_rows = 0;    // split partial rows (the workspace)
+  int64_t prefix_rows = 0;     // prefix-only (m, l) rows (AttentionBatchParams::prefix_ml)
   // Whether the call launches the combine pass: not where every sequence of several splits is a
   // serial item (batch_layout::kSerialSplit), which merges its own splits.
   bool combine = true;
   bool covers(const AttentionBatchCapacity& need) const {
     return q_rows >= need.q_rows && mma_items >= need.mma_items && sm90_items >= need.sm90_items &&
-           partial_rows >= need.partial_rows && prefix_rows >= need.prefix_rows &&
-           (combine || !need.combine);
+           sm90_prefill_items >= need.sm90_prefill_items && partial_rows >= need.partial_rows &&
+           prefix_rows >= need.prefix_rows && (combine || !need.combine);
   }
 };
 struct AttentionBatchPlan {
