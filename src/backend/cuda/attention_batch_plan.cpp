@@ -281,8 +281,8 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     int64_t keys;
     size_t at;  // its first int in serial_ints[kind]
   };
-  std::vector<SerialItem> serial_items[2];
-  std::vector<int32_t> items[L::kKinds], serial_ints[2], combine_rows;
+  std::vector<SerialItem> serial_items[L::kKinds];  // none for kSm90Prefill (one split each)
+  std::vector<int32_t> items[L::kKinds], serial_ints[L::kKinds], combine_rows;
   int64_t q_row = 0, partial_row = 0, prefix_row = 0;
   int32_t pairs = 0;  // (sequence, row block) pairs of the Hopper kernel
   for (size_t i = 0; i < n; ++i) {
@@ -339,17 +339,14 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
            " partial rows)");
   }
   for (int kind = 0; kind < L::kKinds; ++kind) {
-    const bool has_serial = kind != L::kSm90Prefill;  // one split each: never serial
-    if (has_serial)
-      std::stable_sort(serial_items[kind].begin(), serial_items[kind].end(),
-                       [](const SerialItem& a, const SerialItem& b) { return a.keys > b.keys; });
-    const size_t serial_count = has_serial ? serial_items[kind].size() : 0;
-    st[base + L::kItemCount + kind] =
-        static_cast<int32_t>((items[kind].size() + serial_count * L::kItemInts) / L::kItemInts);
+    std::stable_sort(serial_items[kind].begin(), serial_items[kind].end(),
+                     [](const SerialItem& a, const SerialItem& b) { return a.keys > b.keys; });
+    const size_t split_ints = items[kind].size();
+    st[base + L::kItemCount + kind] = static_cast<int32_t>(
+        (split_ints + serial_items[kind].size() * L::kItemInts) / L::kItemInts);
     st[base + L::kItemsAt + kind] = static_cast<int32_t>(st.size() - base);
-    for (size_t k = 0; k < serial_count; ++k) {
-      const auto from =
-          serial_ints[kind].begin() + static_cast<std::ptrdiff_t>(serial_items[kind][k].at);
+    for (const SerialItem& it : serial_items[kind]) {
+      const auto from = serial_ints[kind].begin() + static_cast<std::ptrdiff_t>(it.at);
       st.insert(st.end(), from, from + L::kItemInts);
     }
     st.insert(st.end(), items[kind].begin(), items[kind].end());
