@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 
 #include "backend/cpu/exp_ops.h"
 #include "backend/cpu/gemm_f32.h"
@@ -126,19 +127,22 @@ void attention(const float* q, int64_t q_stride, std::span<const float* const> k
         // The batch-invariant GEMM (gemm_f32.h): a query row's scores do not depend on n_q.
         matmul_nt(q + h * head_dim, q_stride, kg.data(), head_dim, scores.data(), n_k, n_q, n_k,
                   head_dim);
-        const auto softmax_rows = [&](int64_t first, int64_t last) {
+        const auto softmax_chunk = [&](int64_t first, int64_t last) {
+          // A query that sees nothing gets zero probabilities: a zero output.
+          const auto seen = std::make_unique<bool[]>(static_cast<size_t>(last - first));
+          softmax_rows(&scores[static_cast<size_t>(first * n_k)],
+                       &visible[static_cast<size_t>(first * n_k)], n_k, last - first, scale,
+                       seen.get());
+          if (!head_mean_probs) return;
           for (int64_t i = first; i < last; ++i) {
-            float* s = &scores[static_cast<size_t>(i * n_k)];
-            // A query that sees nothing gets zero probabilities: a zero output.
-            if (!softmax_row(s, &visible[static_cast<size_t>(i * n_k)], n_k, scale)) continue;
-            if (head_mean_probs) {
-              float* acc = head_mean_probs + i * n_k;
-              for (int64_t j = 0; j < n_k; ++j) acc[j] += s[j] * inv_heads;
-            }
+            if (!seen[static_cast<size_t>(i - first)]) continue;
+            const float* s = &scores[static_cast<size_t>(i * n_k)];
+            float* acc = head_mean_probs + i * n_k;
+            for (int64_t j = 0; j < n_k; ++j) acc[j] += s[j] * inv_heads;
           }
         };
         // head_mean_probs sums over heads into shared rows: rows are split, heads are not.
-        parallel_for(n_q, softmax_rows, rows_per_chunk(n_k));
+        parallel_for(n_q, softmax_chunk, rows_per_chunk(n_k));
         matmul_nt(scores.data(), n_k, vt.data(), n_k, out + h * head_dim, out_stride, n_q, head_dim,
                   n_k);
       }

@@ -12,6 +12,11 @@ bool exp_ops_avx2_available() {
   return available;
 }
 
+bool exp_ops_avx512_available() {
+  static const bool available = exp_ops_avx2_available() && __builtin_cpu_supports("avx512f");
+  return available;
+}
+
 bool softmax_row_portable(float* s, const uint8_t* visible, int64_t n, float scale) {
   for (int64_t j = 0; j < n; ++j) s[j] *= scale;
   float mx = -std::numeric_limits<float>::infinity();
@@ -40,12 +45,21 @@ void silu_mul_portable(const float* gate, const float* up, float* out, int64_t f
 }
 
 bool softmax_row(float* s, const uint8_t* visible, int64_t n, float scale) {
-  return exp_ops_avx2_available() ? softmax_row_avx2(s, visible, n, scale)
-                                  : softmax_row_portable(s, visible, n, scale);
+  if (exp_ops_avx512_available()) return softmax_row_avx512(s, visible, n, scale);
+  if (exp_ops_avx2_available()) return softmax_row_avx2(s, visible, n, scale);
+  return softmax_row_portable(s, visible, n, scale);
+}
+
+void softmax_rows(float* s, const uint8_t* visible, int64_t n, int64_t rows, float scale,
+                  bool* seen) {
+  if (exp_ops_avx512_available()) return softmax_rows_avx512(s, visible, n, rows, scale, seen);
+  for (int64_t r = 0; r < rows; ++r) seen[r] = softmax_row(s + r * n, visible + r * n, n, scale);
 }
 
 void silu_mul_range(const float* gate, const float* up, float* out, int64_t first, int64_t last) {
-  if (exp_ops_avx2_available())
+  if (exp_ops_avx512_available())
+    silu_mul_avx512(gate, up, out, first, last);
+  else if (exp_ops_avx2_available())
     silu_mul_avx2(gate, up, out, first, last);
   else
     silu_mul_portable(gate, up, out, first, last);
