@@ -58,8 +58,13 @@ class GemmBf16 : public ::testing::Test {
 
 TEST_F(GemmBf16, MatchesDoubleProductOfRoundedActivations) {
   std::mt19937 rng(11);
-  for (const auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1}, {4, 7, 15}, {5, 64, 16},
-                               {32, 33, 17}, {13, 130, 256}, {40, 9, 303}, {7, 70, 1024}}) {
+  for (const auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1},
+                               {4, 7, 15},
+                               {5, 64, 16},
+                               {32, 33, 17},
+                               {13, 130, 256},
+                               {40, 9, 303},
+                               {7, 70, 1024}}) {
     const Problem p = random_problem(m, n, k, rng);
     const std::vector<float> out = run(p);
     for (int64_t i = 0; i < m; ++i)
@@ -93,13 +98,34 @@ TEST_F(GemmBf16, RowsAreBatchAndThreadInvariant) {
     for (int64_t rows : {1, 2, 4, 6, 7}) {
       if (first + rows > p.m) continue;
       std::vector<float> part(static_cast<size_t>(rows * p.n));
-      cpu::gemm_nt_bf16(p.a.data() + first * p.k, p.k, p.w.data(), p.k, part.data(), p.n, rows,
-                        p.n, p.k, false);
+      cpu::gemm_nt_bf16(p.a.data() + first * p.k, p.k, p.w.data(), p.k, part.data(), p.n, rows, p.n,
+                        p.k, false);
       for (size_t e = 0; e < part.size(); ++e)
         ASSERT_EQ(std::bit_cast<uint32_t>(part[e]),
                   std::bit_cast<uint32_t>(all[static_cast<size_t>(first * p.n) + e]))
             << "rows " << first << ".." << first + rows << " element " << e;
     }
+}
+
+// The 512-bit tiles (two output elements a register) give the 256-bit tiles' bits: every edge
+// tile (1-13 rows, 1-17 columns), k with and without a padded last chunk, accumulating or not.
+TEST_F(GemmBf16, WideTilesGiveTheNarrowTilesBits) {
+  std::mt19937 rng(15);
+  for (const int64_t k : {16, 40, 257})
+    for (int64_t m = 1; m <= 13; m += 3)
+      for (int64_t n = 1; n <= 17; ++n) {
+        const Problem p = random_problem(m, n, k, rng);
+        for (const bool accumulate : {false, true}) {
+          std::vector<float> narrow(static_cast<size_t>(m * n), 0.5f), wide = narrow;
+          cpu::gemm_nt_bf16_on(false, p.a.data(), k, p.w.data(), k, narrow.data(), n, m, n, k,
+                               accumulate);
+          cpu::gemm_nt_bf16_on(true, p.a.data(), k, p.w.data(), k, wide.data(), n, m, n, k,
+                               accumulate);
+          for (size_t e = 0; e < wide.size(); ++e)
+            ASSERT_EQ(std::bit_cast<uint32_t>(wide[e]), std::bit_cast<uint32_t>(narrow[e]))
+                << m << " x " << n << " x " << k << " accumulate " << accumulate << " at " << e;
+        }
+      }
 }
 
 TEST_F(GemmBf16, AccumulateAddsTheSumToOut) {

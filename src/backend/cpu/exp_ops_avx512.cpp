@@ -2,10 +2,7 @@
 // -ffp-contract=off; CMakeLists.txt): the portable kernels' operations, sixteen values at a time,
 // with glibc's expf bits (expf_avx512.h). As in the AVX2 kernels, the softmax's sum stays one
 // double accumulation in index order.
-// GCC 12's AVX-512 intrinsics start some conversions from _mm512_undefined_*(), which it then
-// reports as maybe-uninitialized (GCC bug 105593); nothing here reads an undefined value.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
+#include "backend/cpu/avx512_intrinsics.h"
 
 #include <algorithm>
 #include <cmath>

@@ -6,7 +6,7 @@
 // Include only from files compiled with -mavx2 -mfma -mavx512f -ffp-contract=off (CMakeLists.txt).
 #pragma once
 
-#include <immintrin.h>
+#include "backend/cpu/avx512_intrinsics.h"
 
 #include "backend/cpu/expf_avx2.h"
 

@@ -38,7 +38,12 @@ MatmulPrecision matmul_precision();
 MatmulPrecision parse_matmul_precision(const char* text, const char* what = "--cpu-matmul");
 
 // The product above; w is bf16 (raw uint16 bits), ldw in elements. Needs gemm_bf16_available().
+// Runs 512-bit tiles (two output elements' partial sums a register) unless DLLM_CPU_GEMM_KERNEL
+// asks for a 256-bit fp32 kernel (gemm_f32.h), then 256-bit ones: the same bits either way.
 void gemm_nt_bf16(const float* a, int64_t lda, const uint16_t* w, int64_t ldw, float* out,
                   int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate);
+// The same on the chosen tiles (tests and benchmarks compare them).
+void gemm_nt_bf16_on(bool wide_tiles, const float* a, int64_t lda, const uint16_t* w, int64_t ldw,
+                     float* out, int64_t ldo, int64_t m, int64_t n, int64_t k, bool accumulate);
 
 }  // namespace dllm::cpu
