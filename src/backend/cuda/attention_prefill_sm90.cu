@@ -48,7 +48,7 @@ constexpr int kConsumers = 2;                     // warpgroups of 64 rows
 constexpr int kThreads = (kConsumers + 1) * 128;  // + the producer warpgroup
 constexpr int kKeyStage = 1024;  // key-list entries load_seq_view() stages in shared memory
 static_assert(64 * kConsumers == batch_layout::kSm90Rows);
-constexpr int KT = batch_layout::kSm90TileKeys;  // the split kernel's tiles: the same bits
+constexpr int kTileKeys = batch_layout::kSm90TileKeys;  // the split kernel's tiles: the same bits
 
 // The ring of K/V tiles: stages, and tiles whose copies the producer keeps in flight before
 // handing the oldest over (the consumers release tile j - 1 only once they hold tile j, so the
@@ -59,11 +59,11 @@ struct Pipe {
   static_assert(kLag <= kStages - 2);
   // Dynamic shared memory from a 1024-byte-aligned base: Q [kConsumers][64 rows], the stages' K
   // and V tiles, the stages' key positions, then the stages' full and empty barriers.
-  static constexpr uint32_t kv_tile = 2 * half_bytes(KT);
+  static constexpr uint32_t kv_tile = 2 * half_bytes(kTileKeys);
   static constexpr uint32_t q = 0;
   static constexpr uint32_t kv = kConsumers * kQTile;
-  static constexpr uint32_t kpos = kv + kStages * 2 * kv_tile;  // [kStages][KT]
-  static constexpr uint32_t full = kpos + kStages * KT * 4;     // [kStages] mbarriers
+  static constexpr uint32_t kpos = kv + kStages * 2 * kv_tile;      // [kStages][kTileKeys]
+  static constexpr uint32_t full = kpos + kStages * kTileKeys * 4;  // [kStages] mbarriers
   static constexpr uint32_t empty = full + kStages * 8;
   static constexpr uint32_t end = empty + kStages * 8;
   static constexpr size_t bytes = end + 1024;  // room to align the base to 1024
@@ -78,21 +78,21 @@ struct Pipe {
   __device__ uint32_t k_addr(int tile) const { return sbase + kv + stage(tile) * 2 * kv_tile; }
   __device__ uint32_t v_addr(int tile) const { return k_addr(tile) + kv_tile; }
   __device__ int* positions(int tile) const {
-    return reinterpret_cast<int*>(smem + kpos) + stage(tile) * KT;
+    return reinterpret_cast<int*>(smem + kpos) + stage(tile) * kTileKeys;
   }
   __device__ uint32_t full_bar(int tile) const { return sbase + full + 8 * stage(tile); }
   __device__ uint32_t empty_bar(int tile) const { return sbase + empty + 8 * stage(tile); }
 };
 
 // The producer warpgroup: tiles 0 .. n_tiles - 1 of keys [0, k_end) into the ring, by cp.async.
-// Warp w copies keys KT/4 w .. of a tile, two whole key rows a warp-wide copy; lane l resolves
-// the slot of its key l % (KT / 4) one tile ahead (a global load, behind the copies in flight) and
-// shuffles it to the copies. A tile is handed over (full barrier) kLag tiles later, once this
-// thread's copies of it have landed and are fenced for wgmma's async proxy.
+// Warp w copies keys kTileKeys/4 w .. of a tile, two whole key rows a warp-wide copy; lane l
+// resolves the slot of its key l % (kTileKeys / 4) one tile ahead (a global load, behind the copies
+// in flight) and shuffles it to the copies. A tile is handed over (full barrier) kLag tiles later,
+// once this thread's copies of it have landed and are fenced for wgmma's async proxy.
 __device__ __forceinline__ void produce(const AttentionSeqView& p, const Pipe& ring, int n_tiles,
                                         int k_end) {
   using R = Pipe;
-  constexpr int kKeysPerWarp = KT / 4;
+  constexpr int kKeysPerWarp = kTileKeys / 4;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, lane_chunk = lane & 15;
   const int first = warp * kKeysPerWarp;
   const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * kD;
@@ -105,7 +105,7 @@ __device__ __forceinline__ void produce(const AttentionSeqView& p, const Pipe& r
   };
   int own_slot = slot_of(0);
   for (int it = 0; it < n_tiles; ++it) {
-    const int t0 = it * KT;
+    const int t0 = it * kTileKeys;
     if (it >= R::kStages) mbarrier::wait(ring.empty_bar(it), R::use_parity(it) ^ 1);
     unsigned char* kd = ring.k_tile(it);
     unsigned char* vd = kd + R::kv_tile;
@@ -114,14 +114,14 @@ __device__ __forceinline__ void produce(const AttentionSeqView& p, const Pipe& r
       const int r = r0 + lane / 16, kr = first + r;
       const int64_t row = static_cast<int64_t>(__shfl_sync(0xffffffffu, own_slot, r)) * kv_row;
       const bool ok = t0 + kr < k_end;  // past the keys: zero-filled
-      cp_async16(kd + swizzled<KT>(kr, lane_chunk), k_base + row, ok);
-      cp_async16(vd + swizzled<KT>(kr, lane_chunk), v_base + row, ok);
+      cp_async16(kd + swizzled<kTileKeys>(kr, lane_chunk), k_base + row, ok);
+      cp_async16(vd + swizzled<kTileKeys>(kr, lane_chunk), v_base + row, ok);
     }
     if (lane < kKeysPerWarp)
       cp_async4(ring.positions(it) + first + lane, p.slot_positions + own_slot,
                 t0 + first + lane < k_end);
     cp_async_commit();
-    if (it + 1 < n_tiles) own_slot = slot_of(t0 + KT);
+    if (it + 1 < n_tiles) own_slot = slot_of(t0 + kTileKeys);
     if (it >= R::kLag) {
       cp_async_wait<R::kLag>();
       wgmma::fence_proxy_async();
@@ -169,9 +169,9 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
   float(&o_flat)[64] = reinterpret_cast<float(&)[64]>(o);
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f}, alpha[2];
   const float scale_log2 = p.scale * 1.4426950408889634f;
-  float s[KT / 8][4];
-  float(&s_flat)[KT / 2] = reinterpret_cast<float(&)[KT / 2]>(s);
-  uint32_t a[KT / 16][4];  // P of the tile whose P V is next
+  float s[kTileKeys / 8][4];
+  float(&s_flat)[kTileKeys / 2] = reinterpret_cast<float(&)[kTileKeys / 2]>(s);
+  uint32_t a[kTileKeys / 16][4];  // P of the tile whose P V is next
   auto release = [&](int tile) {
     __syncwarp();
     if (lane == 0) mbarrier::arrive(ring.empty_bar(tile));
@@ -179,41 +179,41 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
   // The softmax of tile `it`, whose S has landed: masked, exponentiated, (m, l) updated.
   auto softmax = [&](int it) {
     wgmma::fence_registers(s_flat);
-    sm90::mask_scores<KT>(p, s_flat, ring.positions(it), it * KT, k_end, n_cache, n_keys, row_a,
-                          row_b, lane);
+    sm90::mask_scores<kTileKeys>(p, s_flat, ring.positions(it), it * kTileKeys, k_end, n_cache,
+                                 n_keys, row_a, row_b, lane);
     softmax_tile_scores(s, m, l, scale_log2, alpha);
   };
 
   if (n_tiles > 0) {
     mbarrier::wait(ring.full_bar(0), Pipe::use_parity(0));
-    sm90::issue_scores<KT>(s_flat, q_addr, ring.k_addr(0));
+    sm90::issue_scores<kTileKeys>(s_flat, q_addr, ring.k_addr(0));
     wgmma::commit();
     wgmma::wait<0>();
     softmax(0);
     rescale_output(o, alpha);
-    sm90::pack_probabilities<KT>(s, a);
+    sm90::pack_probabilities<kTileKeys>(s, a);
   }
   for (int it = 1; it < n_tiles; ++it) {
     mbarrier::wait(ring.full_bar(it), Pipe::use_parity(it));
-    sm90::issue_scores<KT>(s_flat, q_addr, ring.k_addr(it));
+    sm90::issue_scores<kTileKeys>(s_flat, q_addr, ring.k_addr(it));
     wgmma::commit();
-    sm90::issue_values<KT>(o_flat, a, ring.v_addr(it - 1));
+    sm90::issue_values<kTileKeys>(o_flat, a, ring.v_addr(it - 1));
     wgmma::commit();
     wgmma::wait<1>();  // S of this tile (P V of the last may still run)
     softmax(it);
     wgmma::wait<0>();
     wgmma::fence_registers(o_flat);
-    sm90::keep_fragments<KT>(a);
+    sm90::keep_fragments<kTileKeys>(a);
     release(it - 1);
     rescale_output(o, alpha);
-    sm90::pack_probabilities<KT>(s, a);
+    sm90::pack_probabilities<kTileKeys>(s, a);
   }
   if (n_tiles > 0) {
-    sm90::issue_values<KT>(o_flat, a, ring.v_addr(n_tiles - 1));
+    sm90::issue_values<kTileKeys>(o_flat, a, ring.v_addr(n_tiles - 1));
     wgmma::commit();
     wgmma::wait<0>();
     wgmma::fence_registers(o_flat);
-    sm90::keep_fragments<KT>(a);
+    sm90::keep_fragments<kTileKeys>(a);
   }
   trigger_dependent_launch();
   write_split_partials(p, 0, g, R, ra, m, l, o, lane);
@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __shared__ AttentionSeqView view;
   __shared__ int32_t key_stage[kKeyStage];
-  if (!load_seq_view<KT, kKeyStage>(a, batch_layout::kSm90Prefill, view, key_stage)) return;
+  if (!load_seq_view<kTileKeys, kKeyStage>(a, batch_layout::kSm90Prefill, view, key_stage)) return;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t pad = (1024u - (raw_addr & 1023u)) & 1023u;
@@ -244,7 +244,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The block's rows see no key past k_end (one split: keys from 0).
   const int last_row = min(R, (p.row_block + 1) * 64 * kConsumers) - 1;
   const int k_end = min(n_keys, visible_keys_end(p, last_row, group, n_keys - p.n_q, n_keys));
-  const int n_tiles = k_end > 0 ? (k_end + KT - 1) / KT : 0;
+  const int n_tiles = k_end > 0 ? (k_end + kTileKeys - 1) / kTileKeys : 0;
   if (threadIdx.x < 128)
     produce(p, ring, n_tiles, k_end);
   else

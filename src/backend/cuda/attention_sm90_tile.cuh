@@ -51,8 +51,8 @@ __device__ __forceinline__ void issue_scores(float (&s_flat)[KT / 2], uint32_t q
   }
 }
 
-// Sets the scores of keys// Sets the scores of keys [t0, t0 + KT) a lane's rows may not see to -inf
-// (scores stay unscaled: the scale folds into the exponent). kp: the tile's key positions.
+// Sets the scores of keys [t0, t0 + KT) a lane's rows may not see to -inf (scores stay unscaled:
+// the scale folds into the exponent). kp: the tile's key positions.
 template <int KT, class P>
 __device__ __forceinline__ void mask_scores(const P& p, float (&s_flat)[KT / 2], const int* kp,
                                             int t0, int k_end, int n_cache, int n_keys,
