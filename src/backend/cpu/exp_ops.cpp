@@ -52,7 +52,10 @@ bool softmax_row(float* s, const uint8_t* visible, int64_t n, float scale) {
 
 void softmax_rows(float* s, const uint8_t* visible, int64_t n, int64_t rows, float scale,
                   bool* seen) {
-  if (exp_ops_avx512_available()) return softmax_rows_avx512(s, visible, n, rows, scale, seen);
+  if (exp_ops_avx512_available()) {
+    softmax_rows_avx512(s, visible, n, rows, scale, seen);
+    return;
+  }
   for (int64_t r = 0; r < rows; ++r) seen[r] = softmax_row(s + r * n, visible + r * n, n, scale);
 }
 
