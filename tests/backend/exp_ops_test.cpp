@@ -143,6 +143,9 @@ TEST(ExpOps, SoftmaxRowsMatchPortableRowByRow) {
         for (int64_t r = 0; r < rows; ++r) ASSERT_EQ(seen[r], want_seen[r]) << n << " " << r;
         for (size_t i = 0; i < a.size(); ++i)
           ASSERT_EQ(bits(got[i]), bits(want[i])) << "n " << n << " rows " << rows << " at " << i;
+        std::vector<float> unasked = a;  // without `seen`: the same rows
+        k(unasked.data(), vis.data(), n, rows, 0.25f, nullptr);
+        ASSERT_TRUE(unasked == got) << "n " << n << " rows " << rows << ", seen not asked for";
       }
     }
 }

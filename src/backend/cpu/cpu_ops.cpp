@@ -128,8 +128,10 @@ void attention(const float* q, int64_t q_stride, std::span<const float* const> k
         matmul_nt(q + h * head_dim, q_stride, kg.data(), head_dim, scores.data(), n_k, n_q, n_k,
                   head_dim);
         const auto softmax_chunk = [&](int64_t first, int64_t last) {
-          // A query that sees nothing gets zero probabilities: a zero output.
-          const auto seen = std::make_unique<bool[]>(static_cast<size_t>(last - first));
+          // A query that sees nothing gets zero probabilities: a zero output. Which rows saw
+          // something matters only to head_mean_probs.
+          std::unique_ptr<bool[]> seen;
+          if (head_mean_probs) seen = std::make_unique<bool[]>(static_cast<size_t>(last - first));
           softmax_rows(&scores[static_cast<size_t>(first * n_k)],
                        &visible[static_cast<size_t>(first * n_k)], n_k, last - first, scale,
                        seen.get());

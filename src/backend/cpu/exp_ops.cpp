@@ -56,7 +56,10 @@ void softmax_rows(float* s, const uint8_t* visible, int64_t n, int64_t rows, flo
     softmax_rows_avx512(s, visible, n, rows, scale, seen);
     return;
   }
-  for (int64_t r = 0; r < rows; ++r) seen[r] = softmax_row(s + r * n, visible + r * n, n, scale);
+  for (int64_t r = 0; r < rows; ++r) {
+    const bool any = softmax_row(s + r * n, visible + r * n, n, scale);
+    if (seen) seen[r] = any;
+  }
 }
 
 void silu_mul_range(const float* gate, const float* up, float* out, int64_t first, int64_t last) {

@@ -21,8 +21,9 @@ namespace dllm::cpu {
 bool softmax_row(float* s, const uint8_t* visible, int64_t n, float scale);
 
 // softmax_row on `rows` consecutive rows of n values (s and visible row-major); seen[r] receives
-// each row's result. The AVX-512 kernel adds up four rows' sums side by side (each still one
-// double accumulation in index order: the same bits), which one row's dependent additions bound.
+// each row's result (seen may be null). The AVX-512 kernel adds up four rows' sums side by side
+// (each still one double accumulation in index order: the same bits), which one row's dependent
+// additions bound.
 void softmax_rows(float* s, const uint8_t* visible, int64_t n, int64_t rows, float scale,
                   bool* seen);
 

@@ -74,6 +74,9 @@ void sum_rows(float* const* row, int64_t n, double* sum) {
   for (int k = 0; k < K; ++k) sum[k] = acc[k];
 }
 
+using SumRowsFn = void (*)(float* const*, int64_t, double*);
+constexpr SumRowsFn kSumRows[] = {nullptr, sum_rows<1>, sum_rows<2>, sum_rows<3>, sum_rows<4>};
+
 }  // namespace
 
 bool softmax_row_avx512(float* s, const uint8_t* visible, int64_t n, float scale) {
@@ -85,6 +88,7 @@ bool softmax_row_avx512(float* s, const uint8_t* visible, int64_t n, float scale
 void softmax_rows_avx512(float* s, const uint8_t* visible, int64_t n, int64_t rows, float scale,
                          bool* seen) {
   constexpr int kGroup = 4;
+  static_assert(kGroup + 1 == sizeof(kSumRows) / sizeof(kSumRows[0]));
   for (int64_t r0 = 0; r0 < rows; r0 += kGroup) {
     float* active[kGroup];
     int k = 0;
@@ -92,8 +96,9 @@ void softmax_rows_avx512(float* s, const uint8_t* visible, int64_t n, int64_t ro
       float* row = s + r * n;
       const uint8_t* vis = visible + r * n;
       const float mx = scale_and_max(row, vis, n, scale);
-      seen[r] = mx != -std::numeric_limits<float>::infinity();
-      if (!seen[r]) {
+      const bool any = mx != -std::numeric_limits<float>::infinity();
+      if (seen) seen[r] = any;
+      if (!any) {
         std::fill_n(row, n, 0.0f);
         continue;
       }
@@ -101,22 +106,7 @@ void softmax_rows_avx512(float* s, const uint8_t* visible, int64_t n, int64_t ro
       active[k++] = row;
     }
     double sum[kGroup];
-    switch (k) {
-      case 4:
-        sum_rows<4>(active, n, sum);
-        break;
-      case 3:
-        sum_rows<3>(active, n, sum);
-        break;
-      case 2:
-        sum_rows<2>(active, n, sum);
-        break;
-      case 1:
-        sum_rows<1>(active, n, sum);
-        break;
-      default:
-        break;
-    }
+    if (k > 0) kSumRows[k](active, n, sum);
     for (int a = 0; a < k; ++a) normalize(active[a], n, sum[a]);
   }
 }
