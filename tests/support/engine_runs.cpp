@@ -3,6 +3,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <stdexcept>
 
 #include "support/test_paths.h"
 
@@ -36,9 +37,11 @@ SequenceRequest to_request(const EngineCase& c, uint64_t id, EngineOutcome& out)
 std::vector<EngineCase> mixed_cases(const Model& model, const std::vector<std::string>& strategies,
                                     int n, int spread) {
   std::vector<std::vector<int32_t>> prompts;
-  std::ifstream in(fixtures_dir() / "heldout" / "add3.jsonl");
+  const auto path = fixtures_dir() / "heldout" / "add3.jsonl";
+  std::ifstream in(path);
   for (std::string line; std::getline(in, line);)
     prompts.push_back(nlohmann::json::parse(line)["prompt_ids"].get<std::vector<int32_t>>());
+  if (prompts.empty()) throw std::runtime_error("no prompts in " + path.string());
   const ModelConfig& c = model.config();
   std::vector<EngineCase> cases;
   for (int i = 0; i < n; ++i) {
