@@ -1,6 +1,7 @@
 // The MoE grouped GEMM (kernels.h moe_grouped_gemm, tensor cores) against a naive CPU computation
-// on fresh random inputs — row counts per expert of 0, 1, odd, exactly and just past a 64-row
-// pass, k and n_out off the kernel's tiles, gathered and sorted inputs, fp32 and bf16 outputs —
+// on fresh random inputs — row counts per expert of 0, 1, odd, exactly and just past a tile of
+// rows and a warp's half of it, k and n_out off the kernel's tiles, gathered and sorted inputs,
+// fp32 and bf16 outputs — the fused SwiGLU against the bf16 GEMM followed by swiglu() (bitwise),
 // its bitwise batch invariance (a row's output alone vs with 1..64 and more other rows on its
 // expert), and its refusals of shapes outside the contract.
 #include <gtest/gtest.h>
@@ -34,7 +35,7 @@ struct GemmCase {
   int n = 0, experts = 0;
   std::vector<float> x, w;  // bf16-rounded values
   cuda::DeviceBuffer<uint16_t> d_x, d_w;
-  cuda::DeviceBuffer<int32_t> d_routed, offsets, order, position, active;
+  cuda::DeviceBuffer<int32_t> d_routed, offsets, order, position, work;
 
   GemmCase(const std::vector<int32_t>& routed, std::vector<float> xs, std::vector<float> ws,
            int num_experts)
@@ -48,13 +49,12 @@ struct GemmCase {
         offsets(size_t(num_experts + 1), "offsets"),
         order(size_t(std::max(n, 1)), "order"),
         position(size_t(std::max(n, 1)), "position"),
-        active(size_t(num_experts + 1), "active") {
-    cuda::moe_sort(d_routed.get(), n, 1, 0, experts, offsets.get(), order.get(), position.get(),
-                   active.get(), nullptr);
+        work(size_t(cuda::moe_work_list_ints(n, num_experts)), "work list") {
+    cuda::moe_sort(d_routed.get(), n, 1, 0, experts, false, offsets.get(), order.get(),
+                   position.get(), work.get(), nullptr);
   }
 
-  // gather: rows through `order` (the gate_up use) and a grid over the experts with rows only
-  // (`active`), as the model runs it; else rows in sorted order and a grid over every expert.
+  // gather: rows through `order` (the gate_up use); else rows in sorted order (the down use).
   cuda::MoeGemmParams params(const GemmShape& s, void* out, bool f32, bool gather) const {
     cuda::MoeGemmParams p;
     p.in = reinterpret_cast<const cuda::bf16*>(d_x.get());
@@ -67,18 +67,18 @@ struct GemmCase {
     p.k = s.k;
     p.out = out;
     p.out_f32 = f32;
-    if (gather) {
-      p.active = active.get();
-      p.assignments = n;
-    }
+    p.work = work.get();
+    p.assignments = n;
     return p;
   }
 };
 
 TEST(CudaMoeGemm, MatchesNaiveReference) {
   std::mt19937 rng(22);
-  // Experts 0 and 6 have no rows; 64 and 65 are one full pass and one past it; 130 three passes.
-  const std::vector<int> counts = {0, 1, 3, 17, 64, 65, 0, 130, 2};
+  // Experts 0 and 6 have no rows; 128 and 129 are one full tile and one past it (the warps of a
+  // tile split it at 64 rows); 200 two tiles.
+  static_assert(cuda::kMoeTileRows == 128);
+  const std::vector<int> counts = {0, 1, 3, 17, 64, 65, 128, 129, 0, 200, 2};
   const int experts = int(counts.size());
   for (const GemmShape s : {GemmShape{1024, 2048}, GemmShape{2048, 512}, GemmShape{40, 72},
                             GemmShape{70, 200}, GemmShape{1, 8}, GemmShape{130, 520}}) {
@@ -89,14 +89,8 @@ TEST(CudaMoeGemm, MatchesNaiveReference) {
                test::random_floats(size_t(experts) * s.n_out * s.k, rng, 0.2f), experts);
     const auto offsets = test::to_host(c.offsets);
     const auto order = test::to_host(c.order);
-    const auto active = test::to_host(c.active);
-    std::vector<int32_t> with_rows;
-    for (int e = 0; e < experts; ++e) {
+    for (int e = 0; e < experts; ++e)
       ASSERT_EQ(offsets[size_t(e + 1)] - offsets[size_t(e)], counts[size_t(e)]);
-      if (counts[size_t(e)] > 0) with_rows.push_back(e);
-    }
-    ASSERT_EQ(active[0], int(with_rows.size()));
-    ASSERT_TRUE(std::equal(with_rows.begin(), with_rows.end(), active.begin() + 1));
     for (const bool gather : {true, false}) {
       for (const bool f32 : {true, false}) {
         SCOPED_TRACE(testing::Message() << "gather " << gather << " f32 " << f32);
@@ -123,6 +117,37 @@ TEST(CudaMoeGemm, MatchesNaiveReference) {
           }
         EXPECT_EQ(bad, 0);
       }
+    }
+  }
+}
+
+// The fused SwiGLU gives the bits of the bf16 GEMM over the gate and up halves followed by
+// swiglu(): widths below, at and across the kernel's 64-feature column tiles, gathered and sorted.
+TEST(CudaMoeGemm, FusedSwigluGivesTheGemmThenSwiglusBits) {
+  std::mt19937 rng(23);
+  const std::vector<int> counts = {3, 0, 64, 65, 1, 130};
+  const int experts = int(counts.size());
+  for (const GemmShape s : {GemmShape{2 * 512, 2048}, GemmShape{2 * 40, 72},
+                            GemmShape{2 * 100, 200}, GemmShape{2 * 64, 64}}) {
+    const int inter = s.n_out / 2;
+    SCOPED_TRACE(testing::Message() << "inter " << inter << " k " << s.k);
+    const auto routed = route_by_counts(counts, rng);
+    const int n = int(routed.size());
+    GemmCase c(routed, test::random_floats(size_t(n) * s.k, rng),
+               test::random_floats(size_t(experts) * s.n_out * s.k, rng, 0.2f), experts);
+    for (const bool gather : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "gather " << gather);
+      cuda::DeviceBuffer<cuda::bf16> gu(size_t(n) * s.n_out, "gate_up"),
+          want(size_t(n) * inter, "want"), got(size_t(n) * inter, "got");
+      cuda::moe_grouped_gemm(c.params(s, gu.get(), false, gather), nullptr);
+      cuda::swiglu(gu.get(), want.get(), n, inter, nullptr);
+      auto p = c.params(s, got.get(), false, gather);
+      p.swiglu = true;
+      cuda::moe_grouped_gemm(p, nullptr);
+      const auto a = test::to_host(want), b = test::to_host(got);
+      int differ = 0;
+      for (size_t i = 0; i < a.size(); ++i) differ += a[i] != b[i];
+      EXPECT_EQ(differ, 0) << "of " << a.size() << " values";
     }
   }
 }
@@ -168,7 +193,7 @@ TEST(CudaMoeGemm, BatchInvariant) {
     const auto alone = probe_output(s, probe, w, 0, 0, rng);
     std::vector<int> others(64);
     std::iota(others.begin(), others.end(), 1);
-    for (const int extra : {65, 100, 200}) others.push_back(extra);
+    for (const int extra : {65, 100, 127, 128, 129, 200, 300}) others.push_back(extra);
     for (const int m : others) {
       const int at = int(rng() % uint32_t(m + 1));
       EXPECT_EQ(probe_output(s, probe, w, m, at, rng), alone)
@@ -193,6 +218,15 @@ TEST(CudaMoeGemm, RefusesShapesOutsideTheContract) {
   EXPECT_THROW(cuda::moe_grouped_gemm(p, nullptr), std::exception);
   p = c.params(s, y.get(), true, true);
   p.assignments = -1;
+  EXPECT_THROW(cuda::moe_grouped_gemm(p, nullptr), std::exception);
+  p = c.params(s, y.get(), true, true);
+  p.swiglu = true;  // with an fp32 output
+  EXPECT_THROW(cuda::moe_grouped_gemm(p, nullptr), std::exception);
+  p = c.params(GemmShape{15, 64}, y.get(), false, true);
+  p.swiglu = true;  // an odd n_out has no gate and up halves
+  EXPECT_THROW(cuda::moe_grouped_gemm(p, nullptr), std::exception);
+  p = c.params(s, y.get(), true, true);
+  p.work = nullptr;
   EXPECT_THROW(cuda::moe_grouped_gemm(p, nullptr), std::exception);
 }
 

@@ -11,6 +11,7 @@
 #include <numeric>
 #include <optional>
 #include <random>
+#include <utility>
 
 #include "backend/backend.h"
 #include "backend/cuda/kernels.h"
@@ -94,67 +95,95 @@ TEST(CudaMoeRouter, MatchesTheCpuReference) {
   }
 }
 
+// Dispatch, the grouped GEMM and the combine together against a per-token computation: with and
+// without the shared expert riding as the extra expert, out accumulated into and not.
 TEST(CudaMoe, DispatchGroupedGemmAndCombine) {
   std::mt19937 rng(17);
   const int n = 37, k = 3, experts = 7, h = 72, n_out = 40;
-  auto x = test::random_floats(size_t(n * h), rng);
+  auto x = test::random_floats(size_t(n * h), rng);  // rounded to bf16 below, in place
   auto w = test::random_floats(size_t(experts * n_out * h), rng, 0.2f);
-  const auto xb = test::round_bf16(x);
-  const auto wb = test::round_bf16(w);
+  auto shared_w = test::random_floats(size_t(n_out * h), rng, 0.2f);
+  const auto start = test::random_floats(size_t(n * n_out), rng);
+  const auto xb = test::round_bf16(x), wb = test::round_bf16(w), sb = test::round_bf16(shared_w);
   std::vector<int32_t> routed(static_cast<size_t>(n * k));
   for (int t = 0; t < n; ++t) {  // three distinct experts per token: two of 0..4, and 6; 5 never
     routed[size_t(t * k + 0)] = t % 5;
     routed[size_t(t * k + 1)] = (t + 1) % 5;
     routed[size_t(t * k + 2)] = 6;
   }
-  auto weights = test::random_floats(size_t(n * k), rng);
-  auto d_x = test::to_device(xb);
-  auto d_w = test::to_device(wb);
-  auto d_routed = test::to_device(routed);
-  auto d_weights = test::to_device(weights);
-  cuda::DeviceBuffer<int32_t> offsets(size_t(experts + 1), "offsets"),
-      order(size_t(n * k), "order"), position(size_t(n * k), "position");
-  cuda::moe_sort(d_routed.get(), n, k, 0, experts, offsets.get(), order.get(), position.get(),
-                 nullptr, nullptr);
-  cuda::DeviceBuffer<float> y(size_t(n * k * n_out), "y"), out(size_t(n * n_out), "out");
-  cuda::MoeGemmParams p;
-  p.in = reinterpret_cast<const cuda::bf16*>(d_x.get());
-  p.order = order.get();
-  p.top_k = k;
-  p.offsets = offsets.get();
-  p.w = reinterpret_cast<const cuda::bf16*>(d_w.get());
-  p.experts = experts;
-  p.n_out = n_out;
-  p.k = h;
-  p.out = y.get();
-  cuda::moe_grouped_gemm(p, nullptr);
-  cuda::moe_combine(y.get(), position.get(), d_weights.get(), n, k, n_out, out.get(), false,
-                    nullptr);
-  const auto got_offsets = test::to_host(offsets);
-  const auto got_position = test::to_host(position);
-  const auto got_y = test::to_host(y);
-  const auto got = test::to_host(out);
-  EXPECT_EQ(got_offsets[5], got_offsets[6]) << "expert 5 has no rows";
-  EXPECT_EQ(got_offsets[size_t(experts)], n * k);
-  std::vector<float> ref(size_t(n * n_out), 0.0f);
-  for (int t = 0; t < n; ++t)
-    for (int j = 0; j < k; ++j) {
-      const int a = t * k + j, e = routed[size_t(a)], at = got_position[size_t(a)];
-      ASSERT_GE(at, got_offsets[size_t(e)]);
-      ASSERT_LT(at, got_offsets[size_t(e + 1)]);
-      for (int c = 0; c < n_out; ++c) {
-        double dot = 0;
-        for (int d = 0; d < h; ++d)
-          dot += double(x[size_t(t * h + d)]) * w[size_t((e * n_out + c) * h + d)];
-        EXPECT_NEAR(got_y[size_t(at * n_out + c)], dot, 1e-3 * (1 + std::abs(dot)));
-        ref[size_t(t * n_out + c)] += weights[size_t(a)] * float(dot);
-      }
+  const auto weights = test::random_floats(size_t(n * k), rng);
+  const auto d_x = test::to_device(xb), d_w = test::to_device(wb), d_shared = test::to_device(sb);
+  const auto d_routed = test::to_device(routed);
+  const auto d_weights = test::to_device(weights);
+  auto dot = [&](int t, const std::vector<float>& wt, int col) {
+    double sum = 0;
+    for (int d = 0; d < h; ++d) sum += double(x[size_t(t * h + d)]) * wt[size_t(col * h + d)];
+    return sum;
+  };
+  for (const bool extra : {false, true})
+    for (const bool accumulate : {false, true}) {
+      SCOPED_TRACE(testing::Message()
+                   << "shared expert " << extra << ", accumulate " << accumulate);
+      cuda::DeviceBuffer<int32_t> offsets(size_t(experts + 1), "offsets"),
+          order(size_t(n * (k + 1)), "order"), position(size_t(n * k), "position"),
+          work(size_t(cuda::moe_work_list_ints(n * k, experts, extra ? n : 0)), "work list");
+      cuda::moe_sort(d_routed.get(), n, k, 0, experts, extra, offsets.get(), order.get(),
+                     position.get(), work.get(), nullptr);
+      cuda::DeviceBuffer<float> y(size_t(n * (k + 1) * n_out), "y");
+      auto out = test::to_device(start);
+      cuda::MoeGemmParams p;
+      p.in = reinterpret_cast<const cuda::bf16*>(d_x.get());
+      p.order = order.get();
+      p.top_k = k;
+      p.offsets = offsets.get();
+      p.work = work.get();
+      p.assignments = n * k;
+      p.w = reinterpret_cast<const cuda::bf16*>(d_w.get());
+      p.experts = experts;
+      p.n_out = n_out;
+      p.k = h;
+      p.extra_w = extra ? reinterpret_cast<const cuda::bf16*>(d_shared.get()) : nullptr;
+      p.extra_rows = extra ? n : 0;
+      p.out = y.get();
+      cuda::moe_grouped_gemm(p, nullptr);
+      cuda::moe_combine(y.get(), position.get(), d_weights.get(), n, k, n_out, extra, out.get(),
+                        accumulate, nullptr);
+      const auto got_offsets = test::to_host(offsets);
+      const auto got_position = test::to_host(position);
+      const auto got_y = test::to_host(y);
+      const auto got = test::to_host(out);
+      EXPECT_EQ(got_offsets[0], extra ? n : 0) << "routed positions follow the shared rows";
+      EXPECT_EQ(got_offsets[5], got_offsets[6]) << "expert 5 has no rows";
+      EXPECT_EQ(got_offsets[size_t(experts)], n * k + (extra ? n : 0));
+      std::vector<float> ref(size_t(n * n_out), 0.0f);
+      for (int t = 0; t < n; ++t)
+        for (int c = 0; c < n_out; ++c) {
+          float& r = ref[size_t(t * n_out + c)];
+          if (accumulate) r = start[size_t(t * n_out + c)];
+          if (extra) {
+            const double want = dot(t, shared_w, c);
+            EXPECT_NEAR(got_y[size_t(t * n_out + c)], want, 1e-3 * (1 + std::abs(want)));
+            r += float(want);
+          }
+        }
+      for (int t = 0; t < n; ++t)
+        for (int j = 0; j < k; ++j) {
+          const int a = t * k + j, e = routed[size_t(a)], at = got_position[size_t(a)];
+          ASSERT_GE(at, got_offsets[size_t(e)]);
+          ASSERT_LT(at, got_offsets[size_t(e + 1)]);
+          for (int c = 0; c < n_out; ++c) {
+            const double want = dot(t, w, e * n_out + c);
+            EXPECT_NEAR(got_y[size_t(at * n_out + c)], want, 1e-3 * (1 + std::abs(want)));
+            ref[size_t(t * n_out + c)] += weights[size_t(a)] * float(want);
+          }
+        }
+      EXPECT_LT(test::rel_error(got, ref), 1e-4);
     }
-  EXPECT_LT(test::rel_error(got, ref), 1e-4);
 }
 
 // moe_sort against a CPU stable counting sort, exactly: offsets, order (an expert's assignments
-// in assignment order), position and the list of experts with rows — uniform and skewed routings
+// in assignment order), position and the grouped GEMM's work list (each expert's tiles of 64
+// sorted rows, the count of experts with rows) — uniform and skewed routings
 // (one expert taking most rows, most experts empty), from 1 to 8192 assignments, 1 to 1024 experts;
 // all experts held, and the upper half held (an expert-parallel rank: the others' assignments get
 // position -1 and no sorted slot).
@@ -172,19 +201,26 @@ TEST(CudaMoe, SortIsAStableCountingSort) {
     std::vector<int32_t> routed(static_cast<size_t>(a_total));
     for (int32_t& e : routed)
       e = s.skewed && rng() % 2 == 0 ? 3 % s.experts : int32_t(rng() % uint32_t(s.experts));
-    for (const int first : {0, s.experts / 2}) {
-      const int held = s.experts - first;
-      SCOPED_TRACE(testing::Message() << s.n << " tokens x " << s.top_k << " of " << s.experts
-                                      << ", holding " << first << ".." << s.experts - 1);
+    for (const auto [first, extra] :
+         {std::pair{0, false}, std::pair{s.experts / 2, false}, std::pair{0, s.experts < 1024}}) {
+      const int held = s.experts - first, extra_rows = extra ? s.n : 0;
+      SCOPED_TRACE(testing::Message()
+                   << s.n << " tokens x " << s.top_k << " of " << s.experts << ", holding " << first
+                   << ".." << s.experts - 1 << (extra ? ", the shared expert first" : ""));
       std::vector<int32_t> offsets(size_t(held + 1), 0), order, position(routed.size(), -1),
-          active{0};
+          work{0, 0};
+      for (int t = 0; t < extra_rows; ++t) order.push_back(t * s.top_k);
+      for (int t = 0; t * cuda::kMoeTileRows < extra_rows; ++t) work.push_back(held | t << 10);
+      offsets[0] = extra_rows;
       for (int32_t e : routed)
         if (e >= first) ++offsets[size_t(e - first + 1)];
       for (int e = 0; e < held; ++e) {
-        if (offsets[size_t(e + 1)] > 0) active.push_back(e);
+        const int rows = offsets[size_t(e + 1)];
+        work[1] += rows > 0;
+        for (int t = 0; t * cuda::kMoeTileRows < rows; ++t) work.push_back(e | t << 10);
         offsets[size_t(e + 1)] += offsets[size_t(e)];
       }
-      active[0] = int32_t(active.size() - 1);
+      work[0] = int32_t(work.size() - 2);
       for (int e = first; e < s.experts; ++e)
         for (int a = 0; a < a_total; ++a)
           if (routed[size_t(a)] == e) {
@@ -193,18 +229,20 @@ TEST(CudaMoe, SortIsAStableCountingSort) {
           }
       auto d_routed = test::to_device(routed);
       cuda::DeviceBuffer<int32_t> d_offsets(offsets.size(), "offsets"),
-          d_order(routed.size(), "order"), d_position(position.size(), "position"),
-          d_active(size_t(held + 1), "active");
-      cuda::moe_sort(d_routed.get(), s.n, s.top_k, first, held, d_offsets.get(), d_order.get(),
-                     d_position.get(), d_active.get(), nullptr);
+          d_order(routed.size() + size_t(extra_rows), "order"),
+          d_position(position.size(), "position"),
+          d_work(size_t(cuda::moe_work_list_ints(a_total, held, extra_rows)), "work list");
+      ASSERT_LE(work.size(), d_work.size());
+      cuda::moe_sort(d_routed.get(), s.n, s.top_k, first, held, extra, d_offsets.get(),
+                     d_order.get(), d_position.get(), d_work.get(), nullptr);
       EXPECT_EQ(test::to_host(d_offsets), offsets);
       auto got_order = test::to_host(d_order);
       got_order.resize(order.size());  // past the held experts' assignments: unwritten
       EXPECT_EQ(got_order, order);
       EXPECT_EQ(test::to_host(d_position), position);
-      auto got_active = test::to_host(d_active);
-      got_active.resize(active.size());
-      EXPECT_EQ(got_active, active);
+      auto got_work = test::to_host(d_work);
+      got_work.resize(work.size());
+      EXPECT_EQ(got_work, work);
     }
   }
 }

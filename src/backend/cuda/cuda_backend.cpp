@@ -242,8 +242,8 @@ std::optional<double> CudaBackend::profiled_moe_experts_touched() const {
 }
 
 void CudaBackend::count_moe_touched() {
-  int32_t used = 0;
-  DLLM_CUDA_CHECK(cudaMemcpyAsync(&used, lane_->moe_active.get(), sizeof(used),
+  int32_t used = 0;  // the work list's count of experts with rows
+  DLLM_CUDA_CHECK(cudaMemcpyAsync(&used, lane_->moe_work.get() + 1, sizeof(used),
                                   cudaMemcpyDeviceToHost, lane_->stream));
   DLLM_CUDA_CHECK(cudaStreamSynchronize(lane_->stream));
   moe_touched_ += used;

@@ -149,6 +149,10 @@ class CudaBackend final : public Backend {
   // The FFN of `m` normed rows (xn_) into `out` (added to it when `accumulate`): dense SwiGLU, or
   // the MoE (router, dispatch, grouped GEMMs over the active experts, combine, shared experts).
   void enqueue_ffn(int64_t layer, int m, float* out, bool accumulate);
+  // out (+)= the SwiGLU FFN of lane_->xn's m rows (gate_up [2 inter, h], down [h, inter]).
+  void enqueue_swiglu_ffn(const cuda::bf16* gate_up, const cuda::bf16* down, int inter, int m,
+                          float* out, bool accumulate, const char* gemm_op, const char* swiglu_op);
+  void enqueue_moe(int64_t layer, int m, float* out, bool accumulate);  // cuda_moe_layer.cpp
   // want_routing (cuda_routing.cpp): waits for the MoE layer just enqueued and hands its routing
   // to the plan's sequences that want it.
   void keep_routing(ForwardPlan& plan, int64_t layer, const LayerRows& rows);

@@ -114,11 +114,11 @@ void CudaBackend::visit_row_buffers(ForwardLane& a, ForwardLane& b, F&& f) const
     f(a.router_logits, b.router_logits, e, !kOut);
     f(a.moe_experts, b.moe_experts, k, !kOut);
     f(a.moe_weights, b.moe_weights, k, !kOut);
-    f(a.moe_order, b.moe_order, k, !kOut);
+    // Sorted positions: the routed assignments and the shared expert's rows (moe_sort's extra).
+    f(a.moe_order, b.moe_order, k + 1, !kOut);
     f(a.moe_position, b.moe_position, k, !kOut);
-    f(a.moe_gu, b.moe_gu, k * 2 * ie, !kOut);
-    f(a.moe_act, b.moe_act, k * ie, !kOut);
-    f(a.moe_y, b.moe_y, k * h, !kOut);
+    f(a.moe_act, b.moe_act, (k + 1) * ie, !kOut);
+    f(a.moe_y, b.moe_y, (k + 1) * h, !kOut);
   }
   f(a.hn, b.hn, h, kOut);
   f(a.logits, b.logits, static_cast<size_t>(head_rows_), kOut);
@@ -156,7 +156,10 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
   if (const MoeConfig& m = c.moe; m.num_experts > 0) {
     const size_t e = static_cast<size_t>(m.num_experts);
     moved |= lane_->moe_offsets.ensure(e + 1, "MoE dispatch");
-    moved |= lane_->moe_active.ensure(e + 1, "MoE dispatch");
+    const int64_t assignments = static_cast<int64_t>(T * m.experts_per_token);
+    moved |= lane_->moe_work.ensure(static_cast<size_t>(cuda::moe_work_list_ints(
+                                        assignments, static_cast<int>(e), static_cast<int64_t>(T))),
+                                    "MoE dispatch");
   }
   if (plan.any_reuse) {
     moved |= block_out_.ensure(T * h, "block outputs");

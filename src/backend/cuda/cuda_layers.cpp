@@ -282,81 +282,25 @@ void CudaBackend::enqueue_ffn_block(ForwardPlan& plan, int64_t li, const LayerRo
 
 void CudaBackend::enqueue_ffn(int64_t li, int m, float* out, bool accumulate) {
   const LayerDesc& d = desc_[static_cast<size_t>(li)];
-  CudaLayer& L = layers_[static_cast<size_t>(li)];
+  if (d.ffn == FfnKind::kMoeSwiGlu) return enqueue_moe(li, m, out, accumulate);
+  const CudaLayer& L = layers_[static_cast<size_t>(li)];
+  enqueue_swiglu_ffn(L.gate_up.get(), L.down.get(), static_cast<int>(d.intermediate_size), m, out,
+                     accumulate, "gemm", "swiglu");
+}
+
+void CudaBackend::enqueue_swiglu_ffn(const cuda::bf16* gate_up, const cuda::bf16* down, int inter,
+                                     int m, float* out, bool accumulate, const char* gemm_op,
+                                     const char* swiglu_op) {
   const int h = static_cast<int>(config_.hidden_size);
-  const bool moe = d.ffn == FfnKind::kMoeSwiGlu;
-  // The dense FFN, or the MoE's shared experts.
-  const int inter = static_cast<int>(moe ? d.moe.shared_intermediate_size() : d.intermediate_size);
-  if (inter > 0) {
-    // The profile shows the MoE's shared expert on its own line (next to "moe experts").
-    op_begin(moe ? "moe shared expert" : "gemm");
-    cuda::gemm_nt(lane_->cublas, lane_->xn.get(), L.gate_up.get(), lane_->gu.get(), CUDA_R_16BF, m,
-                  2 * inter, h, false);
-    op_end();
-    op_begin(moe ? "moe shared expert" : "swiglu");
-    cuda::swiglu(lane_->gu.get(), lane_->act.get(), m, inter, lane_->stream);
-    op_end();
-    op_begin(moe ? "moe shared expert" : "gemm");
-    cuda::gemm_nt(lane_->cublas, lane_->act.get(), L.down.get(), out, CUDA_R_32F, m, h, inter,
-                  accumulate);
-    op_end();
-    accumulate = true;
-  }
-  if (!moe) return;
-  const MoeConfig& c = d.moe;
-  const int experts = static_cast<int>(c.num_experts), k = static_cast<int>(c.experts_per_token),
-            ie = static_cast<int>(c.expert_intermediate_size);
-  op_begin("moe router");
-  // Router logits in fp32 from the bf16 rows and weights (the reference's fp32 linear of the
-  // same values, accumulated in fp32).
-  cuda::gemm_nt(lane_->cublas, lane_->xn.get(), L.router.get(), lane_->router_logits.get(),
-                CUDA_R_32F, m, experts, h, false);
-  cuda::MoeRouteParams rp;
-  rp.logits = lane_->router_logits.get();
-  rp.expert_bias = c.expert_bias ? L.expert_bias.get() : nullptr;
-  rp.experts_out = lane_->moe_experts.get();
-  rp.weights_out = lane_->moe_weights.get();
-  rp.n = m;
-  rp.experts = experts;
-  rp.groups = static_cast<int>(c.num_groups);
-  rp.groups_per_token = static_cast<int>(c.groups_per_token);
-  rp.top_k = k;
-  rp.scaling = static_cast<float>(c.routed_scaling_factor);
-  cuda::moe_route(rp, lane_->stream);
-  const int held = static_cast<int>(c.held_count());
-  cuda::moe_sort(lane_->moe_experts.get(), m, k, static_cast<int>(c.first_held_expert), held,
-                 lane_->moe_offsets.get(), lane_->moe_order.get(), lane_->moe_position.get(),
-                 lane_->moe_active.get(), lane_->stream);
+  op_begin(gemm_op);
+  cuda::gemm_nt(lane_->cublas, lane_->xn.get(), gate_up, lane_->gu.get(), CUDA_R_16BF, m, 2 * inter,
+                h, false);
   op_end();
-  if (profiling_) count_moe_touched();  // (profiled steps run without graphs)
-  op_begin("moe experts");
-  cuda::MoeGemmParams gp;
-  gp.in = lane_->xn.get();
-  gp.order = lane_->moe_order.get();
-  gp.top_k = k;
-  gp.offsets = lane_->moe_offsets.get();
-  gp.active = lane_->moe_active.get();
-  gp.assignments = m * k;
-  gp.w = L.expert_gate_up.get();
-  gp.experts = held;
-  gp.n_out = 2 * ie;
-  gp.k = h;
-  gp.out = lane_->moe_gu.get();
-  gp.out_f32 = false;
-  cuda::moe_grouped_gemm(gp, lane_->stream);
-  cuda::swiglu(lane_->moe_gu.get(), lane_->moe_act.get(), m * k, ie, lane_->stream);
-  gp.in = lane_->moe_act.get();
-  gp.order = nullptr;
-  gp.w = L.expert_down.get();
-  gp.n_out = h;
-  gp.k = ie;
-  gp.out = lane_->moe_y.get();
-  gp.out_f32 = true;
-  cuda::moe_grouped_gemm(gp, lane_->stream);
+  op_begin(swiglu_op);
+  cuda::swiglu(lane_->gu.get(), lane_->act.get(), m, inter, lane_->stream);
   op_end();
-  op_begin("moe combine");
-  cuda::moe_combine(lane_->moe_y.get(), lane_->moe_position.get(), lane_->moe_weights.get(), m, k,
-                    h, out, accumulate, lane_->stream);
+  op_begin(gemm_op);
+  cuda::gemm_nt(lane_->cublas, lane_->act.get(), down, out, CUDA_R_32F, m, h, inter, accumulate);
   op_end();
 }
 

@@ -6,6 +6,7 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/pdl_launch.h"
+#include "backend/cuda/silu.cuh"
 
 namespace dllm::cuda {
 
@@ -157,10 +158,6 @@ __global__ void qkv_post_kernel(QkvPostParams p) {
       *reinterpret_cast<uint2*>(dst + d) = pack_bf16x4(x.x, x.y, x.z, x.w);
     }
   }
-}
-
-__device__ __forceinline__ float silu_times(float g, float u) {
-  return g / (1.0f + __expf(-g)) * u;
 }
 
 // Eight outputs per thread in 16-byte loads and stores (inter % 8 == 0, every real FFN width).

@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -357,47 +358,67 @@ struct MoeRouteParams {
 };
 void moe_route(const MoeRouteParams& p, cudaStream_t stream);
 
+// The grouped GEMM's rows per work item: moe_sort lists each expert's rows in tiles of this many.
+constexpr int kMoeTileRows = 128;
+// Ints of moe_sort's work list for `assignments` assignments over `experts` held experts and
+// `extra_rows` rows of the extra expert: two counts, then at most one item per expert with rows
+// plus one per full tile of rows, and the extra expert's tiles.
+inline int64_t moe_work_list_ints(int64_t assignments, int experts, int64_t extra_rows = 0) {
+  return 2 + std::min<int64_t>(experts, assignments) + assignments / kMoeTileRows +
+         (extra_rows + kMoeTileRows - 1) / kMoeTileRows;
+}
+
 // MoE dispatch of n tokens' top_k routed experts (moe_route's experts_out): the n * top_k
 // assignments (a = t * top_k + j) to the held experts first_expert .. + num_experts - 1 (all of
 // them, or an expert-parallel rank's share) grouped by held expert e (id - first_expert), by token
-// within an expert.
+// within an expert. With `extra` (the shared expert as one more, e = num_experts <= 1023), every
+// token t first takes sorted position t for it, and the routed positions start at n.
 //   offsets [num_experts + 1]: e's assignments are sorted positions offsets[e] .. offsets[e+1]
-//   order [n * top_k]: the assignment at each sorted position; position: its inverse, -1 for an
-//   assignment to an expert not held (moe_combine skips those).
-//   active [num_experts + 1] (optional, may be null): the number of held experts with rows, then
-//   those experts in increasing order (MoeGemmParams::active).
+//   order [n * top_k (+ n)]: the assignment at each sorted position (t * top_k at the extra
+//   expert's); position [n * top_k]: the routed positions' inverse, -1 for an assignment to an
+//   expert not held (moe_combine skips those).
+//   work [moe_work_list_ints(n * top_k, num_experts, extra ? n : 0)] (may be null):
+//   moe_grouped_gemm's work list — work[0] the number of items, work[1] the number of held
+//   routed experts with rows, then one item per (expert e, tile t of kMoeTileRows of its sorted
+//   rows), e | t << 10: the extra expert's first, then in expert and tile order.
 // No host synchronisation (CUDA-graph safe); num_experts <= 1024.
 void moe_sort(const int32_t* experts, int n, int top_k, int first_expert, int num_experts,
-              int32_t* offsets, int32_t* order, int32_t* position, int32_t* active,
+              bool extra, int32_t* offsets, int32_t* order, int32_t* position, int32_t* work,
               cudaStream_t stream);
 
 // Grouped GEMM over the experts, each over the rows routed to it only:
 //   out[a, :] = in[row(a), :] · w[e]ᵀ for every sorted position a of expert e,
 // w: bf16 [experts, n_out, k]; row(a) = order[a] / top_k (the token) when `order` is given, else
-// a (inputs already in sorted order). out: fp32 or bf16 [n * top_k, n_out]; k a multiple of 8,
-// in and w 16-byte aligned; any n_out. Tensor cores (mma.sync bf16 -> fp32), each output element
-// the same arithmetic whatever else is in the batch (batch invariant): one fp32 accumulator
-// through the k-steps of 16 in order.
+// a (inputs already in sorted order). out: fp32 or bf16 [n * top_k (+ n), n_out]; k a multiple of
+// 8, in, w and extra_w 16-byte aligned; any n_out. With extra_rows > 0 (moe_sort's `extra`), the
+// expert e = experts has weights extra_w [n_out, k] and the sorted positions 0 .. extra_rows - 1.
+// With `swiglu`, w[e]'s rows are a gate half and an up half (n_out = 2 * inter) and out is bf16
+// [.., inter]: silu(g) * u of the bf16-rounded products, the bits of a bf16 GEMM followed by
+// swiglu(). Tensor cores (mma.sync bf16 -> fp32), each output element the same arithmetic
+// whatever else is in the batch (batch invariant): one fp32 accumulator through the k-steps of 16
+// in order.
 struct MoeGemmParams {
   const bf16* in = nullptr;
   const int32_t* order = nullptr;  // null: in is in sorted order
   int top_k = 1;
   const int32_t* offsets = nullptr;  // [experts + 1], device
+  const int32_t* work = nullptr;     // moe_sort's work list, device
+  int assignments = 0;               // n * top_k: bounds the work list's length on the host
   const bf16* w = nullptr;
   int experts = 0, n_out = 0, k = 0;
+  const bf16* extra_w = nullptr;
+  int extra_rows = 0;
   void* out = nullptr;
   bool out_f32 = true;
-  // Optional: moe_sort's `active` list. The grid then covers min(experts, assignments) experts
-  // instead of all (a decoding step touches few of them); assignments = n * top_k.
-  const int32_t* active = nullptr;
-  int assignments = 0;
+  bool swiglu = false;
 };
 void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream);
 
-// out[t, :] (+)= sum_j weights[t * top_k + j] * y[position[t * top_k + j], :], j in order,
-// skipping the assignments whose position is -1 (experts another rank holds).
+// out[t, :] (+)= [y[t, :] +] sum_j weights[t * top_k + j] * y[position[t * top_k + j], :], j in
+// order, skipping the assignments whose position is -1 (experts another rank holds); y[t, :] is
+// the extra (shared) expert's row of moe_sort's `extra`.
 void moe_combine(const float* y, const int32_t* position, const float* weights, int n, int top_k,
-                 int hidden, float* out, bool accumulate, cudaStream_t stream);
+                 int hidden, bool extra, float* out, bool accumulate, cudaStream_t stream);
 
 // The vision tower (SigLIP + the LLaVA projector, vision_kernels.cu; the encoder is
 // cuda_vision_encoder.cpp).

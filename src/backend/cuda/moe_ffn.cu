@@ -1,8 +1,9 @@
 // LLaDA2.x MoE FFN kernels (kernels.h): dispatch of the routed assignments by expert, a grouped
 // GEMM that runs each expert only over its rows, and the weighted combine. Graph-safe (expert
-// offsets stay on the device). The GEMM is tensor-core (mma.sync bf16 -> fp32) and streams each
-// touched expert's weights once per 64 of its rows: a decoding step's few rows per expert, and
-// the ~32 of 32 concurrent requests, are weight-bandwidth-bound.
+// offsets and the GEMM's work list stay on the device). The GEMM is tensor-core (mma.sync bf16 ->
+// fp32) and streams each touched expert's weights once per tile of 128 of its rows: a decoding
+// step's few rows per expert are weight-bandwidth-bound, many concurrent requests' rows
+// compute-bound.
 #include <algorithm>
 #include <cstdint>
 
@@ -11,14 +12,16 @@
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/mma_tile.cuh"
 #include "backend/cuda/per_device.h"
+#include "backend/cuda/silu.cuh"
 #include "core/error.h"
 
 namespace dllm::cuda {
 
 namespace {
 
-// The sort's warps: as many as keep their per-expert counters within 40 KB of shared memory.
-constexpr int kSortCounterInts = 10240;
+// The sort's warps: as many as keep their per-expert counters within 36 KB of shared memory (with
+// the experts' first positions and first tiles, within the 48 KB a launch may use by default).
+constexpr int kSortCounterInts = 9216;
 int sort_warps(int num_experts) {
   return std::max(1, std::min(32, kSortCounterInts / num_experts));
 }
@@ -45,16 +48,18 @@ __device__ __forceinline__ void for_warp_assignments(const int32_t* experts, int
 // group of equal experts adds the group's size); the warps' counts give every (expert, warp) its
 // first sorted position; then each warp places its assignments in order, a lane after the lanes
 // below it with the same expert. Deterministic, no atomics: an expert's assignments come out in
-// assignment (= token) order.
-__global__ void moe_sort_kernel(const int32_t* experts, int assignments, int first_expert,
-                                int num_experts, int32_t* offsets, int32_t* order,
-                                int32_t* position, int32_t* active) {
+// assignment (= token) order. The experts' row tiles are listed for the grouped GEMM (`work`),
+// and the extra expert's `extra_rows` rows (one per token, t * top_k) come first.
+__global__ void moe_sort_kernel(const int32_t* experts, int assignments, int top_k, int extra_rows,
+                                int first_expert, int num_experts, int32_t* offsets, int32_t* order,
+                                int32_t* position, int32_t* work) {
   extern __shared__ int32_t sort_smem[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int32_t* start = sort_smem;                            // [experts]: first sorted position
-  int32_t* mine = sort_smem + num_experts * (warp + 1);  // [experts]: this warp's counters
-  for (int i = threadIdx.x; i < warps * num_experts; i += blockDim.x)
-    sort_smem[num_experts + i] = 0;
+  int32_t* first_tile = sort_smem;                // [experts + 1]
+  int32_t* start = sort_smem + num_experts + 1;   // [experts]: first sorted position
+  int32_t* counters = start + num_experts;        // [warps][experts]
+  int32_t* mine = counters + num_experts * warp;  // [experts]: this warp's counters
+  for (int i = threadIdx.x; i < warps * num_experts; i += blockDim.x) counters[i] = 0;
   __syncthreads();
   const int seg = (assignments + warps - 1) / warps;
   const int begin = min(assignments, warp * seg), end = min(assignments, begin + seg);
@@ -67,7 +72,7 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int fir
   for (int e = threadIdx.x; e < num_experts; e += blockDim.x) {  // warp counts -> warp starts
     int at = 0;
     for (int w = 0; w < warps; ++w) {
-      int32_t& c = sort_smem[num_experts * (w + 1) + e];
+      int32_t& c = counters[num_experts * w + e];
       const int n = c;
       c = at;
       at += n;
@@ -75,19 +80,33 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int fir
     start[e] = at;  // the expert's count, until the prefix sum below
   }
   __syncthreads();
+  const int extra_tiles = (extra_rows + kMoeTileRows - 1) / kMoeTileRows;
+  for (int t = threadIdx.x; t < extra_rows; t += blockDim.x) order[t] = t * top_k;
+  if (work != nullptr)
+    for (int t = threadIdx.x; t < extra_tiles; t += blockDim.x) work[2 + t] = num_experts | t << 10;
   if (threadIdx.x == 0) {
-    int at = 0, used = 0;
+    int at = extra_rows, used = 0, tiles = extra_tiles;
     for (int e = 0; e < num_experts; ++e) {
       const int c = start[e];
       start[e] = at;
       offsets[e] = at;
+      first_tile[e] = tiles;
       at += c;
-      if (active != nullptr && c > 0) active[1 + used++] = e;
+      used += c > 0;
+      tiles += (c + kMoeTileRows - 1) / kMoeTileRows;
     }
     offsets[num_experts] = at;
-    if (active != nullptr) active[0] = used;
+    first_tile[num_experts] = tiles;
+    if (work != nullptr) {
+      work[0] = tiles;
+      work[1] = used;
+    }
   }
   __syncthreads();
+  if (work != nullptr)
+    for (int e = threadIdx.x; e < num_experts; e += blockDim.x)
+      for (int t = first_tile[e]; t < first_tile[e + 1]; ++t)
+        work[2 + t] = e | (t - first_tile[e]) << 10;
   for_warp_assignments(experts, first_expert, num_experts, begin, end, lane,
                        [&](int a, int e, unsigned same) {
                          if (e < 0) {
@@ -103,30 +122,51 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int fir
                        });
 }
 
-// The grouped GEMM's tiles. A block owns (expert e, kTileCols output columns) and runs the
-// expert's rows through it kTileRows at a time; warp w owns kWarpCols columns of the tile for all
-// of the pass's rows. k goes in chunks of kKChunk through a kStages-deep cp.async pipeline: the
-// rows (gathered through `order`) and the weight columns, each as rows of kStride bf16 (padded:
-// conflict-free ldmatrix).
-constexpr int kTileRows = 64, kTileCols = 64, kGemmWarps = 4, kKChunk = 64, kStages = 4;
+// The grouped GEMM's tiles. A block owns one work item — an expert e and a tile of up to
+// kTileRows of its rows — and kTileCols output columns; its 8 warps split the tile into 2 x 4
+// warp tiles of 64 rows x kWarpCols columns. k goes in chunks of kKChunk through a kStages-deep
+// cp.async pipeline: the rows (gathered through `order`) and the weight rows of the tile's
+// columns, each as rows of kStride bf16 (padded: conflict-free ldmatrix). The tile's size is set
+// by L2 traffic: every block reads its rows and its weight columns through L2, so the bytes per
+// FLOP fall as the tile grows (64 x 128 tiles kept L2 at 83-90 % of its throughput with the
+// SMs a quarter to a third busy, Nsight Compute on a 4K-token prefill). The fused SwiGLU takes a
+// warp's columns as 16 gate rows and the 16 up rows of the same intermediate features, so one
+// lane holds both halves.
+constexpr int kTileRows = kMoeTileRows, kTileCols = 128, kKChunk = 64, kStages = 3;
+constexpr int kWarpRows = 64, kWarpCols = 32;
+constexpr int kGemmWarps = (kTileRows / kWarpRows) * (kTileCols / kWarpCols);
 constexpr int kGemmThreads = kGemmWarps * 32;
-constexpr int kWarpCols = kTileCols / kGemmWarps;
-constexpr int kMFrags = kTileRows / 16;  // m16 fragments of a full pass
+constexpr int kNFrags = kWarpCols / 8;   // n8 fragments of a warp
+constexpr int kMFrags = kWarpRows / 16;  // m16 fragments of a warp
 constexpr int kStride = kKChunk + 8;
 constexpr int kVecsPerRow = kKChunk / 8;              // 16-byte copies per row and chunk
 constexpr int kRowStep = kGemmThreads / kVecsPerRow;  // rows one sweep of the block copies
 constexpr int kStageElems = (kTileRows + kTileCols) * kStride;
+constexpr int kSwigluCols = kTileCols / 2;  // intermediate features of a fused-SwiGLU tile
 static_assert(kTileRows % kRowStep == 0 && kTileCols % kRowStep == 0 && kRowStep % 16 == 0);
-static_assert(kWarpCols % 8 == 0 && kKChunk % 32 == 0);  // whole B fragments, x4 loads
+static_assert(kWarpCols == 32 && kKChunk % 32 == 0);  // the SwiGLU split; whole B fragments
+
+// The weight row behind tile column c (0 .. kTileCols - 1) of column tile `col_tile`, or -1 past
+// the weights: the plain GEMM's output column, or with the SwiGLU a gate row (the warp's first 16
+// columns) or the up row inter further (its last 16) of intermediate feature j.
+__device__ __forceinline__ int weight_row(const MoeGemmParams& p, int col_tile, int c) {
+  if (!p.swiglu) {
+    const int col = col_tile * kTileCols + c;
+    return col < p.n_out ? col : -1;
+  }
+  const int inter = p.n_out / 2, half = c % kWarpCols / 16;
+  const int j = col_tile * kSwigluCols + c / kWarpCols * 16 + c % 16;
+  return j < inter ? half * inter + j : -1;
+}
 
 // The sweep of one k-chunk's copies into a pipeline stage: rows row0, row0 + kRowStep, ... of the
-// pass (only the m16 fragments in use; rows past the pass's end zero-filled) and all kTileCols
-// weight columns (past n_out or k: zero-filled).
+// tile (only the m16 fragments in use; rows past the tile's end zero-filled) and the kTileCols
+// weight rows (past the weights or k: zero-filled).
 struct ChunkLoader {
-  const bf16* rows[kTileRows / kRowStep];  // this thread's input rows; null past the pass's end
-  const bf16* w;                           // the expert's weights [n_out, k]
-  const bf16* any;                         // a valid address for zero-filling copies
-  int row0, vec, col0, n_out, k, used_rows;
+  const bf16* rows[kTileRows / kRowStep];   // this thread's input rows; null past the tile's end
+  const bf16* wrows[kTileCols / kRowStep];  // its weight rows; null past the weights
+  const bf16* any;                          // a valid address for zero-filling copies
+  int row0, vec, k, used_rows;
 
   __device__ void load(int chunk, bf16* stage) const {
     bf16* xs = stage;
@@ -142,155 +182,199 @@ struct ChunkLoader {
     }
 #pragma unroll
     for (int i = 0; i < kTileCols / kRowStep; ++i) {
-      const int c = row0 + i * kRowStep, col = col0 + c;
-      const bool valid = k_in && col < n_out;
-      ptx::cp_async16_l2_256(ws + c * kStride + vec * 8,
-                             valid ? w + static_cast<int64_t>(col) * k + kk : any, valid);
+      const int c = row0 + i * kRowStep;
+      const bool valid = k_in && wrows[i] != nullptr;
+      ptx::cp_async16_l2_256(ws + c * kStride + vec * 8, valid ? wrows[i] + kk : any, valid);
     }
   }
 };
 
-// acc[mf] += the pass's rows mf*16.. (the first `frags` fragments) · the warp's columns over one
-// k-chunk of a stage, 16 k at a time in order (mma.sync m16n8k16, fp32 accumulators). The warp's
-// B fragments load once per chunk and serve every row fragment: the shared-memory reads per
-// weight byte stay low enough that 2-4 row fragments remain bound by the weights' DRAM stream.
-__device__ __forceinline__ void chunk_mma(const bf16* stage, int frags, int warp, int lane,
-                                          float (&acc)[kMFrags][kWarpCols / 8][4]) {
+// acc[mf] += the warp's rows mf*16.. (its first `frags` fragments) · its columns over one k-chunk
+// of a stage, 16 k at a time in order (mma.sync m16n8k16, fp32 accumulators). Each 32-k slice's
+// B fragments load once and serve every row fragment: the shared-memory reads per weight byte
+// stay low enough that a decoding step's few row fragments remain bound by the weights' DRAM
+// stream.
+__device__ __forceinline__ void chunk_mma(const bf16* stage, int frags, int warp_row, int warp_col,
+                                          int lane, float (&acc)[kMFrags][kNFrags][4]) {
   using namespace ptx;
-  const bf16* xs = stage;
-  const bf16* ws = stage + kTileRows * kStride + warp * kWarpCols * kStride;
-  uint32_t b[kWarpCols / 8][kKChunk / 32][4];  // b0, b1 of k 32kp.. and of 32kp + 16..
+  const bf16* xs = stage + warp_row * kWarpRows * kStride;
+  const bf16* ws = stage + (kTileRows + warp_col * kWarpCols) * kStride;
 #pragma unroll
-  for (int nt = 0; nt < kWarpCols / 8; ++nt)
+  for (int kp = 0; kp < kKChunk / 32; ++kp) {
+    uint32_t b[kNFrags][4];  // b0, b1 of k 32kp.. and of 32kp + 16..
 #pragma unroll
-    for (int kp = 0; kp < kKChunk / 32; ++kp)
-      ldmatrix_x4(b[nt][kp], b_fragment_row<kStride>(ws, nt, lane) + kp * 32);
+    for (int nt = 0; nt < kNFrags; ++nt)
+      ldmatrix_x4(b[nt], b_fragment_row<kStride>(ws, nt, lane) + kp * 32);
 #pragma unroll
-  for (int mf = 0; mf < kMFrags; ++mf) {
-    if (mf >= frags) break;
-    uint32_t a[kKChunk / 16][4];
+    for (int mf = 0; mf < kMFrags; ++mf) {
+      if (mf >= frags) break;
+      uint32_t a[2][4];
 #pragma unroll
-    for (int kk = 0; kk < kKChunk / 16; ++kk)
-      ldmatrix_x4(a[kk], a_fragment_row(xs + mf * 16 * kStride + kk * 16, kStride, lane));
+      for (int h = 0; h < 2; ++h)
+        ldmatrix_x4(a[h], a_fragment_row(xs + mf * 16 * kStride + kp * 32 + h * 16, kStride, lane));
 #pragma unroll
-    for (int nt = 0; nt < kWarpCols / 8; ++nt)
-#pragma unroll
-      for (int kp = 0; kp < kKChunk / 32; ++kp) {
-        mma_bf16(acc[mf][nt], a[2 * kp], b[nt][kp][0], b[nt][kp][1]);
-        mma_bf16(acc[mf][nt], a[2 * kp + 1], b[nt][kp][2], b[nt][kp][3]);
+      for (int nt = 0; nt < kNFrags; ++nt) {
+        mma_bf16(acc[mf][nt], a[0], b[nt][0], b[nt][1]);
+        mma_bf16(acc[mf][nt], a[1], b[nt][2], b[nt][3]);
       }
+    }
   }
 }
 
-// Tensor-core grouped GEMM. Graph-safe: the grid is fixed on the host — every expert, or with
-// moe_sort's `active` list as many experts as there can be with rows — and blocks past the
-// experts with rows exit at once. Batch invariant: every output element is the same chain of mma
-// over k = 0, 16, 32, ... from a zero fp32 accumulator whatever the other rows of its tile are, and
-// the pass's row count only decides how many m16 fragments run, never the arithmetic of one.
-// 3 blocks a multiprocessor (their shared memory fits; registers capped to match).
-__global__ void __launch_bounds__(kGemmThreads, 3) moe_gemm_kernel(MoeGemmParams p) {
+// The tile's outputs from the lane's accumulators: lane l holds rows l / 4 (+ 8) and columns
+// 2 (l % 4) (+ 1) of each fragment. With the SwiGLU, fragments nt and nt + 2 hold the gate and
+// the up products of the same features.
+__device__ __forceinline__ void store_tile(const MoeGemmParams& p, int a0, int rows, int col_tile,
+                                           int warp_row, int warp_col, int lane,
+                                           const float (&acc)[kMFrags][kNFrags][4]) {
+#pragma unroll
+  for (int mf = 0; mf < kMFrags; ++mf)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = warp_row * kWarpRows + mf * 16 + lane / 4 + (i >= 2 ? 8 : 0);
+      if (r >= rows) continue;
+      const int64_t row = a0 + r;
+      const int col_in_warp = 2 * (lane % 4) + (i & 1);
+      if (p.swiglu) {
+        const int inter = p.n_out / 2;
+#pragma unroll
+        for (int nt = 0; nt < kNFrags / 2; ++nt) {
+          const int j = col_tile * kSwigluCols + warp_col * 16 + nt * 8 + col_in_warp;
+          if (j >= inter) continue;
+          const float g = __bfloat162float(__float2bfloat16(acc[mf][nt][i]));
+          const float u = __bfloat162float(__float2bfloat16(acc[mf][nt + kNFrags / 2][i]));
+          static_cast<bf16*>(p.out)[row * inter + j] = __float2bfloat16(silu_times(g, u));
+        }
+        continue;
+      }
+#pragma unroll
+      for (int nt = 0; nt < kNFrags; ++nt) {
+        const int col = col_tile * kTileCols + warp_col * kWarpCols + nt * 8 + col_in_warp;
+        if (col >= p.n_out) continue;
+        if (p.out_f32) {
+          static_cast<float*>(p.out)[row * p.n_out + col] = acc[mf][nt][i];
+        } else {
+          static_cast<bf16*>(p.out)[row * p.n_out + col] = __float2bfloat16(acc[mf][nt][i]);
+        }
+      }
+    }
+}
+
+// Tensor-core grouped GEMM. Graph-safe: the grid is fixed on the host — as many work items as
+// there can be (moe_work_list_ints) by the column tiles — and blocks past moe_sort's list exit at
+// once. Every expert's rows spread over as many blocks as they fill tiles, so a skewed routing (a
+// decoding block's alike [MASK] rows crowd a few experts) still fills the GPU. Batch invariant:
+// every output element is the same chain of mma over k = 0, 16, 32, ... from a zero fp32
+// accumulator whatever the other rows of its tile are, and the tile's row count only decides how
+// many m16 fragments run, never the arithmetic of one. 2 blocks a multiprocessor (their shared
+// memory fits; registers capped to match).
+__global__ void __launch_bounds__(kGemmThreads, 2) moe_gemm_kernel(MoeGemmParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* smem = reinterpret_cast<bf16*>(smem_raw);
-  int e = blockIdx.x;
-  if (p.active != nullptr) {
-    if (e >= p.active[0]) return;
-    e = p.active[1 + e];
-  }
-  const int begin = p.offsets[e], end = p.offsets[e + 1];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (static_cast<int>(blockIdx.x) >= p.work[0]) return;
+  const int item = p.work[2 + blockIdx.x];
+  const int e = item & 1023;
+  const bool extra = e == p.experts;  // the shared expert, sorted positions 0 .. extra_rows - 1
+  const int a0 = (extra ? 0 : p.offsets[e]) + (item >> 10) * kTileRows;
+  const int rows = min(kTileRows, (extra ? p.extra_rows : p.offsets[e + 1]) - a0);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, col_tile = blockIdx.y;
+  const int warp_row = warp / (kTileCols / kWarpCols), warp_col = warp % (kTileCols / kWarpCols);
+  const int frags = min(kMFrags, max(0, (rows - warp_row * kWarpRows + 15) / 16));
   const int chunks = (p.k + kKChunk - 1) / kKChunk;
   ChunkLoader ld;
-  ld.w = p.w + static_cast<int64_t>(e) * p.n_out * p.k;
   ld.any = p.w;
   ld.row0 = threadIdx.x / kVecsPerRow;
   ld.vec = threadIdx.x % kVecsPerRow;
-  ld.col0 = blockIdx.y * kTileCols;
-  ld.n_out = p.n_out;
   ld.k = p.k;
-  for (int a0 = begin; a0 < end; a0 += kTileRows) {
-    const int rows = min(kTileRows, end - a0);
-    const int frags = (rows + 15) / 16;
-    ld.used_rows = frags * 16;
+  ld.used_rows = (rows + 15) / 16 * 16;
 #pragma unroll
-    for (int i = 0; i < kTileRows / kRowStep; ++i) {
-      const int r = ld.row0 + i * kRowStep;
-      const int64_t row = r >= rows ? -1 : p.order ? p.order[a0 + r] / p.top_k : a0 + r;
-      ld.rows[i] = row < 0 ? nullptr : p.in + row * p.k;
-    }
-    float acc[kMFrags][kWarpCols / 8][4] = {};
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-      if (s < chunks) ld.load(s, smem + s * kStageElems);
-      ptx::cp_async_commit();
-    }
-    for (int c = 0; c < chunks; ++c) {
-      ptx::cp_async_wait<kStages - 2>();  // chunk c has landed
-      __syncthreads();                    // ... for every thread, and chunk c - 1 is consumed
-      const int next = c + kStages - 1;
-      if (next < chunks) ld.load(next, smem + (next % kStages) * kStageElems);
-      ptx::cp_async_commit();
-      chunk_mma(smem + (c % kStages) * kStageElems, frags, warp, lane, acc);
-    }
-    __syncthreads();  // the next pass's first copies reuse the stages
-
-    // Lane l holds rows l / 4 (+ 8) and columns 2 (l % 4) (+ 1) of each fragment.
-#pragma unroll
-    for (int mf = 0; mf < kMFrags; ++mf)
-#pragma unroll
-      for (int nt = 0; nt < kWarpCols / 8; ++nt)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int r = mf * 16 + lane / 4 + (i >= 2 ? 8 : 0);
-          const int col = ld.col0 + warp * kWarpCols + nt * 8 + 2 * (lane % 4) + (i & 1);
-          if (r >= rows || col >= p.n_out) continue;
-          const int64_t at = static_cast<int64_t>(a0 + r) * p.n_out + col;
-          if (p.out_f32) {
-            static_cast<float*>(p.out)[at] = acc[mf][nt][i];
-          } else {
-            static_cast<bf16*>(p.out)[at] = __float2bfloat16(acc[mf][nt][i]);
-          }
-        }
+  for (int i = 0; i < kTileRows / kRowStep; ++i) {
+    const int r = ld.row0 + i * kRowStep;
+    const int64_t row = r >= rows ? -1 : p.order ? p.order[a0 + r] / p.top_k : a0 + r;
+    ld.rows[i] = row < 0 ? nullptr : p.in + row * p.k;
   }
+  const bf16* w = extra ? p.extra_w : p.w + static_cast<int64_t>(e) * p.n_out * p.k;
+#pragma unroll
+  for (int i = 0; i < kTileCols / kRowStep; ++i) {
+    const int wr = weight_row(p, col_tile, ld.row0 + i * kRowStep);
+    ld.wrows[i] = wr < 0 ? nullptr : w + static_cast<int64_t>(wr) * p.k;
+  }
+  float acc[kMFrags][kNFrags][4] = {};
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    if (s < chunks) ld.load(s, smem + s * kStageElems);
+    ptx::cp_async_commit();
+  }
+  for (int c = 0; c < chunks; ++c) {
+    ptx::cp_async_wait<kStages - 2>();  // chunk c has landed
+    __syncthreads();                    // ... for every thread, and chunk c - 1 is consumed
+    const int next = c + kStages - 1;
+    if (next < chunks) ld.load(next, smem + (next % kStages) * kStageElems);
+    ptx::cp_async_commit();
+    chunk_mma(smem + (c % kStages) * kStageElems, frags, warp_row, warp_col, lane, acc);
+  }
+  store_tile(p, a0, rows, col_tile, warp_row, warp_col, lane, acc);
 }
 
+// One output element a thread, a block per (token, 256 features): a decoding step's few tokens
+// still spread over the GPU. The sum's order is moe_combine's contract (kernels.h).
 __global__ void moe_combine_kernel(const float* y, const int32_t* position, const float* weights,
-                                   int top_k, int hidden, float* out, bool accumulate) {
-  const int t = blockIdx.x;
-  for (int d = threadIdx.x; d < hidden; d += blockDim.x) {
-    float sum = accumulate ? out[static_cast<int64_t>(t) * hidden + d] : 0.0f;
-    for (int j = 0; j < top_k; ++j) {
-      const int a = t * top_k + j;
-      if (position[a] < 0) continue;  // an expert this rank does not hold
-      sum += weights[a] * y[static_cast<int64_t>(position[a]) * hidden + d];
-    }
-    out[static_cast<int64_t>(t) * hidden + d] = sum;
+                                   int top_k, int hidden, bool extra, float* out, bool accumulate) {
+  const int t = blockIdx.x, d = blockIdx.y * blockDim.x + threadIdx.x;
+  if (d >= hidden) return;
+  const int64_t at = static_cast<int64_t>(t) * hidden + d;
+  float sum = accumulate ? out[at] : 0.0f;
+  if (extra) sum += y[at];  // the shared expert's row: sorted position t
+  for (int j = 0; j < top_k; ++j) {
+    const int a = t * top_k + j;
+    if (position[a] < 0) continue;  // an expert this rank does not hold
+    sum += weights[a] * y[static_cast<int64_t>(position[a]) * hidden + d];
   }
+  out[at] = sum;
 }
 
 }  // namespace
 
 void moe_sort(const int32_t* experts, int n, int top_k, int first_expert, int num_experts,
-              int32_t* offsets, int32_t* order, int32_t* position, int32_t* active,
+              bool extra, int32_t* offsets, int32_t* order, int32_t* position, int32_t* work,
               cudaStream_t stream) {
-  if (num_experts < 1 || num_experts > 1024)
-    fail("moe_sort: ", num_experts, " experts (the CUDA dispatch handles 1..1024)");
+  if (num_experts < 1 || num_experts > (extra ? 1023 : 1024))
+    fail("moe_sort: ", num_experts, " experts (the CUDA dispatch handles 1..1024, 1..1023 with",
+         " the shared expert as one more)");
+  if (int64_t{n} * (top_k + 1) > int64_t{kMoeTileRows} << 21)  // a work item's tile: 21 bits
+    fail("moe_sort: ", int64_t{n} * top_k, " assignments (the CUDA dispatch handles up to ",
+         (int64_t{kMoeTileRows} << 21) / (top_k + 1) * top_k, ")");
   const int warps = sort_warps(num_experts);
-  const size_t smem = size_t(warps + 1) * num_experts * sizeof(int32_t);
-  moe_sort_kernel<<<1, warps * 32, smem, stream>>>(experts, n * top_k, first_expert, num_experts,
-                                                   offsets, order, position, active);
+  const size_t smem = (size_t(warps + 2) * num_experts + 1) * sizeof(int32_t);
+  moe_sort_kernel<<<1, warps * 32, smem, stream>>>(experts, n * top_k, top_k, extra ? n : 0,
+                                                   first_expert, num_experts, offsets, order,
+                                                   position, work);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
 void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream) {
-  if (p.experts < 1 || p.n_out < 1 || p.k < 1)
-    fail("moe_grouped_gemm: empty shape (experts ", p.experts, ", n_out ", p.n_out, ", k ", p.k,
-         "; each must be >= 1)");
+  if (p.experts < 1 || p.experts > 1024 || p.n_out < 1 || p.k < 1)
+    fail("moe_grouped_gemm: shape outside the kernel's range (experts ", p.experts, ", n_out ",
+         p.n_out, ", k ", p.k, "; experts 1..1024, n_out and k >= 1)");
   if (p.k % 8 != 0) fail("moe_grouped_gemm: k = ", p.k, " must be a multiple of 8 (16-byte rows)");
-  if (reinterpret_cast<uintptr_t>(p.in) % 16 != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0)
-    fail("moe_grouped_gemm: in and w must be 16-byte aligned (cp.async rows)");
-  const unsigned col_tiles = static_cast<unsigned>((p.n_out + kTileCols - 1) / kTileCols);
-  if (col_tiles > 65535u)
-    fail("moe_grouped_gemm: n_out = ", p.n_out, " exceeds ", 65535 * kTileCols);
+  if (p.swiglu && (p.n_out % 2 != 0 || p.out_f32))
+    fail("moe_grouped_gemm: the fused SwiGLU needs an even n_out (gate and up halves; got ",
+         p.n_out, ") and a bf16 output");
+  if (reinterpret_cast<uintptr_t>(p.in) % 16 != 0 || reinterpret_cast<uintptr_t>(p.w) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(p.extra_w) % 16 != 0)
+    fail("moe_grouped_gemm: in, w and extra_w must be 16-byte aligned (cp.async rows)");
+  if (p.extra_rows < 0 || (p.extra_rows > 0 && (p.extra_w == nullptr || p.experts > 1023)))
+    fail("moe_grouped_gemm: extra_rows = ", p.extra_rows, " needs extra_w and <= 1023 experts");
+  if (p.work == nullptr) fail("moe_grouped_gemm: no work list (moe_sort's `work`)");
+  if (p.assignments < 0) fail("moe_grouped_gemm: assignments = ", p.assignments, " (must be >= 0)");
+  const int64_t cols = p.swiglu ? p.n_out / 2 : p.n_out;
+  const int64_t col_tiles =
+      (cols + (p.swiglu ? kSwigluCols : kTileCols) - 1) / (p.swiglu ? kSwigluCols : kTileCols);
+  if (col_tiles > 65535)
+    fail("moe_grouped_gemm: n_out = ", p.n_out, " needs more than 65535 column tiles");
+  const int64_t items = moe_work_list_ints(p.assignments, p.experts, p.extra_rows) - 2;
+  if (items > INT32_MAX) fail("moe_grouped_gemm: ", p.assignments, " assignments are too many");
+  if (items == 0) return;  // no rows
   constexpr size_t smem = size_t{kStages} * kStageElems * sizeof(bf16);
   static_assert(smem > 48 * 1024);  // above the default limit: opt in, once
   static PerDevice<bool> configured;
@@ -299,20 +383,19 @@ void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream) {
         moe_gemm_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
     return true;
   });
-  if (p.active != nullptr && p.assignments < 1) {
-    if (p.assignments == 0) return;  // no rows
-    fail("moe_grouped_gemm: assignments = ", p.assignments, " (must be >= 0)");
-  }
-  const int blocks = p.active != nullptr ? std::min(p.experts, p.assignments) : p.experts;
-  const dim3 grid(static_cast<unsigned>(blocks), col_tiles);
+  const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>(col_tiles));
   moe_gemm_kernel<<<grid, kGemmThreads, smem, stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
 void moe_combine(const float* y, const int32_t* position, const float* weights, int n, int top_k,
-                 int hidden, float* out, bool accumulate, cudaStream_t stream) {
+                 int hidden, bool extra, float* out, bool accumulate, cudaStream_t stream) {
   if (n == 0) return;
-  moe_combine_kernel<<<n, 256, 0, stream>>>(y, position, weights, top_k, hidden, out, accumulate);
+  constexpr int kThreads = 256;
+  const dim3 grid(static_cast<unsigned>(n),
+                  static_cast<unsigned>((hidden + kThreads - 1) / kThreads));
+  moe_combine_kernel<<<grid, kThreads, 0, stream>>>(y, position, weights, top_k, hidden, extra, out,
+                                                    accumulate);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
