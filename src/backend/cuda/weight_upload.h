@@ -12,9 +12,6 @@
 
 namespace dllm::cuda {
 
-// bf16 host copy of checkpoint tensors (concatenated along rows).
-std::vector<uint16_t> to_bf16(std::span<const TensorEntry* const> parts);
-
 template <class T>
 DeviceBuffer<T> upload(const std::vector<T>& host, const char* what) {
   DeviceBuffer<T> d(host.size(), what);
@@ -23,6 +20,8 @@ DeviceBuffer<T> upload(const std::vector<T>& host, const char* what) {
   return d;
 }
 
+// Checkpoint tensors as one bf16 device buffer, concatenated along rows (converted where they
+// are not bf16).
 DeviceBuffer<bf16> upload_bf16(std::span<const TensorEntry* const> parts, const char* what);
 DeviceBuffer<bf16> upload_bf16(std::initializer_list<const TensorEntry*> parts, const char* what);
 // fp32 values rounded to bf16 (weights rearranged on the host first).
