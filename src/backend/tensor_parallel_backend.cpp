@@ -211,8 +211,11 @@ void TensorParallelBackend::fill_cache_random(KvCache& cache, int64_t n, uint64_
     threads_->run_on(r, [&] { ranks_[size_t(r)]->fill_cache_random(cache, n, seed); });
 }
 
+// Every rank profiles (they run the same forwards in step; an expert-parallel rank counts its own
+// experts, profiled_moe_experts_touched()); profile() reads rank 0's times.
 void TensorParallelBackend::set_profiling(bool on) {
-  threads_->run_on(0, [&] { ranks_[0]->set_profiling(on); });
+  for (int r = 0; r < world(); ++r)
+    threads_->run_on(r, [&] { ranks_[size_t(r)]->set_profiling(on); });
 }
 
 std::vector<std::pair<std::string, double>> TensorParallelBackend::profile() const {

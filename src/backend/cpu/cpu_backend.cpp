@@ -265,10 +265,24 @@ void CpuBackend::run_ffn(int64_t li, const float* xn, int64_t m, float* out,
   const CpuLayer& L = layers_[static_cast<size_t>(li)];
   const int64_t h = config_.hidden_size;
   if (d.ffn == FfnKind::kMoeSwiGlu) {
-    moe_ffn(d.moe, L.moe, xn, m, h, out, routing);
+    const int64_t used = moe_ffn(d.moe, L.moe, xn, m, h, out, routing);
+    if (profiling_) {
+      moe_touched_ += used;
+      ++moe_layer_runs_;
+    }
     return;
   }
   swiglu_ffn(L.ffn, xn, m, h, out, scratch_.gate, scratch_.up);
+}
+
+void CpuBackend::set_profiling(bool on) {
+  profiling_ = on;
+  moe_touched_ = moe_layer_runs_ = 0;
+}
+
+std::optional<double> CpuBackend::profiled_moe_experts_touched() const {
+  if (moe_layer_runs_ == 0) return std::nullopt;
+  return double(moe_touched_) / double(moe_layer_runs_);
 }
 
 std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward> batch) {

@@ -51,8 +51,9 @@ void swiglu_ffn(const CpuFfn& w, const float* x, int64_t rows, int64_t hidden, f
 // out[m, hidden] = the MoE FFN of `m` normed rows `xn` (router, top-k experts, shared experts).
 // Each row's result depends only on that row (batch invariant).
 // `routing` (may be null): receives how the m rows were routed (SequenceForward::want_routing).
-void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, int64_t m,
-             int64_t hidden, float* out, MoeRoutingReport* routing = nullptr);
+// Returns the number of held experts some row was routed to.
+int64_t moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, int64_t m,
+                int64_t hidden, float* out, MoeRoutingReport* routing = nullptr);
 
 // What the CPU keeps per sequence between forwards.
 class CpuMethodState final : public MethodState {
@@ -97,6 +98,10 @@ class CpuBackend : public Backend {  // not final: tests override check_forward(
   }
   std::vector<SequenceResult> forward(std::span<const SequenceForward> batch) override;
   void fill_cache_random(KvCache& cache, int64_t n, uint64_t seed) override;
+  // Benchmarks: the CPU keeps no per-op times, only the MoE layers' experts with rows (the floor
+  // of `dllm bench` counts their weights).
+  void set_profiling(bool on) override;
+  std::optional<double> profiled_moe_experts_touched() const override;
 
   // Tensor parallel (a rank of Model::shard): sums a block's partial output rows [count floats]
   // over the group in place, after the o and the down projection. Unset for a whole model.
@@ -197,6 +202,9 @@ class CpuBackend : public Backend {  // not final: tests override check_forward(
     std::vector<float> x, xn, q, k, v, attn, o, gate, up, head_rows, logits;
   };
   mutable Scratch scratch_;
+  // set_profiling(true): the MoE layers run and their experts with rows, summed.
+  bool profiling_ = false;
+  mutable int64_t moe_touched_ = 0, moe_layer_runs_ = 0;
 };
 
 }  // namespace dllm::cpu_backend

@@ -21,8 +21,8 @@ void swiglu_ffn(const CpuFfn& w, const float* x, int64_t rows, int64_t hidden, f
   cpu::matmul_nt(gate.data(), inter, w.down, out, hidden, rows);
 }
 
-void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, int64_t m,
-             int64_t hidden, float* out, MoeRoutingReport* report) {
+int64_t moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, int64_t m,
+                int64_t hidden, float* out, MoeRoutingReport* report) {
   const int64_t n = config.num_experts, k = config.experts_per_token;
   std::vector<float> logits(static_cast<size_t>(m * n));  // the router runs in fp32 (§8.6)
   cpu::matmul_nt(xn, hidden, weights.router, logits.data(), n, m);
@@ -47,9 +47,11 @@ void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, in
   std::fill(out, out + m * hidden, 0.0f);
   std::vector<float> x, y, gate, up;
   const int64_t first = config.first_held_expert;
+  int64_t used = 0;
   for (int64_t e = first; e < first + config.held_count(); ++e) {
     const auto& r = rows[static_cast<size_t>(e)];
     if (r.empty()) continue;  // only the experts some row chose are computed
+    ++used;
     const int64_t count = static_cast<int64_t>(r.size());
     x.resize(static_cast<size_t>(count * hidden));
     y.resize(x.size());
@@ -65,10 +67,12 @@ void moe_ffn(const MoeConfig& config, const CpuMoe& weights, const float* xn, in
       for (int64_t d = 0; d < hidden; ++d) o[d] += w * yi[d];
     }
   }
-  if (weights.shared.gate.empty()) return;
-  y.resize(static_cast<size_t>(m * hidden));
-  swiglu_ffn(weights.shared, xn, m, hidden, y.data(), gate, up);
-  for (int64_t i = 0; i < m * hidden; ++i) out[i] += y[static_cast<size_t>(i)];
+  if (!weights.shared.gate.empty()) {
+    y.resize(static_cast<size_t>(m * hidden));
+    swiglu_ffn(weights.shared, xn, m, hidden, y.data(), gate, up);
+    for (int64_t i = 0; i < m * hidden; ++i) out[i] += y[static_cast<size_t>(i)];
+  }
+  return used;
 }
 
 }  // namespace dllm::cpu_backend
