@@ -269,11 +269,15 @@ void run_bench(const BenchArgs& a) {
     return;
   }
   const double bw = measure_copy_bandwidth(device);
-  // Bytes a step must read: every weight once (stored bf16 on the GPU, fp32 on the CPU) and the
-  // K/V of every visible token (bf16 on the GPU, fp32 on the CPU), all layers.
-  const double elem = device == "cuda" ? 2.0 : 4.0;
-  const double weight_bytes = double(model->parameter_count()) * elem;
-  const double kv_bytes_per_token = 2.0 * c.num_layers * c.kv_dim() * elem;
+  // Bytes a step must read: every weight once, as stored (bf16 random weights; the CPU GEMM widens
+  // them in registers), and the K/V of every visible token (bf16 on the GPU, fp32 on the CPU),
+  // all layers.
+  const double weight_elem = double(model->weight_bytes()) / double(model->parameter_count());
+  const double weight_bytes = double(model->weight_bytes());
+  const double kv_bytes_per_token = 2.0 * c.num_layers * c.kv_dim() * (device == "cuda" ? 2 : 4);
+  // --tensor-parallel N: N GPUs' bandwidth together; on the CPU the ranks are threads sharing one
+  // memory.
+  const int devices = device == "cuda" ? a.tensor_parallel : 1;
 
   nlohmann::json rows = nlohmann::json::array();
   std::printf("\n%s on %s: copy bandwidth %.0f GB/s, weights %.2f GB, K/V %.1f KB/token%s\n\n",
@@ -409,10 +413,10 @@ void run_bench(const BenchArgs& a) {
       // MoE: only the experts this step's rows route to, as counted where the backend counts
       // them (Model::parameters_read).
       const int64_t step_rows = a.sequences * static_cast<int64_t>(step.tokens.size());
-      const double step_weight_bytes = model->parameters_read(step_rows, moe_touched) * elem;
-      // --tensor-parallel N: N devices' bandwidth together (what ranks replicate is overhead).
+      const double step_weight_bytes = model->parameters_read(step_rows, moe_touched) * weight_elem;
+      // What tensor-parallel ranks replicate is overhead, not floor.
       const double floor_ms =
-          (step_weight_bytes + kv_bytes_per_token * keys) / (bw * a.tensor_parallel) * 1e3;
+          (step_weight_bytes + kv_bytes_per_token * keys) / (bw * devices) * 1e3;
       if (moe_touched)
         std::fprintf(stderr,
                      "  moe: %.1f experts with rows per MoE layer at %lld rows (the floor's)\n",

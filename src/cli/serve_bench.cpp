@@ -178,8 +178,11 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
   if (!backend.has_kv_pool())
     backend.create_kv_pool(int64_t{max_n} * ((slots_each + page - 1) / page + 1), page);
   const double bw = measure_copy_bandwidth(device), gemm = measure_gemm_rate(device);
-  const double elem = gpu ? 2.0 : 4.0;
-  const double kv_per_token = 2.0 * c.num_layers * c.kv_dim() * elem;
+  // Weights as stored (bf16 random weights, widened in registers by the CPU GEMM); K/V bf16 on
+  // the GPU, fp32 on the CPU. On the CPU tensor-parallel ranks are threads sharing one memory.
+  const double weight_elem = double(model.weight_bytes()) / double(model.parameter_count());
+  const double kv_per_token = 2.0 * c.num_layers * c.kv_dim() * (gpu ? 2 : 4);
+  const int devices = gpu ? a.tensor_parallel : 1;
   std::printf(
       "\n%s on %s: prompt %d, %d generated tokens per request, one token per step%s; sparse "
       "attention %s (k %d); copy %.0f GB/s, GEMM %.1f TFLOP/s per device\n\n",
@@ -212,11 +215,11 @@ void serving_bench(const BenchArgs& a, const Model& model, Backend& backend, nlo
       const double rows = double(n) * block;
       // MoE: only the experts the rows route to, as counted in the profiled steps where the
       // backend counts them (Model::parameters_read).
-      const double bytes =
-          model.parameters_read(int64_t{n} * block, moe_touched) * elem + kv_per_token * keys * n;
+      const double bytes = model.parameters_read(int64_t{n} * block, moe_touched) * weight_elem +
+                           kv_per_token * keys * n;
       const double flops = 2.0 * model.parameters_per_row() * rows +
                            4.0 * rows * keys * double(c.num_heads * c.head_dim * c.num_layers);
-      const double floor_ms = std::max(bytes / bw, flops / gemm) / a.tensor_parallel * 1e3;
+      const double floor_ms = std::max(bytes / bw, flops / gemm) / devices * 1e3;
       const double tps = double(t.generated) / t.seconds;
       const double steady_tps = t.full_seconds > 0 ? double(t.full_tokens) / t.full_seconds : 0;
       const double host_ms = t.host_seconds * 1e3 / double(t.steps);
