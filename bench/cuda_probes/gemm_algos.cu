@@ -15,15 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <vector>
-
-#define CK(x)                                                  \
-  do {                                                         \
-    auto e = (x);                                              \
-    if (e != 0) {                                              \
-      printf("err %d at %s:%d\n", (int)e, __FILE__, __LINE__); \
-      exit(1);                                                 \
-    }                                                          \
-  } while (0)
+#include "probe_check.cuh"
 
 struct Shape {
   const char* name;

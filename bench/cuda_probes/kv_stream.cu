@@ -16,15 +16,7 @@
 #include <random>
 #include <vector>
 #include "kv_stream_kernel.cuh"
-
-#define CK(x)                                                      \
-  do {                                                             \
-    auto e = (x);                                                  \
-    if (e != cudaSuccess) {                                        \
-      printf("err %s line %d\n", cudaGetErrorString(e), __LINE__); \
-      exit(1);                                                     \
-    }                                                              \
-  } while (0)
+#include "probe_check.cuh"
 
 int main(int argc, char** argv) {
   const int ctx = argc > 1 ? atoi(argv[1]) : 1056;

@@ -19,15 +19,7 @@
 #include <vector>
 
 #include "backend/cuda/kernels.h"
-
-#define CK(x)                                                      \
-  do {                                                             \
-    auto e = (x);                                                  \
-    if (e != cudaSuccess) {                                        \
-      printf("err %s line %d\n", cudaGetErrorString(e), __LINE__); \
-      exit(1);                                                     \
-    }                                                              \
-  } while (0)
+#include "probe_check.cuh"
 
 namespace {
 

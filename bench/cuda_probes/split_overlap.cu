@@ -21,15 +21,7 @@
 #include <random>
 #include <vector>
 #include "kv_stream_kernel.cuh"
-
-#define CK(x)                                          \
-  do {                                                 \
-    auto e = (x);                                      \
-    if (e != 0) {                                      \
-      printf("err %d at line %d\n", (int)e, __LINE__); \
-      exit(1);                                         \
-    }                                                  \
-  } while (0)
+#include "probe_check.cuh"
 
 constexpr int STAGES = 3;
 constexpr int LAYERS = 36, SEQS = 128, CTX = 1056, PAGE = 16, ROWS_PER_SEQ = 4;
