@@ -88,6 +88,19 @@ class Backend {
   virtual std::optional<double> profiled_moe_experts_touched() const { return std::nullopt; }
 
  protected:
+  // What profiled_moe_experts_touched() averages: the experts with rows each MoE layer run had.
+  struct MoeTouchCount {
+    int64_t touched = 0, layer_runs = 0;
+    void add(int64_t experts_with_rows) {
+      touched += experts_with_rows;
+      ++layer_runs;
+    }
+    std::optional<double> average() const {
+      if (layer_runs == 0) return std::nullopt;
+      return double(touched) / double(layer_runs);
+    }
+  };
+
   // The pool's storage: allocated by create_kv_pool(), read and written by physical slot.
   virtual void allocate_kv_storage(int64_t num_slots) = 0;
   // Copies whole pages (KvCache::prepare_writes' copy-on-write pairs, physical page numbers).

@@ -266,10 +266,7 @@ void CpuBackend::run_ffn(int64_t li, const float* xn, int64_t m, float* out,
   const int64_t h = config_.hidden_size;
   if (d.ffn == FfnKind::kMoeSwiGlu) {
     const int64_t used = moe_ffn(d.moe, L.moe, xn, m, h, out, routing);
-    if (profiling_) {
-      moe_touched_ += used;
-      ++moe_layer_runs_;
-    }
+    if (profiling_) moe_touched_.add(used);
     return;
   }
   swiglu_ffn(L.ffn, xn, m, h, out, scratch_.gate, scratch_.up);
@@ -277,12 +274,11 @@ void CpuBackend::run_ffn(int64_t li, const float* xn, int64_t m, float* out,
 
 void CpuBackend::set_profiling(bool on) {
   profiling_ = on;
-  moe_touched_ = moe_layer_runs_ = 0;
+  moe_touched_ = {};
 }
 
 std::optional<double> CpuBackend::profiled_moe_experts_touched() const {
-  if (moe_layer_runs_ == 0) return std::nullopt;
-  return double(moe_touched_) / double(moe_layer_runs_);
+  return moe_touched_.average();
 }
 
 std::vector<SequenceResult> CpuBackend::forward(std::span<const SequenceForward> batch) {

@@ -204,7 +204,7 @@ class CpuBackend : public Backend {  // not final: tests override check_forward(
   mutable Scratch scratch_;
   // set_profiling(true): the MoE layers run and their experts with rows, summed.
   bool profiling_ = false;
-  mutable int64_t moe_touched_ = 0, moe_layer_runs_ = 0;
+  mutable MoeTouchCount moe_touched_;
 };
 
 }  // namespace dllm::cpu_backend

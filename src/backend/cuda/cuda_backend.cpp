@@ -233,12 +233,11 @@ void CudaBackend::add_profile(const std::string& op, double ms) {
 void CudaBackend::set_profiling(bool on) {
   profiling_ = on;
   profile_.clear();
-  moe_touched_ = moe_layer_runs_ = 0;
+  moe_touched_ = {};
 }
 
 std::optional<double> CudaBackend::profiled_moe_experts_touched() const {
-  if (moe_layer_runs_ == 0) return std::nullopt;
-  return double(moe_touched_) / double(moe_layer_runs_);
+  return moe_touched_.average();
 }
 
 void CudaBackend::count_moe_touched() {
@@ -246,8 +245,7 @@ void CudaBackend::count_moe_touched() {
   DLLM_CUDA_CHECK(cudaMemcpyAsync(&used, lane_->moe_work.get() + 1, sizeof(used),
                                   cudaMemcpyDeviceToHost, lane_->stream));
   DLLM_CUDA_CHECK(cudaStreamSynchronize(lane_->stream));
-  moe_touched_ += used;
-  ++moe_layer_runs_;
+  moe_touched_.add(used);
 }
 
 void CudaBackend::collect_profile() {

@@ -316,7 +316,7 @@ class CudaBackend final : public Backend {
   bool lead_rank_ = true;
   // While profiling: the routed experts with rows, summed over the MoE layers run (what the
   // rows actually touch; profiled_moe_experts_touched()).
-  int64_t moe_touched_ = 0, moe_layer_runs_ = 0;
+  MoeTouchCount moe_touched_;
   void count_moe_touched();
   std::vector<OpEvents> events_;
   std::vector<std::pair<std::string, double>> profile_;
