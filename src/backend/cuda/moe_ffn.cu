@@ -11,8 +11,9 @@
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/mma_tile.cuh"
+#include "backend/cuda/moe_gemm_sm90.h"
+#include "backend/cuda/moe_gemm_tile.cuh"
 #include "backend/cuda/per_device.h"
-#include "backend/cuda/silu.cuh"
 #include "core/error.h"
 
 namespace dllm::cuda {
@@ -132,7 +133,8 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int top
 // SMs a quarter to a third busy, Nsight Compute on a 4K-token prefill). The fused SwiGLU takes a
 // warp's columns as 16 gate rows and the 16 up rows of the same intermediate features, so one
 // lane holds both halves.
-constexpr int kTileRows = kMoeTileRows, kTileCols = 128, kKChunk = 64, kStages = 3;
+constexpr int kTileRows = kMoeTileRows, kTileCols = moe_tile::kTileCols, kKChunk = 64;
+constexpr int kStages = 3;
 constexpr int kWarpRows = 64, kWarpCols = 32;
 constexpr int kGemmWarps = (kTileRows / kWarpRows) * (kTileCols / kWarpCols);
 constexpr int kGemmThreads = kGemmWarps * 32;
@@ -145,19 +147,6 @@ constexpr int kStageElems = (kTileRows + kTileCols) * kStride;
 constexpr int kSwigluCols = kTileCols / 2;  // intermediate features of a fused-SwiGLU tile
 static_assert(kTileRows % kRowStep == 0 && kTileCols % kRowStep == 0 && kRowStep % 16 == 0);
 static_assert(kWarpCols == 32 && kKChunk % 32 == 0);  // the SwiGLU split; whole B fragments
-
-// The weight row behind tile column c (0 .. kTileCols - 1) of column tile `col_tile`, or -1 past
-// the weights: the plain GEMM's output column, or with the SwiGLU a gate row (the warp's first 16
-// columns) or the up row inter further (its last 16) of intermediate feature j.
-__device__ __forceinline__ int weight_row(const MoeGemmParams& p, int col_tile, int c) {
-  if (!p.swiglu) {
-    const int col = col_tile * kTileCols + c;
-    return col < p.n_out ? col : -1;
-  }
-  const int inter = p.n_out / 2, half = c % kWarpCols / 16;
-  const int j = col_tile * kSwigluCols + c / kWarpCols * 16 + c % 16;
-  return j < inter ? half * inter + j : -1;
-}
 
 // The sweep of one k-chunk's copies into a pipeline stage: rows row0, row0 + kRowStep, ... of the
 // tile (only the m16 fragments in use; rows past the tile's end zero-filled) and the kTileCols
@@ -224,38 +213,28 @@ __device__ __forceinline__ void chunk_mma(const bf16* stage, int frags, int warp
 // The tile's outputs from the lane's accumulators: lane l holds rows l / 4 (+ 8) and columns
 // 2 (l % 4) (+ 1) of each fragment. With the SwiGLU, fragments nt and nt + 2 hold the gate and
 // the up products of the same features.
-__device__ __forceinline__ void store_tile(const MoeGemmParams& p, int a0, int rows, int col_tile,
-                                           int warp_row, int warp_col, int lane,
+__device__ __forceinline__ void store_tile(const MoeGemmParams& p, const moe_tile::Item& it,
+                                           int col_tile, int warp_row, int warp_col, int lane,
                                            const float (&acc)[kMFrags][kNFrags][4]) {
 #pragma unroll
   for (int mf = 0; mf < kMFrags; ++mf)
 #pragma unroll
     for (int i = 0; i < 4; ++i) {
       const int r = warp_row * kWarpRows + mf * 16 + lane / 4 + (i >= 2 ? 8 : 0);
-      if (r >= rows) continue;
-      const int64_t row = a0 + r;
+      if (r >= it.rows) continue;
+      const int64_t a = it.a0 + r;
       const int col_in_warp = 2 * (lane % 4) + (i & 1);
       if (p.swiglu) {
-        const int inter = p.n_out / 2;
 #pragma unroll
-        for (int nt = 0; nt < kNFrags / 2; ++nt) {
-          const int j = col_tile * kSwigluCols + warp_col * 16 + nt * 8 + col_in_warp;
-          if (j >= inter) continue;
-          const float g = __bfloat162float(__float2bfloat16(acc[mf][nt][i]));
-          const float u = __bfloat162float(__float2bfloat16(acc[mf][nt + kNFrags / 2][i]));
-          static_cast<bf16*>(p.out)[row * inter + j] = __float2bfloat16(silu_times(g, u));
-        }
-        continue;
-      }
+        for (int nt = 0; nt < kNFrags / 2; ++nt)
+          moe_tile::store_swiglu(p, a,
+                                 col_tile * kSwigluCols + warp_col * 16 + nt * 8 + col_in_warp,
+                                 acc[mf][nt][i], acc[mf][nt + kNFrags / 2][i]);
+      } else {
 #pragma unroll
-      for (int nt = 0; nt < kNFrags; ++nt) {
-        const int col = col_tile * kTileCols + warp_col * kWarpCols + nt * 8 + col_in_warp;
-        if (col >= p.n_out) continue;
-        if (p.out_f32) {
-          static_cast<float*>(p.out)[row * p.n_out + col] = acc[mf][nt][i];
-        } else {
-          static_cast<bf16*>(p.out)[row * p.n_out + col] = __float2bfloat16(acc[mf][nt][i]);
-        }
+        for (int nt = 0; nt < kNFrags; ++nt)
+          moe_tile::store(p, a, col_tile * kTileCols + warp_col * kWarpCols + nt * 8 + col_in_warp,
+                          acc[mf][nt][i]);
       }
     }
 }
@@ -272,33 +251,24 @@ __global__ void __launch_bounds__(kGemmThreads, 2) moe_gemm_kernel(MoeGemmParams
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* smem = reinterpret_cast<bf16*>(smem_raw);
   if (static_cast<int>(blockIdx.x) >= p.work[0]) return;
-  const int item = p.work[2 + blockIdx.x];
-  const int e = item & 1023;
-  const bool extra = e == p.experts;  // the shared expert, sorted positions 0 .. extra_rows - 1
-  const int a0 = (extra ? 0 : p.offsets[e]) + (item >> 10) * kTileRows;
-  const int rows = min(kTileRows, (extra ? p.extra_rows : p.offsets[e + 1]) - a0);
+  const moe_tile::Item it = moe_tile::work_item(p, static_cast<int>(blockIdx.x));
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, col_tile = blockIdx.y;
   const int warp_row = warp / (kTileCols / kWarpCols), warp_col = warp % (kTileCols / kWarpCols);
-  const int frags = min(kMFrags, max(0, (rows - warp_row * kWarpRows + 15) / 16));
+  const int frags = min(kMFrags, max(0, (it.rows - warp_row * kWarpRows + 15) / 16));
   const int chunks = (p.k + kKChunk - 1) / kKChunk;
   ChunkLoader ld;
   ld.any = p.w;
   ld.row0 = threadIdx.x / kVecsPerRow;
   ld.vec = threadIdx.x % kVecsPerRow;
   ld.k = p.k;
-  ld.used_rows = (rows + 15) / 16 * 16;
+  ld.used_rows = (it.rows + 15) / 16 * 16;
 #pragma unroll
-  for (int i = 0; i < kTileRows / kRowStep; ++i) {
-    const int r = ld.row0 + i * kRowStep;
-    const int64_t row = r >= rows ? -1 : p.order ? p.order[a0 + r] / p.top_k : a0 + r;
-    ld.rows[i] = row < 0 ? nullptr : p.in + row * p.k;
-  }
-  const bf16* w = extra ? p.extra_w : p.w + static_cast<int64_t>(e) * p.n_out * p.k;
+  for (int i = 0; i < kTileRows / kRowStep; ++i)
+    ld.rows[i] = moe_tile::input_row(p, it, ld.row0 + i * kRowStep);
 #pragma unroll
-  for (int i = 0; i < kTileCols / kRowStep; ++i) {
-    const int wr = weight_row(p, col_tile, ld.row0 + i * kRowStep);
-    ld.wrows[i] = wr < 0 ? nullptr : w + static_cast<int64_t>(wr) * p.k;
-  }
+  for (int i = 0; i < kTileCols / kRowStep; ++i)
+    ld.wrows[i] =
+        moe_tile::weight_row<kTileCols, kWarpCols>(p, it, col_tile, ld.row0 + i * kRowStep);
   float acc[kMFrags][kNFrags][4] = {};
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
@@ -313,7 +283,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) moe_gemm_kernel(MoeGemmParams
     ptx::cp_async_commit();
     chunk_mma(smem + (c % kStages) * kStageElems, frags, warp_row, warp_col, lane, acc);
   }
-  store_tile(p, a0, rows, col_tile, warp_row, warp_col, lane, acc);
+  store_tile(p, it, col_tile, warp_row, warp_col, lane, acc);
 }
 
 // One output element a thread, a block per (token, 256 features): a decoding step's few tokens
@@ -368,13 +338,20 @@ void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream) {
   if (p.work == nullptr) fail("moe_grouped_gemm: no work list (moe_sort's `work`)");
   if (p.assignments < 0) fail("moe_grouped_gemm: assignments = ", p.assignments, " (must be >= 0)");
   const int64_t cols = p.swiglu ? p.n_out / 2 : p.n_out;
-  const int64_t col_tiles =
-      (cols + (p.swiglu ? kSwigluCols : kTileCols) - 1) / (p.swiglu ? kSwigluCols : kTileCols);
+  const int64_t tile_cols = p.swiglu ? kSwigluCols : kTileCols;  // both kernels' (moe_tile)
+  const int64_t col_tiles = (cols + tile_cols - 1) / tile_cols;
   if (col_tiles > 65535)
     fail("moe_grouped_gemm: n_out = ", p.n_out, " needs more than 65535 column tiles");
   const int64_t items = moe_work_list_ints(p.assignments, p.experts, p.extra_rows) - 2;
   if (items > INT32_MAX) fail("moe_grouped_gemm: ", p.assignments, " assignments are too many");
   if (items == 0) return;  // no rows
+#ifdef DLLM_HAVE_SM90A
+  if (sm90_moe_gemm_serves()) {
+    sm90_moe_grouped_gemm(p, static_cast<unsigned>(items), static_cast<unsigned>(col_tiles),
+                          stream);
+    return;
+  }
+#endif
   constexpr size_t smem = size_t{kStages} * kStageElems * sizeof(bf16);
   static_assert(smem > 48 * 1024);  // above the default limit: opt in, once
   static PerDevice<bool> configured;
