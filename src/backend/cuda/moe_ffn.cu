@@ -13,6 +13,7 @@
 #include "backend/cuda/mma_tile.cuh"
 #include "backend/cuda/moe_gemm_sm90.h"
 #include "backend/cuda/moe_gemm_tile.cuh"
+#include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/per_device.h"
 #include "core/error.h"
 
@@ -54,6 +55,7 @@ __device__ __forceinline__ void for_warp_assignments(const int32_t* experts, int
 __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int top_k, int extra_rows,
                                 int first_expert, int num_experts, int32_t* offsets, int32_t* order,
                                 int32_t* position, int32_t* work) {
+  ptx::wait_for_primary_grid();  // a programmatic dependent launch (pdl_launch.h)
   extern __shared__ int32_t sort_smem[];
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int32_t* first_tile = sort_smem;                // [experts + 1]
@@ -250,6 +252,7 @@ __device__ __forceinline__ void store_tile(const MoeGemmParams& p, const moe_til
 __global__ void __launch_bounds__(kGemmThreads, 2) moe_gemm_kernel(MoeGemmParams p) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* smem = reinterpret_cast<bf16*>(smem_raw);
+  ptx::wait_for_primary_grid();  // a programmatic dependent launch (pdl_launch.h)
   if (static_cast<int>(blockIdx.x) >= p.work[0]) return;
   const moe_tile::Item it = moe_tile::work_item(p, static_cast<int>(blockIdx.x));
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, col_tile = blockIdx.y;
@@ -290,6 +293,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) moe_gemm_kernel(MoeGemmParams
 // still spread over the GPU. The sum's order is moe_combine's contract (kernels.h).
 __global__ void moe_combine_kernel(const float* y, const int32_t* position, const float* weights,
                                    int top_k, int hidden, bool extra, float* out, bool accumulate) {
+  ptx::wait_for_primary_grid();  // a programmatic dependent launch (pdl_launch.h)
   const int t = blockIdx.x, d = blockIdx.y * blockDim.x + threadIdx.x;
   if (d >= hidden) return;
   const int64_t at = static_cast<int64_t>(t) * hidden + d;
@@ -316,9 +320,8 @@ void moe_sort(const int32_t* experts, int n, int top_k, int first_expert, int nu
          (int64_t{kMoeTileRows} << 21) / (top_k + 1) * top_k, ")");
   const int warps = sort_warps(num_experts);
   const size_t smem = (size_t(warps + 2) * num_experts + 1) * sizeof(int32_t);
-  moe_sort_kernel<<<1, warps * 32, smem, stream>>>(experts, n * top_k, top_k, extra ? n : 0,
-                                                   first_expert, num_experts, offsets, order,
-                                                   position, work);
+  launch_pdl(moe_sort_kernel, dim3(1), dim3(warps * 32), smem, stream, experts, n * top_k, top_k,
+             extra ? n : 0, first_expert, num_experts, offsets, order, position, work);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
@@ -361,7 +364,7 @@ void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream) {
     return true;
   });
   const dim3 grid(static_cast<unsigned>(items), static_cast<unsigned>(col_tiles));
-  moe_gemm_kernel<<<grid, kGemmThreads, smem, stream>>>(p);
+  launch_pdl(moe_gemm_kernel, grid, dim3(kGemmThreads), smem, stream, p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
@@ -371,8 +374,8 @@ void moe_combine(const float* y, const int32_t* position, const float* weights, 
   constexpr int kThreads = 256;
   const dim3 grid(static_cast<unsigned>(n),
                   static_cast<unsigned>((hidden + kThreads - 1) / kThreads));
-  moe_combine_kernel<<<grid, kThreads, 0, stream>>>(y, position, weights, top_k, hidden, extra, out,
-                                                    accumulate);
+  launch_pdl(moe_combine_kernel, grid, dim3(kThreads), 0, stream, y, position, weights, top_k,
+             hidden, extra, out, accumulate);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

@@ -16,6 +16,7 @@
 #include "backend/cuda/device_query.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/moe_gemm_tile.cuh"
+#include "backend/cuda/pdl_launch.h"
 #include "backend/cuda/per_device.h"
 #include "backend/cuda/wgmma_ptx.cuh"
 
@@ -109,6 +110,7 @@ __device__ __forceinline__ void store_tile(const MoeGemmParams& p, const moe_til
 __global__ void __launch_bounds__(kThreads, 2) moe_gemm_sm90_kernel(MoeGemmParams p) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  ptx::wait_for_primary_grid();  // a programmatic dependent launch (pdl_launch.h)
   if (static_cast<int>(blockIdx.x) >= p.work[0]) return;
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t pad = (1024u - (raw_addr & 1023u)) & 1023u;  // swizzle atoms: 1024-aligned
@@ -172,7 +174,7 @@ void sm90_moe_grouped_gemm(const MoeGemmParams& p, unsigned items, unsigned col_
                                          static_cast<int>(kSmemBytes)));
     return true;
   });
-  moe_gemm_sm90_kernel<<<dim3(items, col_tiles), kThreads, kSmemBytes, stream>>>(p);
+  launch_pdl(moe_gemm_sm90_kernel, dim3(items, col_tiles), dim3(kThreads), kSmemBytes, stream, p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

@@ -4,6 +4,8 @@
 // groups are kept; the top-k kept experts in rank order; weights normalised in that order.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/mma_ptx.cuh"
+#include "backend/cuda/pdl_launch.h"
 #include "core/error.h"
 
 namespace dllm::cuda {
@@ -25,6 +27,7 @@ __device__ __forceinline__ bool before(float va, int a, float vb, int b) {
 // counting those before it (a strict total order, so the ranks are distinct): the chosen are
 // ranks 0..top_k-1, with no serial top-k loop (one thread per token took ~0.3 ms a layer).
 __global__ void moe_route_kernel(MoeRouteParams p) {
+  ptx::wait_for_primary_grid();  // a programmatic dependent launch (pdl_launch.h)
   __shared__ float biased[kMaxExperts];
   __shared__ bool kept[kMaxExperts];
   __shared__ float group_score[kMaxGroups];
@@ -87,7 +90,7 @@ void moe_route(const MoeRouteParams& p, cudaStream_t stream) {
          " groups and top ", kMaxTopK);
   if (p.n == 0) return;
   const int threads = (p.experts + 31) / 32 * 32;
-  moe_route_kernel<<<p.n, threads, 0, stream>>>(p);
+  launch_pdl(moe_route_kernel, dim3(p.n), dim3(threads), 0, stream, p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
