@@ -343,7 +343,7 @@ struct SpanVerifyParams {
 };
 void span_verify(const SpanVerifyParams& p, cudaStream_t stream);
 
-// LLaDA2.x mixture-of-experts routing (model-specs §6.3) of n tokens, one thread per token, the
+// LLaDA2.x mixture-of-experts routing (model-specs §6.3) of n tokens, one warp per token, the
 // same rule and tie-breaking as the CPU reference (backend/moe_routing.h): sigmoid scores, the
 // expert bias for the selection only, the groups_per_token best groups by the sum of their two
 // best biased scores, the top_k biased scores among them; weights = the chosen un-biased scores
