@@ -92,6 +92,9 @@ int main(int argc, char** argv) {
   CK(cudaMalloc(
       &work,
       dllm::cuda::moe_work_list_ints(int64_t(max_tokens) * kTopK, kExperts, max_tokens) * 4));
+  int32_t* scratch;
+  CK(cudaMalloc(&scratch,
+                dllm::cuda::moe_sort_scratch_ints(int64_t(max_tokens) * kTopK, kExperts) * 4));
   CK(cudaMalloc(&act, max_rows * kInter * 2));
   CK(cudaMalloc(&y, max_rows * kHidden * 4));
   cudaEvent_t e0, e1, e2, e3;
@@ -134,7 +137,7 @@ int main(int argc, char** argv) {
       for (int r = -2; r < reps; ++r) {  // two warm-ups
         CK(cudaEventRecord(e0));
         dllm::cuda::moe_sort(experts, tokens, kTopK, 0, kExperts, true, offsets, order, position,
-                             work, nullptr);
+                             work, scratch, nullptr);
         CK(cudaEventRecord(e1));
         dllm::cuda::moe_grouped_gemm(up, nullptr);
         CK(cudaEventRecord(e2));

@@ -51,7 +51,7 @@ struct GemmCase {
         position(size_t(std::max(n, 1)), "position"),
         work(size_t(cuda::moe_work_list_ints(n, num_experts)), "work list") {
     cuda::moe_sort(d_routed.get(), n, 1, 0, experts, false, offsets.get(), order.get(),
-                   position.get(), work.get(), nullptr);
+                   position.get(), work.get(), nullptr, nullptr);
   }
 
   // gather: rows through `order` (the gate_up use); else rows in sorted order (the down use).

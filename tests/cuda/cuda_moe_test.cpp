@@ -128,7 +128,7 @@ TEST(CudaMoe, DispatchGroupedGemmAndCombine) {
           order(size_t(n * (k + 1)), "order"), position(size_t(n * k), "position"),
           work(size_t(cuda::moe_work_list_ints(n * k, experts, extra ? n : 0)), "work list");
       cuda::moe_sort(d_routed.get(), n, k, 0, experts, extra, offsets.get(), order.get(),
-                     position.get(), work.get(), nullptr);
+                     position.get(), work.get(), nullptr, nullptr);
       cuda::DeviceBuffer<float> y(size_t(n * (k + 1) * n_out), "y");
       auto out = test::to_device(start);
       cuda::MoeGemmParams p;
@@ -182,11 +182,11 @@ TEST(CudaMoe, DispatchGroupedGemmAndCombine) {
 }
 
 // moe_sort against a CPU stable counting sort, exactly: offsets, order (an expert's assignments
-// in assignment order), position and the grouped GEMM's work list (each expert's tiles of 64
-// sorted rows, the count of experts with rows) — uniform and skewed routings
-// (one expert taking most rows, most experts empty), from 1 to 8192 assignments, 1 to 1024 experts;
-// all experts held, and the upper half held (an expert-parallel rank: the others' assignments get
-// position -1 and no sorted slot).
+// in assignment order), position and the grouped GEMM's work list (each expert's tiles of
+// sorted rows, the count of experts with rows), in one block and over several — uniform and
+// skewed routings (one expert taking most rows, most experts empty), from 1 to 32768
+// assignments, 1 to 1024 experts; all experts held, the upper half held (an expert-parallel
+// rank: the others' assignments get position -1 and no sorted slot), and the shared expert first.
 TEST(CudaMoe, SortIsAStableCountingSort) {
   struct Shape {
     int n, top_k, experts;
@@ -196,7 +196,7 @@ TEST(CudaMoe, SortIsAStableCountingSort) {
   for (const Shape s :
        {Shape{1024, 8, 256, false}, Shape{1024, 8, 256, true}, Shape{1, 8, 256, false},
         Shape{37, 3, 1024, false}, Shape{300, 4, 1024, true}, Shape{50, 2, 7, false},
-        Shape{33, 1, 1, false}}) {
+        Shape{33, 1, 1, false}, Shape{4096, 8, 256, true}, Shape{1111, 7, 300, false}}) {
     const int a_total = s.n * s.top_k;
     std::vector<int32_t> routed(static_cast<size_t>(a_total));
     for (int32_t& e : routed)
@@ -228,21 +228,26 @@ TEST(CudaMoe, SortIsAStableCountingSort) {
             order.push_back(a);
           }
       auto d_routed = test::to_device(routed);
-      cuda::DeviceBuffer<int32_t> d_offsets(offsets.size(), "offsets"),
-          d_order(routed.size() + size_t(extra_rows), "order"),
-          d_position(position.size(), "position"),
-          d_work(size_t(cuda::moe_work_list_ints(a_total, held, extra_rows)), "work list");
-      ASSERT_LE(work.size(), d_work.size());
-      cuda::moe_sort(d_routed.get(), s.n, s.top_k, first, held, extra, d_offsets.get(),
-                     d_order.get(), d_position.get(), d_work.get(), nullptr);
-      EXPECT_EQ(test::to_host(d_offsets), offsets);
-      auto got_order = test::to_host(d_order);
-      got_order.resize(order.size());  // past the held experts' assignments: unwritten
-      EXPECT_EQ(got_order, order);
-      EXPECT_EQ(test::to_host(d_position), position);
-      auto got_work = test::to_host(d_work);
-      got_work.resize(work.size());
-      EXPECT_EQ(got_work, work);
+      for (const bool blocks : {false, true}) {  // one block; several where there are enough
+        SCOPED_TRACE(blocks ? "with scratch" : "one block");
+        cuda::DeviceBuffer<int32_t> d_offsets(offsets.size(), "offsets"),
+            d_order(routed.size() + size_t(extra_rows), "order"),
+            d_position(position.size(), "position"),
+            d_work(size_t(cuda::moe_work_list_ints(a_total, held, extra_rows)), "work list"),
+            d_scratch(size_t(cuda::moe_sort_scratch_ints(a_total, held)), "scratch");
+        ASSERT_LE(work.size(), d_work.size());
+        cuda::moe_sort(d_routed.get(), s.n, s.top_k, first, held, extra, d_offsets.get(),
+                       d_order.get(), d_position.get(), d_work.get(),
+                       blocks ? d_scratch.get() : nullptr, nullptr);
+        EXPECT_EQ(test::to_host(d_offsets), offsets);
+        auto got_order = test::to_host(d_order);
+        got_order.resize(order.size());  // past the held experts' assignments: unwritten
+        EXPECT_EQ(got_order, order);
+        EXPECT_EQ(test::to_host(d_position), position);
+        auto got_work = test::to_host(d_work);
+        got_work.resize(work.size());
+        EXPECT_EQ(got_work, work);
+      }
     }
   }
 }

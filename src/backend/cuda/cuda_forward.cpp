@@ -160,6 +160,9 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
     moved |= lane_->moe_work.ensure(static_cast<size_t>(cuda::moe_work_list_ints(
                                         assignments, static_cast<int>(e), static_cast<int64_t>(T))),
                                     "MoE dispatch");
+    moved |= lane_->moe_sort_scratch.ensure(
+        static_cast<size_t>(cuda::moe_sort_scratch_ints(assignments, static_cast<int>(e))),
+        "MoE dispatch");
   }
   if (plan.any_reuse) {
     moved |= block_out_.ensure(T * h, "block outputs");

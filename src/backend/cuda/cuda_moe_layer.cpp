@@ -43,7 +43,8 @@ void CudaBackend::enqueue_moe(int64_t li, int m, float* out, bool accumulate) {
   op_begin("moe sort");
   cuda::moe_sort(lane_->moe_experts.get(), m, k, static_cast<int>(c.first_held_expert), held,
                  shared_in_gemm, lane_->moe_offsets.get(), lane_->moe_order.get(),
-                 lane_->moe_position.get(), lane_->moe_work.get(), lane_->stream);
+                 lane_->moe_position.get(), lane_->moe_work.get(), lane_->moe_sort_scratch.get(),
+                 lane_->stream);
   op_end();
   if (profiling_) count_moe_touched();  // (profiled steps run without graphs)
   op_begin("moe experts gate_up+swiglu");

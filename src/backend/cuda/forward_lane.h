@@ -46,7 +46,8 @@ struct ForwardLane {
   cuda::DeviceBuffer<cuda::DeviceRowSums> stats;
   // MoE: router logits, routing, dispatch and the experts' activations of one layer.
   cuda::DeviceBuffer<float> router_logits, moe_weights, moe_y;
-  cuda::DeviceBuffer<int32_t> moe_experts, moe_offsets, moe_order, moe_position, moe_work;
+  cuda::DeviceBuffer<int32_t> moe_experts, moe_offsets, moe_order, moe_position, moe_work,
+      moe_sort_scratch;
   cuda::DeviceBuffer<cuda::bf16> moe_act;
   cuda::PinnedBuffer<int32_t> pinned_ints;
   cuda::PinnedBuffer<cuda::DeviceRowSums> pinned_stats;

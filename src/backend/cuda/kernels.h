@@ -381,10 +381,17 @@ inline int64_t moe_work_list_ints(int64_t assignments, int experts, int64_t extr
 //   moe_grouped_gemm's work list — work[0] the number of items, work[1] the number of held
 //   routed experts with rows, then one item per (expert e, tile t of kMoeTileRows of its sorted
 //   rows), e | t << 10: the extra expert's first, then in expert and tile order.
+//   scratch [moe_sort_scratch_ints(n * top_k, num_experts)] (may be null): with more than
+//   kMoeSortOneBlockMax assignments the sort runs over several blocks, which hand their counts
+//   over through it; without it, in one block. Either way the same result.
 // No host synchronisation (CUDA-graph safe); num_experts <= 1024.
 void moe_sort(const int32_t* experts, int n, int top_k, int first_expert, int num_experts,
               bool extra, int32_t* offsets, int32_t* order, int32_t* position, int32_t* work,
-              cudaStream_t stream);
+              int32_t* scratch, cudaStream_t stream);
+constexpr int kMoeSortOneBlockMax = 4096, kMoeSortBlockAssignments = 2048;
+inline int64_t moe_sort_scratch_ints(int64_t assignments, int experts) {
+  return (assignments + kMoeSortBlockAssignments - 1) / kMoeSortBlockAssignments * experts;
+}
 
 // Grouped GEMM over the experts, each over the rows routed to it only:
 //   out[a, :] = in[row(a), :] · w[e]ᵀ for every sorted position a of expert e,

@@ -45,31 +45,36 @@ __device__ __forceinline__ void for_warp_assignments(const int32_t* experts, int
   }
 }
 
-// A stable counting sort of the assignments by expert in one block. Warp w owns the w-th
-// contiguous segment of assignments and counts its experts (per step, the lowest lane of each
-// group of equal experts adds the group's size); the warps' counts give every (expert, warp) its
-// first sorted position; then each warp places its assignments in order, a lane after the lanes
-// below it with the same expert. Deterministic, no atomics: an expert's assignments come out in
-// assignment (= token) order. The experts' row tiles are listed for the grouped GEMM (`work`),
-// and the extra expert's `extra_rows` rows (one per token, t * top_k) come first.
-__global__ void moe_sort_kernel(const int32_t* experts, int assignments, int top_k, int extra_rows,
-                                int first_expert, int num_experts, int32_t* offsets, int32_t* order,
-                                int32_t* position, int32_t* work) {
-  ptx::wait_for_primary_grid();  // a programmatic dependent launch (pdl_launch.h)
-  extern __shared__ int32_t sort_smem[];
+// The stable counting sort of the assignments by expert, in one block or, for many assignments,
+// over several (moe_sort_scratch_ints). A block's segment of assignments is split among its warps:
+// warp w counts the experts of its part (per step, the lowest lane of each group of equal experts
+// adds the group's size); the warps' counts give every (expert, warp) its first position in the
+// block's share of the expert's sorted positions; then each warp places its assignments in order,
+// a lane after the lanes below it with the same expert. Deterministic, no atomics: an expert's
+// assignments come out in assignment (= token) order, however many blocks sort them.
+struct SortSegment {
+  int begin, end;  // this warp's assignments
+  int32_t* mine;   // [experts]: its counters (shared memory)
+};
+
+// Counts the warp's part of [seg_begin, seg_end) into counters [warps][experts] (zeroed here);
+// after it, counters hold each (warp, expert)'s first position in the block's share and
+// total[e] (may alias nothing else) the block's count of expert e.
+__device__ SortSegment count_segment(const int32_t* experts, int first_expert, int num_experts,
+                                     int seg_begin, int seg_end, int32_t* counters,
+                                     int32_t* total) {
   const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  int32_t* first_tile = sort_smem;                // [experts + 1]
-  int32_t* start = sort_smem + num_experts + 1;   // [experts]: first sorted position
-  int32_t* counters = start + num_experts;        // [warps][experts]
-  int32_t* mine = counters + num_experts * warp;  // [experts]: this warp's counters
   for (int i = threadIdx.x; i < warps * num_experts; i += blockDim.x) counters[i] = 0;
   __syncthreads();
-  const int seg = (assignments + warps - 1) / warps;
-  const int begin = min(assignments, warp * seg), end = min(assignments, begin + seg);
+  const int part = (seg_end - seg_begin + warps - 1) / warps;
+  SortSegment s;
+  s.begin = min(seg_end, seg_begin + warp * part);
+  s.end = min(seg_end, s.begin + part);
+  s.mine = counters + num_experts * warp;
   const unsigned below = (1u << lane) - 1;
-  for_warp_assignments(experts, first_expert, num_experts, begin, end, lane,
+  for_warp_assignments(experts, first_expert, num_experts, s.begin, s.end, lane,
                        [&](int, int e, unsigned same) {
-                         if (e >= 0 && (same & below) == 0) mine[e] += __popc(same);
+                         if (e >= 0 && (same & below) == 0) s.mine[e] += __popc(same);
                        });
   __syncthreads();
   for (int e = threadIdx.x; e < num_experts; e += blockDim.x) {  // warp counts -> warp starts
@@ -80,9 +85,39 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int top
       c = at;
       at += n;
     }
-    start[e] = at;  // the expert's count, until the prefix sum below
+    total[e] = at;
   }
   __syncthreads();
+  return s;
+}
+
+// Places the warp's assignments: expert e's next at base[e] + its warp's counter.
+__device__ void place_segment(const int32_t* experts, int first_expert, int num_experts,
+                              const SortSegment& s, const int32_t* base, int32_t* order,
+                              int32_t* position) {
+  const int lane = threadIdx.x % 32;
+  const unsigned below = (1u << lane) - 1;
+  for_warp_assignments(experts, first_expert, num_experts, s.begin, s.end, lane,
+                       [&](int a, int e, unsigned same) {
+                         if (e < 0) {
+                           if (a < s.end)
+                             position[a] = -1;  // another rank's expert: moe_combine skips it
+                           return;
+                         }
+                         const int pos = base[e] + s.mine[e] + __popc(same & below);
+                         order[pos] = a;
+                         position[a] = pos;
+                         __syncwarp(same);  // every lane of the group has read mine[e]
+                         if ((same & below) == 0) s.mine[e] += __popc(same);
+                       });
+}
+
+// From every expert's count (count[e], shared memory): start[e] (may alias count) and offsets —
+// the routed positions after the extra expert's `extra_rows` — and the grouped GEMM's work list:
+// the extra expert's tiles first, then each expert's in order. One thread runs the prefix sums.
+__device__ void list_experts(const int32_t* count, int32_t* start, int32_t* first_tile,
+                             int num_experts, int extra_rows, int top_k, int32_t* offsets,
+                             int32_t* order, int32_t* work) {
   const int extra_tiles = (extra_rows + kMoeTileRows - 1) / kMoeTileRows;
   for (int t = threadIdx.x; t < extra_rows; t += blockDim.x) order[t] = t * top_k;
   if (work != nullptr)
@@ -90,7 +125,7 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int top
   if (threadIdx.x == 0) {
     int at = extra_rows, used = 0, tiles = extra_tiles;
     for (int e = 0; e < num_experts; ++e) {
-      const int c = start[e];
+      const int c = count[e];
       start[e] = at;
       offsets[e] = at;
       first_tile[e] = tiles;
@@ -110,19 +145,85 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int top
     for (int e = threadIdx.x; e < num_experts; e += blockDim.x)
       for (int t = first_tile[e]; t < first_tile[e + 1]; ++t)
         work[2 + t] = e | (t - first_tile[e]) << 10;
-  for_warp_assignments(experts, first_expert, num_experts, begin, end, lane,
-                       [&](int a, int e, unsigned same) {
-                         if (e < 0) {
-                           if (a < end)
-                             position[a] = -1;  // another rank's expert: moe_combine skips it
-                           return;
-                         }
-                         const int pos = start[e] + mine[e] + __popc(same & below);
-                         order[pos] = a;
-                         position[a] = pos;
-                         __syncwarp(same);  // every lane of the group has read mine[e]
-                         if ((same & below) == 0) mine[e] += __popc(same);
-                       });
+}
+
+// The whole sort in one block (shared memory: first_tile [experts + 1], start [experts],
+// counters [warps][experts]).
+__global__ void moe_sort_kernel(const int32_t* experts, int assignments, int top_k, int extra_rows,
+                                int first_expert, int num_experts, int32_t* offsets, int32_t* order,
+                                int32_t* position, int32_t* work) {
+  ptx::wait_for_primary_grid();  // a programmatic dependent launch (pdl_launch.h)
+  extern __shared__ int32_t sort_smem[];
+  int32_t* first_tile = sort_smem;
+  int32_t* start = sort_smem + num_experts + 1;
+  int32_t* counters = start + num_experts;
+  const SortSegment s =
+      count_segment(experts, first_expert, num_experts, 0, assignments, counters, start);
+  list_experts(start, start, first_tile, num_experts, extra_rows, top_k, offsets, order, work);
+  __syncthreads();
+  place_segment(experts, first_expert, num_experts, s, start, order, position);
+}
+
+// Several blocks, each over kMoeSortBlockAssignments: their counts per expert (block_base
+// [blocks][experts], global) ...
+constexpr int kSortBlockAssignments = kMoeSortBlockAssignments;
+
+__global__ void moe_sort_count_kernel(const int32_t* experts, int assignments, int first_expert,
+                                      int num_experts, int32_t* block_base) {
+  ptx::wait_for_primary_grid();  // a programmatic dependent launch (pdl_launch.h)
+  extern __shared__ int32_t sort_smem[];
+  int32_t* total = sort_smem;                   // [experts]
+  int32_t* counters = sort_smem + num_experts;  // [warps][experts]
+  const int begin = blockIdx.x * kSortBlockAssignments;
+  count_segment(experts, first_expert, num_experts, begin,
+                min(assignments, begin + kSortBlockAssignments), counters, total);
+  for (int e = threadIdx.x; e < num_experts; e += blockDim.x)
+    block_base[static_cast<int64_t>(blockIdx.x) * num_experts + e] = total[e];
+}
+
+// ... then, in one block, every expert's total, the offsets and the work list, and each block's
+// first position of each expert (block_base, in place) ...
+__global__ void moe_sort_scan_kernel(int blocks, int top_k, int extra_rows, int num_experts,
+                                     int32_t* block_base, int32_t* offsets, int32_t* order,
+                                     int32_t* work) {
+  ptx::wait_for_primary_grid();  // a programmatic dependent launch (pdl_launch.h)
+  extern __shared__ int32_t sort_smem[];
+  int32_t* first_tile = sort_smem;               // [experts + 1]
+  int32_t* start = sort_smem + num_experts + 1;  // [experts]: counts, then first positions
+  for (int e = threadIdx.x; e < num_experts; e += blockDim.x) {
+    int at = 0;
+    for (int b = 0; b < blocks; ++b) {
+      int32_t& c = block_base[static_cast<int64_t>(b) * num_experts + e];
+      const int n = c;
+      c = at;
+      at += n;
+    }
+    start[e] = at;
+  }
+  __syncthreads();
+  list_experts(start, start, first_tile, num_experts, extra_rows, top_k, offsets, order, work);
+  __syncthreads();
+  for (int e = threadIdx.x; e < num_experts; e += blockDim.x)
+    for (int b = 0; b < blocks; ++b)
+      block_base[static_cast<int64_t>(b) * num_experts + e] += start[e];
+}
+
+// ... and each block places its assignments from its bases.
+__global__ void moe_sort_place_kernel(const int32_t* experts, int assignments, int first_expert,
+                                      int num_experts, const int32_t* block_base, int32_t* order,
+                                      int32_t* position) {
+  ptx::wait_for_primary_grid();  // a programmatic dependent launch (pdl_launch.h)
+  extern __shared__ int32_t sort_smem[];
+  int32_t* base = sort_smem;                    // [experts]
+  int32_t* counters = sort_smem + num_experts;  // [warps][experts]
+  const int begin = blockIdx.x * kSortBlockAssignments;
+  const SortSegment s =
+      count_segment(experts, first_expert, num_experts, begin,
+                    min(assignments, begin + kSortBlockAssignments), counters, base);
+  for (int e = threadIdx.x; e < num_experts; e += blockDim.x)
+    base[e] = block_base[static_cast<int64_t>(blockIdx.x) * num_experts + e];
+  __syncthreads();
+  place_segment(experts, first_expert, num_experts, s, base, order, position);
 }
 
 // The grouped GEMM's tiles. A block owns one work item — an expert e and a tile of up to
@@ -311,17 +412,33 @@ __global__ void moe_combine_kernel(const float* y, const int32_t* position, cons
 
 void moe_sort(const int32_t* experts, int n, int top_k, int first_expert, int num_experts,
               bool extra, int32_t* offsets, int32_t* order, int32_t* position, int32_t* work,
-              cudaStream_t stream) {
+              int32_t* scratch, cudaStream_t stream) {
   if (num_experts < 1 || num_experts > (extra ? 1023 : 1024))
     fail("moe_sort: ", num_experts, " experts (the CUDA dispatch handles 1..1024, 1..1023 with",
          " the shared expert as one more)");
   if (int64_t{n} * (top_k + 1) > int64_t{kMoeTileRows} << 21)  // a work item's tile: 21 bits
     fail("moe_sort: ", int64_t{n} * top_k, " assignments (the CUDA dispatch handles up to ",
          (int64_t{kMoeTileRows} << 21) / (top_k + 1) * top_k, ")");
+  const int assignments = n * top_k, extra_rows = extra ? n : 0;
   const int warps = sort_warps(num_experts);
-  const size_t smem = (size_t(warps + 2) * num_experts + 1) * sizeof(int32_t);
-  launch_pdl(moe_sort_kernel, dim3(1), dim3(warps * 32), smem, stream, experts, n * top_k, top_k,
-             extra ? n : 0, first_expert, num_experts, offsets, order, position, work);
+  const dim3 threads(static_cast<unsigned>(warps * 32));
+  if (scratch == nullptr || assignments <= kMoeSortOneBlockMax) {
+    const size_t smem = (size_t(warps + 2) * num_experts + 1) * sizeof(int32_t);
+    launch_pdl(moe_sort_kernel, dim3(1), threads, smem, stream, experts, assignments, top_k,
+               extra_rows, first_expert, num_experts, offsets, order, position, work);
+    DLLM_CUDA_LAUNCH_CHECK();
+    return;
+  }
+  const int blocks = (assignments + kSortBlockAssignments - 1) / kSortBlockAssignments;
+  const size_t segment_smem = size_t(warps + 1) * num_experts * sizeof(int32_t);
+  launch_pdl(moe_sort_count_kernel, dim3(static_cast<unsigned>(blocks)), threads, segment_smem,
+             stream, experts, assignments, first_expert, num_experts, scratch);
+  launch_pdl(moe_sort_scan_kernel, dim3(1), dim3(256),
+             (size_t(2) * num_experts + 1) * sizeof(int32_t), stream, blocks, top_k, extra_rows,
+             num_experts, scratch, offsets, order, work);
+  launch_pdl(moe_sort_place_kernel, dim3(static_cast<unsigned>(blocks)), threads, segment_smem,
+             stream, experts, assignments, first_expert, num_experts,
+             static_cast<const int32_t*>(scratch), order, position);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
