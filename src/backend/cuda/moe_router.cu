@@ -28,27 +28,64 @@ __device__ __forceinline__ bool before(float va, int a, float vb, int b) {
   return va > vb || (va == vb && a < b);
 }
 
-// The sum of group g's two best biased scores.
-__device__ __forceinline__ float group_score(const float* biased, int g, int per_group) {
-  int best = -1, second = -1;
-  for (int x = g * per_group; x < (g + 1) * per_group; ++x) {
-    if (best < 0 || before(biased[x], x, biased[best], best)) {
-      second = best;
-      best = x;
-    } else if (second < 0 || before(biased[x], x, biased[second], second)) {
-      second = x;
+// Two best of a set under before(): (b, s) indices, -1 where none.
+struct Top2 {
+  float bv = 0.0f, sv = 0.0f;
+  int b = -1, s = -1;
+
+  __device__ __forceinline__ void offer(float v, int x) {
+    if (b < 0 || before(v, x, bv, b)) {
+      sv = bv;
+      s = b;
+      bv = v;
+      b = x;
+    } else if (s < 0 || before(v, x, sv, s)) {
+      sv = v;
+      s = x;
     }
   }
-  return biased[best] + biased[second];
+  __device__ __forceinline__ void merge(const Top2& o) {  // disjoint sets
+    if (o.b >= 0) offer(o.bv, o.b);
+    if (o.s >= 0) offer(o.sv, o.s);
+  }
+};
+
+__device__ __forceinline__ Top2 shfl_xor(const Top2& t, int off) {
+  Top2 o;
+  o.bv = __shfl_xor_sync(0xffffffffu, t.bv, off);
+  o.sv = __shfl_xor_sync(0xffffffffu, t.sv, off);
+  o.b = __shfl_xor_sync(0xffffffffu, t.b, off);
+  o.s = __shfl_xor_sync(0xffffffffu, t.s, off);
+  return o;
 }
 
-// Bit g set: group g is kept (fewer than groups_per_token groups rank before it). Lane l scores
-// groups l and l + 32.
-__device__ __forceinline__ uint64_t kept_groups(const MoeRouteParams& p, const float* biased,
-                                                float* scores, int lane) {
+// The sum of each group's two best biased scores into scores[g]. Up to 32 groups, an aligned run
+// of `lanes` = 32 / groups (a power of two) lanes shares a group, each scanning a slice of it,
+// and the runs merge their two-best by shuffles; past 32, a lane takes groups lane, lane + 32.
+__device__ __forceinline__ void group_scores(const MoeRouteParams& p, const float* biased,
+                                             float* scores, int lane) {
   const int per_group = p.experts / p.groups;
-  for (int g = lane; g < p.groups; g += 32) scores[g] = group_score(biased, g, per_group);
+  int lanes = 1;
+  while (lanes * 2 * p.groups <= 32) lanes *= 2;
+  for (int g0 = 0; g0 < p.groups; g0 += 32 / lanes) {  // (one pass unless groups > 32)
+    const int g = g0 + lane / lanes, part = lane % lanes;
+    const int slice = (per_group + lanes - 1) / lanes;
+    Top2 t;
+    if (g < p.groups) {
+      const int begin = g * per_group + part * slice;
+      const int end = min((g + 1) * per_group, begin + slice);
+      for (int x = begin; x < end; ++x) t.offer(biased[x], x);
+    }
+    for (int off = 1; off < lanes; off <<= 1) t.merge(shfl_xor(t, off));
+    if (g < p.groups && part == 0) scores[g] = t.bv + t.sv;
+  }
   __syncwarp();
+}
+
+// Bit g set: group g is kept (fewer than groups_per_token groups rank before it). Lane l ranks
+// groups l and l + 32.
+__device__ __forceinline__ uint64_t kept_groups(const MoeRouteParams& p, const float* scores,
+                                                int lane) {
   uint64_t kept = 0;
   for (int h = 0; h < kMaxGroups / 32; ++h) {
     const int g = lane + 32 * h;
@@ -63,16 +100,18 @@ __device__ __forceinline__ uint64_t kept_groups(const MoeRouteParams& p, const f
 }
 
 // The top_k kept experts in rank order, one selection round each: every lane offers its best
-// expert not yet taken, the warp agrees on the best offer (lane 0's result, so that even NaN
-// scores, which break the order, leave one answer). Lane j returns the j-th (0 where no expert
-// was left, as a valid index).
+// expert not yet taken (from its registers), the warp agrees on the best offer (lane 0's result,
+// so that even NaN scores, which break the order, leave one answer). Lane j returns the j-th (0
+// where no expert was left, as a valid index).
 __device__ __forceinline__ int choose_experts(const MoeRouteParams& p, const float* biased,
                                               uint64_t kept, int lane) {
   const int per_group = p.experts / p.groups;
+  float v[kSlots];
   uint32_t open = 0;  // bit s: the lane's expert s * 32 + lane is a candidate not yet taken
 #pragma unroll
   for (int s = 0; s < kSlots; ++s) {
     const int x = s * 32 + lane;
+    v[s] = x < p.experts ? biased[x] : 0.0f;
     if (x < p.experts && (kept >> (x / per_group) & 1)) open |= 1u << s;
   }
   int mine = 0;
@@ -82,8 +121,8 @@ __device__ __forceinline__ int choose_experts(const MoeRouteParams& p, const flo
 #pragma unroll
     for (int s = 0; s < kSlots; ++s) {
       const int x = s * 32 + lane;
-      if ((open >> s & 1) && (bx == INT_MAX || before(biased[x], x, bv, bx))) {
-        bv = biased[x];
+      if ((open >> s & 1) && (bx == INT_MAX || before(v[s], x, bv, bx))) {
+        bv = v[s];
         bx = x;
       }
     }
@@ -104,26 +143,32 @@ __device__ __forceinline__ int choose_experts(const MoeRouteParams& p, const flo
 }
 
 // Blocks of kRouteWarps warps, a token each: scores, kept groups, the top-k selection, weights.
-// Per token O(experts x top_k / 32) steps a lane (counting every kept expert's rank took
-// O(experts^2) a block: ~1.2 ms a 128-request LLaDA2-mini step).
+// A router step is one dependent chain a token (a decoding step routes 32 tokens on 8 SMs), so
+// each stage keeps its chain short: group maxima by lane runs, the selection from registers, the
+// weights' sum by shuffles.
 __global__ void moe_route_kernel(MoeRouteParams p) {
   ptx::wait_for_primary_grid();  // a programmatic dependent launch (pdl_launch.h)
   __shared__ float biased_all[kRouteWarps][kMaxExperts];
+  __shared__ float score_all[kRouteWarps][kMaxExperts];
   __shared__ float group_all[kRouteWarps][kMaxGroups];
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int t = blockIdx.x * kRouteWarps + warp;
   if (t >= p.n) return;  // (the block never synchronises as a whole)
   float* biased = biased_all[warp];
+  float* score = score_all[warp];
   const float* logits = p.logits + static_cast<int64_t>(t) * p.experts;
-  for (int x = lane; x < p.experts; x += 32)
-    biased[x] = sigmoid(logits[x]) + (p.expert_bias ? p.expert_bias[x] : 0.0f);
+  for (int x = lane; x < p.experts; x += 32) {
+    score[x] = sigmoid(logits[x]);
+    biased[x] = score[x] + (p.expert_bias ? p.expert_bias[x] : 0.0f);
+  }
   __syncwarp();
-  const uint64_t kept = kept_groups(p, biased, group_all[warp], lane);
+  group_scores(p, biased, group_all[warp], lane);
+  const uint64_t kept = kept_groups(p, group_all[warp], lane);
   const int mine = choose_experts(p, biased, kept, lane);
+  const float s = score[mine];
   float total = 0.0f;  // in rank order, as the reference
-  for (int j = 0; j < p.top_k; ++j) total += sigmoid(logits[__shfl_sync(0xffffffffu, mine, j)]);
+  for (int j = 0; j < p.top_k; ++j) total += __shfl_sync(0xffffffffu, s, j);
   if (lane < p.top_k) {
-    const float s = sigmoid(logits[mine]);
     p.experts_out[static_cast<int64_t>(t) * p.top_k + lane] = mine;
     p.weights_out[static_cast<int64_t>(t) * p.top_k + lane] =
         (p.top_k > 1 ? s / (total + 1e-20f) : s) * p.scaling;
