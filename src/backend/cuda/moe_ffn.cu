@@ -466,7 +466,10 @@ void moe_grouped_gemm(const MoeGemmParams& p, cudaStream_t stream) {
   if (items > INT32_MAX) fail("moe_grouped_gemm: ", p.assignments, " assignments are too many");
   if (items == 0) return;  // no rows
 #ifdef DLLM_HAVE_SM90A
-  if (sm90_moe_gemm_serves()) {
+  // wgmma where k is long (gate/up: 2048 at LLaDA2-mini's shape, 1.28x the mma.sync kernel at
+  // 4096 tokens); its deeper prologue lost on the down GEMM's k = 512 (H200 probe: 483 vs 471 µs
+  // at 4096 tokens, 235 vs 202 at 1024).
+  if (p.k >= kSm90MoeMinK && sm90_moe_gemm_serves()) {
     sm90_moe_grouped_gemm(p, static_cast<unsigned>(items), static_cast<unsigned>(col_tiles),
                           stream);
     return;
