@@ -112,9 +112,58 @@ __device__ void place_segment(const int32_t* experts, int first_expert, int num_
                        });
 }
 
+// An expert's share of the prefix sums: its sorted rows, its tiles of them, whether it has rows.
+struct ExpertSums {  // (no initialisers: it is also a __shared__ array's type)
+  int rows, tiles, used;
+
+  __device__ void add(const ExpertSums& o) {
+    rows += o.rows;
+    tiles += o.tiles;
+    used += o.used;
+  }
+  __device__ ExpertSums shfl_up(int by) const {
+    ExpertSums o;
+    o.rows = __shfl_up_sync(0xffffffffu, rows, by);
+    o.tiles = __shfl_up_sync(0xffffffffu, tiles, by);
+    o.used = __shfl_up_sync(0xffffffffu, used, by);
+    return o;
+  }
+};
+
+__device__ __forceinline__ ExpertSums expert_sums(int count) {
+  return {count, (count + kMoeTileRows - 1) / kMoeTileRows, count > 0 ? 1 : 0};
+}
+
+// The block's exclusive prefix of `mine` (thread order), and the block's total.
+__device__ ExpertSums block_exclusive_scan(ExpertSums mine, ExpertSums& total) {
+  __shared__ ExpertSums warp_total[32];
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  ExpertSums inclusive = mine;
+  for (int by = 1; by < 32; by <<= 1) {
+    const ExpertSums o = inclusive.shfl_up(by);
+    if (lane >= by) inclusive.add(o);
+  }
+  if (lane == 31) warp_total[warp] = inclusive;
+  __syncthreads();
+  ExpertSums before{}, all{};
+  for (int w = 0; w < warps; ++w) {  // (at most 32 warps: short, and every thread's the same)
+    if (w < warp) before.add(warp_total[w]);
+    all.add(warp_total[w]);
+  }
+  __syncthreads();  // warp_total may be reused by the next call
+  total = all;
+  before.add(inclusive);
+  before.rows -= mine.rows;
+  before.tiles -= mine.tiles;
+  before.used -= mine.used;
+  return before;
+}
+
 // From every expert's count (count[e], shared memory): start[e] (may alias count) and offsets —
 // the routed positions after the extra expert's `extra_rows` — and the grouped GEMM's work list:
-// the extra expert's tiles first, then each expert's in order. One thread runs the prefix sums.
+// the extra expert's tiles first, then each expert's in order. Each thread takes a run of experts
+// and the block scans the runs' sums: one thread walking all 256 experts was a ~10 µs dependent
+// chain of a decoding step's sort (LLaDA2-mini, H200).
 __device__ void list_experts(const int32_t* count, int32_t* start, int32_t* first_tile,
                              int num_experts, int extra_rows, int top_k, int32_t* offsets,
                              int32_t* order, int32_t* work) {
@@ -122,22 +171,25 @@ __device__ void list_experts(const int32_t* count, int32_t* start, int32_t* firs
   for (int t = threadIdx.x; t < extra_rows; t += blockDim.x) order[t] = t * top_k;
   if (work != nullptr)
     for (int t = threadIdx.x; t < extra_tiles; t += blockDim.x) work[2 + t] = num_experts | t << 10;
+  const int per = (num_experts + blockDim.x - 1) / blockDim.x;
+  const int e0 = min(num_experts, static_cast<int>(threadIdx.x) * per);
+  const int e1 = min(num_experts, e0 + per);
+  ExpertSums run{}, total;
+  for (int e = e0; e < e1; ++e) run.add(expert_sums(count[e]));
+  ExpertSums at = block_exclusive_scan(run, total);
+  for (int e = e0; e < e1; ++e) {  // (count[e] is read before start[e], its alias, is written)
+    const ExpertSums mine = expert_sums(count[e]);
+    start[e] = extra_rows + at.rows;
+    offsets[e] = extra_rows + at.rows;
+    first_tile[e] = extra_tiles + at.tiles;
+    at.add(mine);
+  }
   if (threadIdx.x == 0) {
-    int at = extra_rows, used = 0, tiles = extra_tiles;
-    for (int e = 0; e < num_experts; ++e) {
-      const int c = count[e];
-      start[e] = at;
-      offsets[e] = at;
-      first_tile[e] = tiles;
-      at += c;
-      used += c > 0;
-      tiles += (c + kMoeTileRows - 1) / kMoeTileRows;
-    }
-    offsets[num_experts] = at;
-    first_tile[num_experts] = tiles;
+    offsets[num_experts] = extra_rows + total.rows;
+    first_tile[num_experts] = extra_tiles + total.tiles;
     if (work != nullptr) {
-      work[0] = tiles;
-      work[1] = used;
+      work[0] = extra_tiles + total.tiles;
+      work[1] = total.used;
     }
   }
   __syncthreads();
