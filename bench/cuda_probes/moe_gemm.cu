@@ -2,8 +2,11 @@
 // LLaDA2-mini shape (256 experts, top 8, hidden 2048, expert width 512, the shared expert inside)
 // without a model: µs per call, TFLOP/s and GB/s of the touched experts' weights, at the row
 // counts of 1 / 8 / 32 / 128 requests of a 32-token block, under uniform routing and a skewed one
-// (experts drawn with probability ~ 1 / rank, as a block's alike [MASK] rows crowd a few). Prints
-// a hash of each output's bits, so two runs (e.g. DLLM_MOE_SM90=0 and 1) can be compared.
+// (experts drawn with probability ~ 1 / rank, as a block's alike [MASK] rows crowd a few), and
+// at 32 tokens a crowded one: every token's experts from the same 24 (what one request's decoding
+// block touched in LLaDA2-mini's bench, 23.4 experts a layer), the case where the in-model
+// expert GEMMs ran at ~1.9 TB/s. Prints a hash of each output's bits, so two runs (e.g.
+// DLLM_MOE_SM90=0 and 1) can be compared.
 //
 // Standalone (not part of the CMake build); build here after `cmake --build build-gpu`:
 //   nvcc -O3 -arch=sm_90 -std=c++20 -Isrc -Iinclude -o moe_gemm bench/cuda_probes/moe_gemm.cu \
@@ -48,9 +51,19 @@ T* device_random(size_t n, uint64_t seed, float scale) {
 }
 
 // Each token's k distinct experts: uniform, or drawn with probability ~ 1 / (rank + 1).
-std::vector<int32_t> route(int tokens, bool skewed, std::mt19937& rng) {
+enum class Routing { kUniform, kSkewed, kCrowded };
+constexpr int kCrowdedExperts = 24;
+
+const char* routing_name(Routing r) {
+  return r == Routing::kUniform ? "uniform" : r == Routing::kSkewed ? "skewed" : "crowded (24)";
+}
+
+std::vector<int32_t> route(int tokens, Routing routing, std::mt19937& rng) {
   std::vector<double> w(kExperts);
-  for (int e = 0; e < kExperts; ++e) w[size_t(e)] = skewed ? 1.0 / (e + 1) : 1.0;
+  for (int e = 0; e < kExperts; ++e)
+    w[size_t(e)] = routing == Routing::kSkewed    ? 1.0 / (e + 1)
+                   : routing == Routing::kCrowded ? (e % 10 == 3 && e / 10 < kCrowdedExperts)
+                                                  : 1.0;
   std::discrete_distribution<int> pick(w.begin(), w.end());
   std::vector<int32_t> out;
   for (int t = 0; t < tokens; ++t) {
@@ -103,8 +116,9 @@ int main(int argc, char** argv) {
       "| tokens | routing | experts touched | sort µs | gate_up+SwiGLU µs | down µs | TFLOP/s "
       "| weight GB/s | act hash | y hash |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (const int tokens : {32, 256, 1024, 4096})
-    for (const bool skewed : {false, true}) {
-      const auto routed = route(tokens, skewed, rng);
+    for (const Routing routing : {Routing::kUniform, Routing::kSkewed, Routing::kCrowded}) {
+      if (routing == Routing::kCrowded && tokens != 32) continue;
+      const auto routed = route(tokens, routing, rng);
       CK(cudaMemcpy(experts, routed.data(), routed.size() * 4, cudaMemcpyHostToDevice));
       const int touched = int(std::set<int32_t>(routed.begin(), routed.end()).size());
       dllm::cuda::MoeGemmParams up;
@@ -158,7 +172,7 @@ int main(int argc, char** argv) {
       const double flops = rows * 3.0 * kHidden * kInter * 2.0;
       const double weight_bytes = (touched + 1) * 3.0 * kHidden * kInter * 2.0;
       printf("| %d | %s | %d | %.1f | %.1f | %.1f | %.0f | %.0f | %016llx | %016llx |\n", tokens,
-             skewed ? "skewed" : "uniform", touched, sort_ms * 1e3, up_ms * 1e3, down_ms * 1e3,
+             routing_name(routing), touched, sort_ms * 1e3, up_ms * 1e3, down_ms * 1e3,
              flops / ((up_ms + down_ms) * 1e-3) / 1e12,
              weight_bytes / ((up_ms + down_ms) * 1e-3) / 1e9,
              (unsigned long long)hash_bits(act, size_t(rows) * kInter * 2),
