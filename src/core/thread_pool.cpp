@@ -6,8 +6,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <memory>
+#include <chrono>
 #include <cstdlib>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -17,11 +18,16 @@
 namespace dllm {
 namespace {
 
-// How often an idle thread polls its word before it sleeps in the kernel: a couple of
-// microseconds, no more. Measured on the shared 2-core VM (docs/benchmarks.md, "CPU threads"):
-// 0, 5, 20 and 100 us of spinning gave 0.49, 0.51, 0.53-0.60 and 0.61-0.69 s for the same
-// generation, libgomp's default spinning 2.1-3.2 s.
-constexpr int kSpinPolls = 64;
+// How long an idle thread polls its word before it sleeps in the kernel: 50 µs. A forward is a
+// chain of short parallel loops, and a worker that slept between two of them paid the kernel's
+// wake-up (and, on a busy machine, a wait for the scheduler) at the next. Measured on the 2-core
+// Zen 5 VM, 2026-11-30 (docs/benchmarks.md, "CPU thread pool"), against the ~2 µs before:
+// `dllm generate -m models/tiny-full --strategy full -p hello --max-tokens 32` idle 0.22 -> 0.18 s,
+// beside two busy processes 2.7-5.6 -> 0.34-0.40 s, beside six 4.0 -> 4.1 s; eight batched
+// requests of the embedded model 3.6 -> 1.6 ms a step. (An earlier pool measured 20-100 µs worse
+// on a machine loaded by builds; with sched_yield() in the loop instead of pause it collapsed
+// beside two busy processes: a yielding thread hands them whole time slices.)
+constexpr auto kSpin = std::chrono::microseconds(50);
 
 int default_threads() {
   if (const char* env = std::getenv("OMP_NUM_THREADS")) {
@@ -35,13 +41,16 @@ int default_threads() {
   return std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, kMaxThreads);
 }
 
-// Polls `word` until done(value) kSpinPolls times, then sleeps on it (woken by notify).
+// Polls `word` until done(value) for kSpin, then sleeps on it (woken by notify).
 template <class Done>
 void spin_then_wait(const std::atomic<uint32_t>& word, Done done) {
-  for (int i = 0; i < kSpinPolls; ++i) {
-    if (done(word.load(std::memory_order_acquire))) return;
-    _mm_pause();
-  }
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  do {
+    for (int i = 0; i < 16; ++i) {  // (the clock read, ~20 ns, every 16 polls)
+      if (done(word.load(std::memory_order_acquire))) return;
+      _mm_pause();
+    }
+  } while (std::chrono::steady_clock::now() < until);
   for (;;) {
     const uint32_t v = word.load(std::memory_order_acquire);
     if (done(v)) return;
