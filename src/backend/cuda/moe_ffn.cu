@@ -159,14 +159,13 @@ __device__ ExpertSums block_exclusive_scan(ExpertSums mine, ExpertSums& total) {
   return before;
 }
 
-// From every expert's count (count[e], shared memory): start[e] (may alias count) and offsets —
-// the routed positions after the extra expert's `extra_rows` — and the grouped GEMM's work list:
-// the extra expert's tiles first, then each expert's in order. Each thread takes a run of experts
-// and the block scans the runs' sums: one thread walking all 256 experts was a ~10 µs dependent
-// chain of a decoding step's sort (LLaDA2-mini, H200).
-__device__ void list_experts(const int32_t* count, int32_t* start, int32_t* first_tile,
-                             int num_experts, int extra_rows, int top_k, int32_t* offsets,
-                             int32_t* order, int32_t* work) {
+// From every expert's count in start[e] (shared memory): start[e] becomes its first position, and
+// offsets the same — the routed positions after the extra expert's `extra_rows` — and the grouped
+// GEMM's work list: the extra expert's tiles first, then each expert's in order. Each thread takes
+// a run of experts and the block scans the runs' sums: one thread walking all 256 experts was a ~10
+// µs dependent chain of a decoding step's sort (LLaDA2-mini, H200).
+__device__ void list_experts(int32_t* start, int32_t* first_tile, int num_experts, int extra_rows,
+                             int top_k, int32_t* offsets, int32_t* order, int32_t* work) {
   const int extra_tiles = (extra_rows + kMoeTileRows - 1) / kMoeTileRows;
   for (int t = threadIdx.x; t < extra_rows; t += blockDim.x) order[t] = t * top_k;
   if (work != nullptr)
@@ -175,10 +174,10 @@ __device__ void list_experts(const int32_t* count, int32_t* start, int32_t* firs
   const int e0 = min(num_experts, static_cast<int>(threadIdx.x) * per);
   const int e1 = min(num_experts, e0 + per);
   ExpertSums run{}, total;
-  for (int e = e0; e < e1; ++e) run.add(expert_sums(count[e]));
+  for (int e = e0; e < e1; ++e) run.add(expert_sums(start[e]));
   ExpertSums at = block_exclusive_scan(run, total);
-  for (int e = e0; e < e1; ++e) {  // (count[e] is read before start[e], its alias, is written)
-    const ExpertSums mine = expert_sums(count[e]);
+  for (int e = e0; e < e1; ++e) {  // (each thread reads and rewrites its own run only)
+    const ExpertSums mine = expert_sums(start[e]);
     start[e] = extra_rows + at.rows;
     offsets[e] = extra_rows + at.rows;
     first_tile[e] = extra_tiles + at.tiles;
@@ -211,7 +210,7 @@ __global__ void moe_sort_kernel(const int32_t* experts, int assignments, int top
   int32_t* counters = start + num_experts;
   const SortSegment s =
       count_segment(experts, first_expert, num_experts, 0, assignments, counters, start);
-  list_experts(start, start, first_tile, num_experts, extra_rows, top_k, offsets, order, work);
+  list_experts(start, first_tile, num_experts, extra_rows, top_k, offsets, order, work);
   __syncthreads();
   place_segment(experts, first_expert, num_experts, s, start, order, position);
 }
@@ -253,7 +252,7 @@ __global__ void moe_sort_scan_kernel(int blocks, int top_k, int extra_rows, int 
     start[e] = at;
   }
   __syncthreads();
-  list_experts(start, start, first_tile, num_experts, extra_rows, top_k, offsets, order, work);
+  list_experts(start, first_tile, num_experts, extra_rows, top_k, offsets, order, work);
   __syncthreads();
   for (int e = threadIdx.x; e < num_experts; e += blockDim.x)
     for (int b = 0; b < blocks; ++b)
@@ -306,12 +305,7 @@ static_assert(kWarpCols == 32 && kKChunk % 32 == 0);  // the SwiGLU split; whole
 // The sweep of one k-chunk's copies into a pipeline stage: rows row0, row0 + kRowStep, ... of the
 // tile (only the m16 fragments in use; rows past the tile's end zero-filled) and the kTileCols
 // weight rows (past the weights or k: zero-filled).
-struct ChunkLoader {
-  const bf16* rows[kTileRows / kRowStep];   // this thread's input rows; null past the tile's end
-  const bf16* wrows[kTileCols / kRowStep];  // its weight rows; null past the weights
-  const bf16* any;                          // a valid address for zero-filling copies
-  int row0, vec, k, used_rows;
-
+struct ChunkLoader : moe_tile::ChunkSources<kTileRows, kTileCols, kRowStep, kVecsPerRow> {
   __device__ void load(int chunk, bf16* stage) const {
     bf16* xs = stage;
     bf16* ws = stage + kTileRows * kStride;
@@ -413,18 +407,7 @@ __global__ void __launch_bounds__(kGemmThreads, 2) moe_gemm_kernel(MoeGemmParams
   const int frags = min(kMFrags, max(0, (it.rows - warp_row * kWarpRows + 15) / 16));
   const int chunks = (p.k + kKChunk - 1) / kKChunk;
   ChunkLoader ld;
-  ld.any = p.w;
-  ld.row0 = threadIdx.x / kVecsPerRow;
-  ld.vec = threadIdx.x % kVecsPerRow;
-  ld.k = p.k;
-  ld.used_rows = (it.rows + 15) / 16 * 16;
-#pragma unroll
-  for (int i = 0; i < kTileRows / kRowStep; ++i)
-    ld.rows[i] = moe_tile::input_row(p, it, ld.row0 + i * kRowStep);
-#pragma unroll
-  for (int i = 0; i < kTileCols / kRowStep; ++i)
-    ld.wrows[i] =
-        moe_tile::weight_row<kTileCols, kWarpCols>(p, it, col_tile, ld.row0 + i * kRowStep);
+  ld.set<kWarpCols>(p, it, col_tile);
   float acc[kMFrags][kNFrags][4] = {};
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {

@@ -27,7 +27,8 @@ namespace {
 constexpr int kTileRows = kMoeTileRows, kTileCols = moe_tile::kTileCols, kKChunk = 64;
 constexpr int kStages = 3;
 constexpr int kThreads = 256;                        // two warpgroups of 64 rows
-constexpr int kRowStep = kThreads / 8;               // rows one sweep of 16-byte copies covers
+constexpr int kVecsPerRow = kKChunk / 8;             // 16-byte copies a row and chunk
+constexpr int kRowStep = kThreads / kVecsPerRow;     // rows one sweep of the copies covers
 constexpr uint32_t kOperandBytes = 128 * 128;        // 128 rows (or columns) x 64 k of bf16
 constexpr uint32_t kStageBytes = 2 * kOperandBytes;  // the rows, then the weight columns
 constexpr size_t kSmemBytes = size_t{kStages} * kStageBytes + 1024;  // + alignment slack
@@ -41,12 +42,7 @@ __device__ __forceinline__ uint32_t swizzled(int r, int c) {
 
 // A thread's share of each chunk's copies: 16-byte chunk `vec` of rows row0, row0 + kRowStep, ...
 // of the tile's input rows and of its weight columns (zero-filled past k, the rows, the weights).
-struct Loader {
-  const bf16* rows[kTileRows / kRowStep];
-  const bf16* wrows[kTileCols / kRowStep];
-  const bf16* any;
-  int row0, vec, k, used_rows;
-
+struct Loader : moe_tile::ChunkSources<kTileRows, kTileCols, kRowStep, kVecsPerRow> {
   __device__ void load(int chunk, unsigned char* stage) const {
     const int kk = chunk * kKChunk + vec * 8;
     const bool k_in = kk < k;
@@ -120,18 +116,7 @@ __global__ void __launch_bounds__(kThreads, 2) moe_gemm_sm90_kernel(MoeGemmParam
   const int wg = threadIdx.x / 128, col_tile = static_cast<int>(blockIdx.y);
   const bool wg_has_rows = it.rows > wg * 64;
   Loader ld;
-  ld.any = p.w;
-  ld.row0 = threadIdx.x / 8;
-  ld.vec = threadIdx.x % 8;
-  ld.k = p.k;
-  ld.used_rows = (it.rows + 15) / 16 * 16;
-#pragma unroll
-  for (int i = 0; i < kTileRows / kRowStep; ++i)
-    ld.rows[i] = moe_tile::input_row(p, it, ld.row0 + i * kRowStep);
-#pragma unroll
-  for (int i = 0; i < kTileCols / kRowStep; ++i)
-    ld.wrows[i] =
-        moe_tile::weight_row<kTileCols, kTileCols>(p, it, col_tile, ld.row0 + i * kRowStep);
+  ld.set<kTileCols>(p, it, col_tile);
   float acc[2][32] = {};
   const int chunks = (p.k + kKChunk - 1) / kKChunk;
 #pragma unroll

@@ -59,6 +59,32 @@ __device__ __forceinline__ const bf16* weight_row(const MoeGemmParams& p, const 
   return it.w + static_cast<int64_t>(row) * p.k;
 }
 
+// A thread's share of a block's chunk copies, as both kernels split them: 16-byte vector `vec` (of
+// kVecsPerRow a row and chunk) of tile rows row0, row0 + kRowStep, ... — its input rows (null past
+// the item's rows) and its weight rows (null past the weights; kGroup as weight_row's). The
+// kernels' loaders add where in shared memory the copies go.
+template <int kTileRows, int kTileCols, int kRowStep, int kVecsPerRow>
+struct ChunkSources {
+  const bf16* rows[kTileRows / kRowStep];
+  const bf16* wrows[kTileCols / kRowStep];
+  const bf16* any;  // a valid address for zero-filling copies
+  int row0, vec, k, used_rows;
+
+  template <int kGroup>
+  __device__ __forceinline__ void set(const MoeGemmParams& p, const Item& it, int col_tile) {
+    any = p.w;
+    row0 = threadIdx.x / kVecsPerRow;
+    vec = threadIdx.x % kVecsPerRow;
+    k = p.k;
+    used_rows = (it.rows + 15) / 16 * 16;
+#pragma unroll
+    for (int i = 0; i < kTileRows / kRowStep; ++i) rows[i] = input_row(p, it, row0 + i * kRowStep);
+#pragma unroll
+    for (int i = 0; i < kTileCols / kRowStep; ++i)
+      wrows[i] = weight_row<kTileCols, kGroup>(p, it, col_tile, row0 + i * kRowStep);
+  }
+};
+
 // out[a, col] = v, fp32 or bf16 (a: the sorted position).
 __device__ __forceinline__ void store(const MoeGemmParams& p, int64_t a, int col, float v) {
   if (col >= p.n_out) return;
