@@ -253,10 +253,14 @@ void CudaBackend::stage(ForwardPlan& plan) {
   // CUDA graph for its shape: rows, output rows and the attention grid's capacity (rounded up to
   // powers of two so that one graph serves a growing context); everything else is data in the
   // staging, copied at the start of the step.
+  // A kernel kind without work items keeps a capacity of 0 (its launch is left out; the graph
+  // key holds the capacities): a decoding step's empty mma.sync and prefill grids cost ~2 µs of
+  // launch a layer each, and an mma.sync launch rules out the Hopper kernel's in-kernel merge.
   if (plan.graphable) {
-    plan.capacity.mma_items = static_cast<int>(bucket(plan.capacity.mma_items));
-    plan.capacity.sm90_items = static_cast<int>(bucket(plan.capacity.sm90_items));
-    plan.capacity.sm90_prefill_items = static_cast<int>(bucket(plan.capacity.sm90_prefill_items));
+    auto items = [](int n) { return n == 0 ? 0 : static_cast<int>(bucket(n)); };
+    plan.capacity.mma_items = items(plan.capacity.mma_items);
+    plan.capacity.sm90_items = items(plan.capacity.sm90_items);
+    plan.capacity.sm90_prefill_items = items(plan.capacity.sm90_prefill_items);
     plan.capacity.partial_rows = bucket(plan.capacity.partial_rows);
     ints.resize(static_cast<size_t>(bucket(static_cast<int64_t>(ints.size()))), 0);
   }
