@@ -326,6 +326,43 @@ TEST(CudaMage, BatchedWithDenseSequencesEqualsAlone) {
   EXPECT_NE(rt[1].logits, together[1].run(together[1].request(block, 500, 32)).logits);
 }
 
+// Selecting sequences whose sparse layers start at different layers share a batch: each one's
+// score sums of every layer and its one top-k after the last run on one selection lane, and its
+// sets and logits are those it gets alone.
+TEST(CudaMage, SelectionsFromDifferentExactLayersEqualAlone) {
+  auto model = random_sdar(128);
+  auto gpu = make_cuda_backend(*model);
+  const std::vector<int32_t> masks(32, kMask);
+  const int exact[] = {2, 1, 1};  // the first sequence starts selecting a layer later
+  const int lengths[] = {900, 600, 700};
+  auto make = [&](std::vector<Seq>& seqs, std::vector<SequenceForward>& f) {
+    for (int i = 0; i < 3; ++i) {
+      seqs.push_back(prefilled(*gpu, lengths[i], lengths[i] + 64));
+      f.push_back(seqs.back().request(masks, lengths[i], 32));
+      f.back().sparse = mage_select(64 + 32 * i, exact[i]);
+    }
+  };
+  std::vector<Seq> alone, together;
+  std::vector<SequenceForward> fa, ft;
+  make(alone, fa);
+  make(together, ft);
+  const auto rt = gpu->forward(ft);
+  for (size_t i = 0; i < fa.size(); ++i) {
+    SCOPED_TRACE(testing::Message() << "sequence " << i);
+    const SequenceResult ra = gpu->forward(std::span(&fa[i], 1))[0];
+    EXPECT_EQ(rt[i].logits, ra.logits);
+    ASSERT_EQ(rt[i].sparse_selection.size(), ra.sparse_selection.size());
+    size_t selected = 0;
+    for (size_t s = 0; s < ra.sparse_selection.size(); ++s) {
+      EXPECT_EQ(rt[i].sparse_selection[s].slots, ra.sparse_selection[s].slots) << "set " << s;
+      selected += ra.sparse_selection[s].slots.size();
+    }
+    // Layers past the exact ones hold k slots for every KV head.
+    const size_t kv_heads = model->config().num_kv_heads;
+    EXPECT_EQ(selected, (3 - exact[i]) * kv_heads * (64 + 32 * i));
+  }
+}
+
 // Attending steps replayed from captured graphs (growing context: one committed block between
 // steps) equal direct launches.
 TEST(CudaMage, GraphReplayEqualsDirectLaunches) {

@@ -174,6 +174,7 @@ class CudaBackend final : public Backend {
   void enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer);
   void enqueue_quest_selection(const ForwardPlan& plan, int64_t layer);
   void expand_quest_sets(const ForwardPlan& plan, int64_t layer);
+  void enqueue_sparse_top_k(const ForwardPlan& plan);
   void join_sparse_selection();
   void finish_sparse(const PlannedSequence& p, SequenceResult& r);
   // MMInference sparse prefill (cuda_sparse_prefill.cpp): which layers of a cold prefill the
@@ -260,12 +261,14 @@ class CudaBackend final : public Backend {
   DeviceBuffer<int32_t> layer_plan_;
   DeviceBuffer<float> dlc_sim_;     // dLLM-Cache: V similarities
   DeviceBuffer<float> rollout_ws_;  // d2Cache rollout: importance first, then scratch
-  // Sparse selection's scratch: prefix LSE of the selection rows, its chunk partials, the score
-  // sums, the top-k's histograms and counts — one region per selection lane (below) and one for
-  // Quest, `*_lane_` elements apart — and the sets of a selection not kept (want_selection
-  // only).
-  DeviceBuffer<float> sel_lse_, sel_ws_, sel_scores_;
-  DeviceBuffer<int32_t> sel_topk_ws_, sel_sets_;
+  // Sparse selection's scratch: prefix LSE of the selection rows, its chunk partials, Quest's
+  // page scores and their top-k's histograms and counts — one region per selection lane (below)
+  // and one for Quest, `*_lane_` elements apart —, the sets of a selection not kept
+  // (want_selection only), and MAGE's / SparseD's score sums of every sparse layer with their
+  // top-k's workspace, per selecting sequence (PlannedSequence::select_scores_at; 1/128 of the
+  // bytes its K/V holds).
+  DeviceBuffer<float> sel_lse_, sel_ws_, sel_scores_, sel_layer_scores_;
+  DeviceBuffer<int32_t> sel_topk_ws_, sel_sets_, sel_layer_topk_;
   size_t sel_lse_lane_ = 0, sel_ws_lane_ = 0, sel_scores_lane_ = 0, sel_topk_lane_ = 0;
   size_t sel_quest_region_ = 0;  // Quest's region: after the lanes'
   // Query rows per warp of the score sums (ScoreSumParams::rows_per_warp): 32, or 16 with

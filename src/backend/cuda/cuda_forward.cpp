@@ -206,9 +206,6 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
     ws = std::max(ws, cuda::prefix_lse_workspace_floats(static_cast<int>(p.sparse_prefix),
                                                         rows_used, static_cast<int>(c.num_heads),
                                                         static_cast<int>(c.num_kv_heads)));
-    scores = std::max(scores, static_cast<size_t>(p.sparse_prefix * c.num_kv_heads));
-    topk = std::max(topk, cuda::top_k_workspace_ints(static_cast<int>(p.sparse_prefix),
-                                                     static_cast<int>(c.num_kv_heads)));
   }
   const size_t lanes =
       static_cast<size_t>(select_side_stream_ ? std::clamp(selecting, 1, int{kSelectLanes}) : 1);
@@ -228,6 +225,10 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
     moved |= sel_q_.ensure(static_cast<size_t>(c.num_layers * plan.select_q_rows * c.q_dim()),
                            "sparse selection");
   if (plan.scratch_sets > 0) moved |= sel_sets_.ensure(plan.scratch_sets, "sparse selection");
+  if (plan.select_scores > 0) {
+    moved |= sel_layer_scores_.ensure(plan.select_scores, "sparse selection scores");
+    moved |= sel_layer_topk_.ensure(plan.select_topk, "sparse selection top-k");
+  }
   moved |= lane_->pinned_ints.ensure(plan.ints.size());
   moved |= lane_->pinned_stats.ensure(std::max<size_t>(M, 1));
   if (moved) drop_graphs();
@@ -303,7 +304,10 @@ void CudaBackend::enqueue(std::span<ForwardPlan> plans, bool pinned_ints) {
     // After the outputs: the last layers' selections run beside the LM head instead of before
     // it (nothing in this forward reads the sets; the host syncs the main stream, which waits
     // here).
-    if (plan.any_sparse_select) join_sparse_selection();
+    if (plan.any_sparse_select) {
+      enqueue_sparse_top_k(plan);
+      join_sparse_selection();
+    }
   }
   if (halves) {  // lane 0 ends after lane 1 (a capture must end where it began)
     DLLM_CUDA_CHECK(cudaEventRecord(lane_join_, lanes_[1].stream));

@@ -55,6 +55,10 @@ struct PlannedSequence {
   int64_t select_q_row = 0;            // its first row among the selecting sequences' (sel_q_)
   int32_t* sparse_sets_out = nullptr;  // the state's sets when kept; else null: scratch
   size_t scratch_sets_at = 0;          // a selection not kept: its sets in sel_sets_ from here
+  // MAGE / SparseD: every sparse layer's score sums ([layers - sparse_first_layer, kv_heads,
+  // sparse_prefix] in sel_layer_scores_ from here), ranked by one top-k after the last layer
+  // (its workspace in sel_layer_topk_ from select_topk_at).
+  size_t select_scores_at = 0, select_topk_at = 0;
   // MMInference sparse prefill (cuda_sparse_prefill.cpp): per layer, 1 where the sparse prefill
   // kernel attends its rows (a cold prefill, some head of the layer's patterns sparse); empty
   // when the request has no sparse prefill or the forward is not a cold prefill.
@@ -110,8 +114,9 @@ struct ForwardPlan {
   // back as it runs (keep_routing), so the forward runs eagerly; per sequence, what it kept.
   bool any_routing = false;
   std::vector<SequenceResult> routing;
-  size_t scratch_sets = 0;  // sel_sets_ ints of the selections not kept
-  bool graphable = false;   // one captured CUDA graph can replay it (see cuda_forward.cpp)
+  size_t scratch_sets = 0;                    // sel_sets_ ints of the selections not kept
+  size_t select_scores = 0, select_topk = 0;  // sel_layer_scores_ floats, sel_layer_topk_ ints
+  bool graphable = false;  // one captured CUDA graph can replay it (see cuda_forward.cpp)
 };
 
 // The rows one layer recomputes: every row of the batch, or — with a dLLM-Cache sequence in
