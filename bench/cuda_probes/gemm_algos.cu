@@ -4,7 +4,7 @@
 //
 // Standalone (not part of the CMake build); on a GPU machine:
 //   nvcc -O2 -arch=sm_90 -o gemm_algos bench/cuda_probes/gemm_algos.cu -lcublasLt -lcublas
-//   ./gemm_algos [TOP_N=32]
+//   ./gemm_algos [TOP_N=32] [SHAPE_PREFIX]
 // Prints per shape and row count the default's and the best algorithm's microseconds, their ratio,
 // how many algorithms the heuristic offered, the split-K of the best, and whether every algorithm
 // repeated its bits. Results: docs/benchmarks.md, 2026-11-30 (second session).
@@ -36,12 +36,16 @@ __global__ void fill(__nv_bfloat16* p, size_t n, unsigned seed) {
 
 int main(int argc, char** argv) {
   int topn = argc > 1 ? atoi(argv[1]) : 32;
-  std::vector<Shape> shapes = {
-      {"4b/qkv", 6144, 2560, true, false},       {"4b/o", 2560, 4096, true, true},
-      {"4b/gate_up", 19456, 2560, false, false}, {"4b/down", 2560, 9728, true, true},
-      {"4b/lm_head", 151936, 2560, true, false}, {"8b/qkv", 6144, 4096, true, false},
-      {"8b/o", 4096, 4096, true, true},          {"8b/gate_up", 24576, 4096, false, false},
-      {"8b/down", 4096, 12288, true, true}};
+  std::vector<Shape> shapes = {{"4b/qkv", 6144, 2560, true, false},
+                               {"4b/o", 2560, 4096, true, true},
+                               {"4b/gate_up", 19456, 2560, false, false},
+                               {"4b/down", 2560, 9728, true, true},
+                               {"4b/lm_head", 151936, 2560, true, false},
+                               {"8b/qkv", 6144, 4096, true, false},
+                               {"8b/o", 4096, 4096, true, true},
+                               {"8b/gate_up", 24576, 4096, false, false},
+                               {"8b/down", 4096, 12288, true, true},
+                               {"llada2-mini/lm_head", 157184, 2048, true, false}};
   std::vector<int> ms = {4, 32, 128, 256, 320, 512, 640, 1024, 2048, 4096};
   cublasHandle_t h;
   CK(cublasCreate(&h));
@@ -65,8 +69,10 @@ int main(int argc, char** argv) {
   cudaEventCreate(&e1);
   std::vector<char> host1(maxo * 4), host2(maxo * 4);
   printf("shape m default_us best_lt_us gain algos_tried best_idx splitk det_all\n");
+  const char* only = argc > 2 ? argv[2] : "";
   for (const Shape& s : shapes)
     for (int m : ms) {
+      if (std::strncmp(s.name, only, std::strlen(only)) != 0) continue;
       if (s.n > 100000 && m > 1024) continue;
       const float alpha = 1, beta = s.acc ? 1 : 0;
       cudaDataType_t ot = s.f32out ? CUDA_R_32F : CUDA_R_16BF;
