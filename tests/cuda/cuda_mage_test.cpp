@@ -326,17 +326,18 @@ TEST(CudaMage, BatchedWithDenseSequencesEqualsAlone) {
   EXPECT_NE(rt[1].logits, together[1].run(together[1].request(block, 500, 32)).logits);
 }
 
-// Selecting sequences whose sparse layers start at different layers share a batch: each one's
-// score sums of every layer and its one top-k after the last run on one selection lane, and its
-// sets and logits are those it gets alone.
+// Selecting sequences whose sparse layers start at different layers (or never: exact layers = the
+// model's layers) share a batch: each one's score sums of every layer and its one top-k after the
+// last run on one selection lane, and its sets and logits are those it gets alone.
 TEST(CudaMage, SelectionsFromDifferentExactLayersEqualAlone) {
   auto model = random_sdar(128);
   auto gpu = make_cuda_backend(*model);
   const std::vector<int32_t> masks(32, kMask);
-  const int exact[] = {2, 1, 1};  // the first sequence starts selecting a layer later
-  const int lengths[] = {900, 600, 700};
+  // The first sequence starts selecting a layer later; the third keeps every layer exact.
+  const int exact[] = {2, 1, 3, 1};
+  const int lengths[] = {900, 600, 700, 800};
   auto make = [&](std::vector<Seq>& seqs, std::vector<SequenceForward>& f) {
-    for (int i = 0; i < 3; ++i) {
+    for (int i = 0; i < 4; ++i) {
       seqs.push_back(prefilled(*gpu, lengths[i], lengths[i] + 64));
       f.push_back(seqs.back().request(masks, lengths[i], 32));
       f.back().sparse = mage_select(64 + 32 * i, exact[i]);

@@ -279,11 +279,12 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
             cudaMemcpyDeviceToDevice, lane_->stream));
     DLLM_CUDA_CHECK(cudaEventRecord(select_events_[static_cast<size_t>(layer)], lane_->stream));
   }
-  // A sequence's lane is its place among the selecting sequences, whichever layer they start
-  // selecting at: its score sums of every layer, then its top-k, run in one stream's order.
+  // A sequence's lane is its place among the sequences that select in some layer, whichever
+  // layer they start at: its score sums of every layer, then its top-k, run in one stream's
+  // order (and every lane up to the last one used is forked, so that it can join).
   int selecting = 0;
   for (const PlannedSequence& p : plan.seqs) {
-    if (!p.sparse_select) continue;
+    if (!p.sparse_select || p.sparse_first_layer >= c.num_layers) continue;
     const int lane = select_side_stream_ ? selecting++ % kSelectLanes : 0;
     if (layer < p.sparse_first_layer) continue;
     cudaStream_t s = lane_->stream;
@@ -355,9 +356,8 @@ void CudaBackend::enqueue_sparse_top_k(const ForwardPlan& plan) {
   const int64_t hkv = c.num_kv_heads;
   int selecting = 0;  // the lanes as enqueue_sparse_selection assigned them
   for (const PlannedSequence& p : plan.seqs) {
-    if (!p.sparse_select) continue;
+    if (!p.sparse_select || p.sparse_first_layer >= c.num_layers) continue;
     const int lane = select_side_stream_ ? selecting++ % kSelectLanes : 0;
-    if (p.sparse_first_layer >= c.num_layers) continue;
     const cudaStream_t s =
         select_side_stream_ ? select_streams_[static_cast<size_t>(lane)] : lane_->stream;
     if (!select_side_stream_) op_begin("sparse selection: top-k");
