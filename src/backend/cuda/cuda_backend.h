@@ -261,12 +261,13 @@ class CudaBackend final : public Backend {
   DeviceBuffer<int32_t> layer_plan_;
   DeviceBuffer<float> dlc_sim_;     // dLLM-Cache: V similarities
   DeviceBuffer<float> rollout_ws_;  // d2Cache rollout: importance first, then scratch
-  // Sparse selection's scratch: prefix LSE of the selection rows, its chunk partials, Quest's
-  // page scores and their top-k's histograms and counts — one region per selection lane (below)
-  // and one for Quest, `*_lane_` elements apart —, the sets of a selection not kept
-  // (want_selection only), and MAGE's / SparseD's score sums of every sparse layer with their
-  // top-k's workspace, per selecting sequence (PlannedSequence::select_scores_at; 1/128 of the
-  // bytes its K/V holds).
+  // Sparse selection's scratch: one region per selection lane (below) and one for Quest,
+  // `*_lane_` elements apart, of the prefix LSE of the selection rows and its chunk partials
+  // (MAGE / SparseD; Quest: its query signs in sel_ws_) and of Quest's page scores and their
+  // top-k's histograms and counts (Quest's region alone is used); the sets of a selection not kept
+  // (want_selection only); MAGE's / SparseD's score sums of every sparse layer with their top-k's
+  // workspace, per selecting sequence (PlannedSequence::select_scores_at; 1/128 of the bytes its
+  // K/V holds).
   DeviceBuffer<float> sel_lse_, sel_ws_, sel_scores_, sel_layer_scores_;
   DeviceBuffer<int32_t> sel_topk_ws_, sel_sets_, sel_layer_topk_;
   size_t sel_lse_lane_ = 0, sel_ws_lane_ = 0, sel_scores_lane_ = 0, sel_topk_lane_ = 0;
