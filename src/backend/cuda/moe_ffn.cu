@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/mma_ptx.cuh"
@@ -115,48 +116,20 @@ __device__ void place_segment(const int32_t* experts, int first_expert, int num_
 // An expert's share of the prefix sums: its sorted rows, its tiles of them, whether it has rows.
 struct ExpertSums {  // (no initialisers: it is also a __shared__ array's type)
   int rows, tiles, used;
-
-  __device__ void add(const ExpertSums& o) {
-    rows += o.rows;
-    tiles += o.tiles;
-    used += o.used;
-  }
-  __device__ ExpertSums shfl_up(int by) const {
-    ExpertSums o;
-    o.rows = __shfl_up_sync(0xffffffffu, rows, by);
-    o.tiles = __shfl_up_sync(0xffffffffu, tiles, by);
-    o.used = __shfl_up_sync(0xffffffffu, used, by);
-    return o;
-  }
 };
+__device__ __forceinline__ ExpertSums operator+(const ExpertSums& a, const ExpertSums& b) {
+  return {a.rows + b.rows, a.tiles + b.tiles, a.used + b.used};
+}
+__device__ __forceinline__ ExpertSums operator-(const ExpertSums& a, const ExpertSums& b) {
+  return {a.rows - b.rows, a.tiles - b.tiles, a.used - b.used};
+}
+__device__ __forceinline__ ExpertSums warp_shfl_up(const ExpertSums& v, int by) {
+  return {__shfl_up_sync(0xffffffffu, v.rows, by), __shfl_up_sync(0xffffffffu, v.tiles, by),
+          __shfl_up_sync(0xffffffffu, v.used, by)};
+}
 
 __device__ __forceinline__ ExpertSums expert_sums(int count) {
   return {count, (count + kMoeTileRows - 1) / kMoeTileRows, count > 0 ? 1 : 0};
-}
-
-// The block's exclusive prefix of `mine` (thread order), and the block's total.
-__device__ ExpertSums block_exclusive_scan(ExpertSums mine, ExpertSums& total) {
-  __shared__ ExpertSums warp_total[32];
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  ExpertSums inclusive = mine;
-  for (int by = 1; by < 32; by <<= 1) {
-    const ExpertSums o = inclusive.shfl_up(by);
-    if (lane >= by) inclusive.add(o);
-  }
-  if (lane == 31) warp_total[warp] = inclusive;
-  __syncthreads();
-  ExpertSums before{}, all{};
-  for (int w = 0; w < warps; ++w) {  // (at most 32 warps: short, and every thread's the same)
-    if (w < warp) before.add(warp_total[w]);
-    all.add(warp_total[w]);
-  }
-  __syncthreads();  // warp_total may be reused by the next call
-  total = all;
-  before.add(inclusive);
-  before.rows -= mine.rows;
-  before.tiles -= mine.tiles;
-  before.used -= mine.used;
-  return before;
 }
 
 // From every expert's count in start[e] (shared memory): start[e] becomes its first position, and
@@ -173,15 +146,16 @@ __device__ void list_experts(int32_t* start, int32_t* first_tile, int num_expert
   const int per = (num_experts + blockDim.x - 1) / blockDim.x;
   const int e0 = min(num_experts, static_cast<int>(threadIdx.x) * per);
   const int e1 = min(num_experts, e0 + per);
+  __shared__ ExpertSums warp_totals[32];
   ExpertSums run{}, total;
-  for (int e = e0; e < e1; ++e) run.add(expert_sums(start[e]));
-  ExpertSums at = block_exclusive_scan(run, total);
+  for (int e = e0; e < e1; ++e) run = run + expert_sums(start[e]);
+  ExpertSums at = block_exclusive_scan(run, warp_totals, &total);
   for (int e = e0; e < e1; ++e) {  // (each thread reads and rewrites its own run only)
     const ExpertSums mine = expert_sums(start[e]);
     start[e] = extra_rows + at.rows;
     offsets[e] = extra_rows + at.rows;
     first_tile[e] = extra_tiles + at.tiles;
-    at.add(mine);
+    at = at + mine;
   }
   if (threadIdx.x == 0) {
     offsets[num_experts] = extra_rows + total.rows;

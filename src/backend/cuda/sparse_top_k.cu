@@ -9,6 +9,7 @@
 //   - A write pass: each chunk writes its picks, ascending, at its offset.
 // Exact and deterministic (counts only), checked against top_k_indices in
 // tests/cuda/cuda_sparse_select_test.cpp.
+#include "backend/cuda/block_reduce.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/sparse_select.h"
 
@@ -43,30 +44,6 @@ size_t ints_per_head(int n) {
 __device__ __forceinline__ uint32_t order_key(float v) {
   const uint32_t b = __float_as_uint(v);
   return (b & 0x80000000u) ? ~b : (b | 0x80000000u);
-}
-
-// Exclusive scan of `v` over the block (kThreads threads): warp shuffles, the warps' totals in
-// shared memory (buf: kThreads / 32 ints), two barriers; *total receives the sum.
-__device__ int block_exclusive_scan(int v, int* buf, int* total) {
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int inclusive = v;
-#pragma unroll
-  for (int o = 1; o < 32; o <<= 1) {
-    const int up = __shfl_up_sync(0xffffffffu, inclusive, o);
-    if (lane >= o) inclusive += up;
-  }
-  if (lane == 31) buf[warp] = inclusive;
-  __syncthreads();
-  int before = inclusive - v, sum = 0;
-#pragma unroll
-  for (int w = 0; w < kThreads / 32; ++w) {
-    const int t = buf[w];
-    before += w < warp ? t : 0;
-    sum += t;
-  }
-  *total = sum;
-  __syncthreads();  // buf is rewritten by the next scan
-  return before;
 }
 
 // The chunk's scores, kPerThread a thread, coalesced (score j = chunk start + u * kThreads +
