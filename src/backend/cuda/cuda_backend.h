@@ -261,16 +261,15 @@ class CudaBackend final : public Backend {
   DeviceBuffer<int32_t> layer_plan_;
   DeviceBuffer<float> dlc_sim_;     // dLLM-Cache: V similarities
   DeviceBuffer<float> rollout_ws_;  // d2Cache rollout: importance first, then scratch
-  // Sparse selection's scratch: one region per selection lane (below) and one for Quest,
-  // `*_lane_` elements apart, of the prefix LSE of the selection rows and its chunk partials
-  // (MAGE / SparseD; Quest: its query signs in sel_ws_) and of Quest's page scores and their
-  // top-k's histograms and counts (Quest's region alone is used); the sets of a selection not kept
-  // (want_selection only); MAGE's / SparseD's score sums of every sparse layer with their top-k's
-  // workspace, per selecting sequence (PlannedSequence::select_scores_at; 1/128 of the bytes its
-  // K/V holds).
-  DeviceBuffer<float> sel_lse_, sel_ws_, sel_scores_, sel_layer_scores_;
-  DeviceBuffer<int32_t> sel_topk_ws_, sel_sets_, sel_layer_topk_;
-  size_t sel_lse_lane_ = 0, sel_ws_lane_ = 0, sel_scores_lane_ = 0, sel_topk_lane_ = 0;
+  // Sparse selection's scratch: the prefix LSE of the selection rows and its chunk partials, one
+  // region per selection lane (below) and one for Quest's query signs (sel_ws_), `*_lane_`
+  // elements apart; the sets of a selection not kept (want_selection only); MAGE's / SparseD's
+  // score sums of every sparse layer with their top-k's workspace, per selecting sequence
+  // (PlannedSequence::select_scores_at; 1/128 of the bytes its K/V holds); Quest's page scores
+  // and their top-k's workspace (on the main stream, one layer at a time).
+  DeviceBuffer<float> sel_lse_, sel_ws_, sel_layer_scores_, quest_scores_;
+  DeviceBuffer<int32_t> sel_sets_, sel_layer_topk_, quest_topk_ws_;
+  size_t sel_lse_lane_ = 0, sel_ws_lane_ = 0;
   size_t sel_quest_region_ = 0;  // Quest's region: after the lanes'
   // Query rows per warp of the score sums (ScoreSumParams::rows_per_warp): 32, or 16 with
   // DLLM_MAGE_SCORE_ROWS=16 (comparisons).

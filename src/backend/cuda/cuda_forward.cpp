@@ -187,7 +187,7 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
   if (plan.capacity.prefix_rows > 0)
     moved |= sel_prefix_ml_.ensure(
         static_cast<size_t>(c.num_layers * plan.capacity.prefix_rows * 2), "sparse selection");
-  // Per lane: the most any selecting sequence of the batch needs.
+  // Per lane, and Quest's one region: the most any sequence of the batch needs.
   size_t lse = 0, ws = 0, scores = 0, topk = 0;
   int selecting = 0;
   for (const PlannedSequence& p : plan.seqs) {
@@ -212,15 +212,13 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
   auto lane_stride = [](size_t n) { return (n + 63) / 64 * 64; };  // 256-byte aligned regions
   sel_lse_lane_ = lane_stride(lse);
   sel_ws_lane_ = lane_stride(ws);
-  sel_scores_lane_ = lane_stride(scores);
-  sel_topk_lane_ = lane_stride(topk);
   // One region more for Quest, whose selection on the main stream may run beside MAGE's lanes.
   sel_quest_region_ = lanes;
   const size_t regions = lanes + 1;
   if (lse) moved |= sel_lse_.ensure(regions * sel_lse_lane_, "sparse selection");
   if (ws) moved |= sel_ws_.ensure(regions * sel_ws_lane_, "sparse selection");
-  if (scores) moved |= sel_scores_.ensure(regions * sel_scores_lane_, "sparse selection");
-  if (topk) moved |= sel_topk_ws_.ensure(regions * sel_topk_lane_, "sparse selection");
+  if (scores) moved |= quest_scores_.ensure(scores, "Quest page scores");
+  if (topk) moved |= quest_topk_ws_.ensure(topk, "Quest top-k");
   if (selecting > 0 && select_side_stream_)
     moved |= sel_q_.ensure(static_cast<size_t>(c.num_layers * plan.select_q_rows * c.q_dim()),
                            "sparse selection");

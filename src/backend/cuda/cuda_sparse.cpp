@@ -385,7 +385,7 @@ void CudaBackend::enqueue_quest_selection(const ForwardPlan& plan, int64_t layer
     qp.k_cache = k_pool(layer);
     qp.prefix_slots = lane_->ints.get() + p.prefix_slots_at;
     qp.signs = sel_ws_.get() + sel_quest_region_ * sel_ws_lane_;
-    qp.scores = sel_scores_.get() + sel_quest_region_ * sel_scores_lane_;
+    qp.scores = quest_scores_.get();
     qp.n_rows = static_cast<int>(p.rows);
     qp.n_prefix = static_cast<int>(p.sparse_prefix);
     qp.page_size = static_cast<int>(p.quest_page);
@@ -396,8 +396,8 @@ void CudaBackend::enqueue_quest_selection(const ForwardPlan& plan, int64_t layer
     op_begin("quest selection");
     cuda::quest_page_scores(qp, lane_->stream);
     cuda::sparse_top_k(qp.scores, cuda::quest_pages(qp.n_prefix, qp.page_size), n_top, hkv,
-                       st.quest_pages.get() + layer * hkv * n_top,
-                       sel_topk_ws_.get() + sel_quest_region_ * sel_topk_lane_, lane_->stream);
+                       st.quest_pages.get() + layer * hkv * n_top, quest_topk_ws_.get(),
+                       lane_->stream);
     op_end();
   }
 }
