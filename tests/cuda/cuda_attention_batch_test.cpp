@@ -937,18 +937,6 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
       sums.push_back(test::to_host(scores));
       picks.push_back(test::to_host(sel));
     }
-    // The score sums merging the hand-over themselves (the forward's MAGE path) give the bits of
-    // the separate merge's.
-    {
-      cuda::ScoreSumParams fused = sp;
-      fused.lse = nullptr;
-      fused.prefix_ml = run.prefix_ml.get() + plan.prefix_row[0] * 2;
-      fused.splits = plan.splits[0];
-      fused.n_q = c.n_q;
-      DLLM_CUDA_CHECK(cudaMemset(scores.get(), 0xff, scores.size() * sizeof(float)));
-      cuda::mage_score_sum(fused, nullptr);
-      EXPECT_EQ(test::to_host(scores), sums[0]) << "the fused merge";
-    }
     for (int32_t r : rows)
       for (int hq = 0; hq < c.heads; ++hq) {
         const size_t e = size_t(r) * c.heads + hq;

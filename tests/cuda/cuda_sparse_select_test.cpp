@@ -78,7 +78,7 @@ TEST(CudaSparseSelect, ScoreSumMatchesCpuReference) {
     p.scale = scale;
     // The exact attention's hand-over of the same LSE: (m, l) per split of the prefix and query
     // row r * G + g ([splits, kv_heads, rows * G, 2]), the last split empty (m = -inf, l = 0:
-    // a split past the prefix), merged by the score-sum kernel itself.
+    // a split past the prefix).
     const int splits = 4, split_keys = (s.n_prefix + splits - 2) / (splits - 1);
     std::vector<float> ml(size_t(splits) * s.kv_heads * s.rows * group * 2);
     for (int c = 0; c < splits; ++c)
@@ -101,36 +101,41 @@ TEST(CudaSparseSelect, ScoreSumMatchesCpuReference) {
           ml[at + 1] = float(l);
         }
     auto dml = test::to_device(ml);
+    // The hand-over merged into each row's lse on the device (as the forward does).
+    cuda::DeviceBuffer<float> dlse_merged(lse.size(), "merged lse");
+    cuda::mage_prefix_lse_from_attention(p, dml.get(), splits, s.rows, dlse_merged.get(), nullptr);
     for (const bool handed_over : {false, true})
       for (const int rows_per_warp : {16, 32}) {
-        SCOPED_TRACE(std::string(handed_over ? "hand-over" : "lse") + ", rows per warp " +
-                     std::to_string(rows_per_warp));
-        cuda::ScoreSumParams ps = p;
-        ps.rows_per_warp = rows_per_warp;
-        if (handed_over) {
-          ps.lse = nullptr;
-          ps.prefix_ml = dml.get();
-          ps.splits = splits;
-          ps.n_q = s.rows;
-        }
-        DLLM_CUDA_CHECK(cudaMemset(dscores.get(), 0xff, dscores.size() * sizeof(float)));
-        cuda::mage_score_sum(ps, nullptr);
-        const auto got = test::to_host(dscores);
-        for (int h = 0; h < s.kv_heads; ++h) {
-          std::vector<const float*> keys;
-          for (int j = 0; j < s.n_prefix; ++j)
-            keys.push_back(kc.data() + size_t(slots[size_t(j)]) * kvd + h * s.head_dim);
-          const auto want =
-              cpu::mean_attention_scores(q.data() + h * group * s.head_dim, qd, rows, group,
-                                         s.head_dim, keys, s.n_prefix, s.n_prefix, {}, 0, scale);
-          double sum = 0;
-          for (int j = 0; j < s.n_prefix; ++j) {
-            EXPECT_NEAR(got[size_t(h) * s.n_prefix + j], want[size_t(j)],
-                        1e-4 * want[size_t(j)] + 1e-9)
-                << "kv head " << h << " key " << j;
-            sum += got[size_t(h) * s.n_prefix + j];
+        std::vector<float> whole_blocks;  // the sums with 1024-key blocks
+        for (const int block_keys : {1024, 192}) {
+          SCOPED_TRACE(std::string(handed_over ? "hand-over" : "lse") + ", rows per warp " +
+                       std::to_string(rows_per_warp) + ", block keys " +
+                       std::to_string(block_keys));
+          cuda::ScoreSumParams ps = p;
+          ps.rows_per_warp = rows_per_warp;
+          ps.block_keys = block_keys;
+          if (handed_over) ps.lse = dlse_merged.get();
+          DLLM_CUDA_CHECK(cudaMemset(dscores.get(), 0xff, dscores.size() * sizeof(float)));
+          cuda::mage_score_sum(ps, nullptr);
+          const auto got = test::to_host(dscores);
+          if (whole_blocks.empty()) whole_blocks = got;
+          EXPECT_EQ(got, whole_blocks) << "the sums depend on how the keys split over blocks";
+          for (int h = 0; h < s.kv_heads; ++h) {
+            std::vector<const float*> keys;
+            for (int j = 0; j < s.n_prefix; ++j)
+              keys.push_back(kc.data() + size_t(slots[size_t(j)]) * kvd + h * s.head_dim);
+            const auto want =
+                cpu::mean_attention_scores(q.data() + h * group * s.head_dim, qd, rows, group,
+                                           s.head_dim, keys, s.n_prefix, s.n_prefix, {}, 0, scale);
+            double sum = 0;
+            for (int j = 0; j < s.n_prefix; ++j) {
+              EXPECT_NEAR(got[size_t(h) * s.n_prefix + j], want[size_t(j)],
+                          1e-4 * want[size_t(j)] + 1e-9)
+                  << "kv head " << h << " key " << j;
+              sum += got[size_t(h) * s.n_prefix + j];
+            }
+            EXPECT_NEAR(sum, 1.0, 1e-3) << "a mean of distributions over the prefix";
           }
-          EXPECT_NEAR(sum, 1.0, 1e-3) << "a mean of distributions over the prefix";
         }
       }
     // The prefix-only LSE on the device (what the forward's selection computes) against the

@@ -320,16 +320,9 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     const size_t si = static_cast<size_t>(&p - plan.seqs.data());
     const cuda::AttentionBatchPlan& ap = layer_attention(plan, layer);
     const bool handed_over = plan.attention_seqs[si].prefix_lse;  // §1.6 step 1
-    const float* prefix_ml =
-        handed_over ? layer_prefix_ml(plan, layer) + ap.prefix_row[si] * 2 : nullptr;
-    if (handed_over && !p.sparse_full_softmax) {
-      // MAGE: the score sums merge the hand-over themselves (no kernel of its own).
-      sp.prefix_ml = prefix_ml;
-      sp.splits = ap.splits[si];
-      sp.n_q = static_cast<int>(p.rows);
-    } else if (handed_over) {
-      cuda::mage_prefix_lse_from_attention(sp, prefix_ml, ap.splits[si], static_cast<int>(p.rows),
-                                           lse, s);
+    if (handed_over) {
+      cuda::mage_prefix_lse_from_attention(sp, layer_prefix_ml(plan, layer) + ap.prefix_row[si] * 2,
+                                           ap.splits[si], static_cast<int>(p.rows), lse, s);
     } else {
       cuda::mage_prefix_lse(sp, lse, sel_ws_.get() + lane * sel_ws_lane_, s);
     }

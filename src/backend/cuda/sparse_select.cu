@@ -13,9 +13,9 @@ namespace {
 
 // The selection's two passes over the prefix's K (prefix-only LSE, then score sums) on the
 // tensor cores, with the flash kernels' fragment layout (attention_mma.cuh, flash_tile.cuh): a
-// block takes one KV head's kSelBlockKeys prefix keys, in tiles of kSelTile keys staged in shared
-// memory, and all R = used rows x G query rows of that head, one warp per 16 rows. S = Q K^T by
-// mma.sync m16n8k16; s[nt][e] is key nt * 8 + 2 (lane % 4) + (e & 1) of the lane's row a (e < 2)
+// block takes one KV head's kSelBlockKeys prefix keys (the score sums: ScoreSumParams::
+// block_keys), in tiles of kSelTile keys staged in shared memory, and all R = used rows x G query
+// rows of that head, one warp per 16 rows. S = Q K^T by mma.sync m16n8k16; s[nt][e] is key nt * 8 + 2 (lane % 4) + (e & 1) of the lane's row a (e < 2)
 // or a + 8. Row i of R is (used row rows_used[i / G], query head h * G + i % G). The score tile
 // is the flash kernels' tile_scores (mma_tile.cuh), whose heads of 16 dims take one ldmatrix_x2
 // per key row (a copy here that always read 32 dims with ldmatrix_x4 ran past the shared tile at
@@ -124,21 +124,13 @@ __global__ void __launch_bounds__(kSelMaxRows * 2)
   }
 }
 
-// Each row's natural-log lse over the prefix from per-chunk (natural-log max, sum) pairs: chunk
-// c's pair of `row` at partial[((c * kv_heads + h) * partial_rows + row) * 2], merged in chunk
-// order (prefix_lse_merge_kernel and the score sums' own merge give the same bits).
-__device__ __forceinline__ float merged_lse(const float* partial, int chunks, int kv_heads, int h,
-                                            int partial_rows, int row) {
-  float m = -INFINITY, l = 0.0f;
-#pragma unroll 8  // the loads of eight chunks go out together (the attention's ~33 splits at 32K)
-  for (int c = 0; c < chunks; ++c) {
-    const float* pc = partial + ((static_cast<int64_t>(c) * kv_heads + h) * partial_rows + row) * 2;
-    const float mn = fmaxf(m, pc[0]);
-    if (mn == -INFINITY) continue;  // no key yet (a split past the prefix, an empty prefix)
-    l = l * expf(m - mn) + pc[1] * expf(pc[0] - mn);
-    m = mn;
-  }
-  return m + logf(l);
+// Merges (m2, l2) into the running (m, l) — a max and a sum of exponentials scaled to it, in
+// natural log; m = -inf: no key yet.
+__device__ __forceinline__ void merge_max_sum(float& m, float& l, float m2, float l2) {
+  const float mn = fmaxf(m, m2);
+  if (mn == -INFINITY) return;
+  l = l * expf(m - mn) + l2 * expf(m2 - mn);
+  m = mn;
 }
 
 // Score pass: p = exp(s * scale - lse_row) summed over the R rows of each key: within a lane
@@ -148,9 +140,12 @@ __device__ __forceinline__ float merged_lse(const float* partial, int chunks, in
 // tiles are pipelined over kSelStages buffers, kSelStages - 1 tiles in flight during a tile's
 // math, and one barrier a tile: the column sums are double-buffered and the previous tile's are
 // stored after the next barrier (the kernel is the selection's one pass over K: its speed is the
-// step-1 cost, §1.6).
+// step-1 cost, §1.6). Two 16-row tiles a warp are capped at 128 registers, so that four
+// 128-thread blocks fit an SM (131 left room for three: H200, SDAR-8B 32K, the sums of 34
+// layers 2.01 -> 1.81 ms with the lse merged apart).
 template <int D, int MT>
-__global__ void __launch_bounds__(kSelMaxRows * 2 / MT) score_sum_kernel(ScoreSumParams p) {
+__global__ void __launch_bounds__(kSelMaxRows * 2 / MT, MT == 2 ? 2 : 1)
+    score_sum_kernel(ScoreSumParams p) {
   extern __shared__ __align__(16) unsigned char raw[];
   constexpr int kTileElems = kSelTile * (D + 8), kRowsPerWarp = 16 * MT;
   bf16* tiles = reinterpret_cast<bf16*>(raw);  // [kSelStages][kSelTile][D + 8]
@@ -163,7 +158,7 @@ __global__ void __launch_bounds__(kSelMaxRows * 2 / MT) score_sum_kernel(ScoreSu
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, h = blockIdx.y;
   const int group = p.heads / p.kv_heads;
   const int R = p.n_rows_used * group;
-  const int first = blockIdx.x * kSelBlockKeys, end = min(p.n_prefix, first + kSelBlockKeys);
+  const int first = blockIdx.x * p.block_keys, end = min(p.n_prefix, first + p.block_keys);
   const float scale_log2 = p.scale * 1.4426950408889634f;
   for (int i = threadIdx.x; i < end - first; i += blockDim.x) slots[i] = p.prefix_slots[first + i];
   __syncthreads();
@@ -179,26 +174,16 @@ __global__ void __launch_bounds__(kSelMaxRows * 2 / MT) score_sum_kernel(ScoreSu
   uint32_t qf[MT][D / 16][4];
 #pragma unroll
   for (int m = 0; m < MT; ++m) load_q_fragments<D>(p, h, warp * kRowsPerWarp + m * 16, R, qf[m]);
-  // Each row's prefix LSE in base 2; +inf for padding rows (p = 0). Lane a of a quad holds the
-  // rows (m, half) of the quad; with the hand-over, lane 2m + half of the quad merges that row's
-  // splits and the quad shares them.
+  // Each row's prefix LSE in base 2; +inf for padding rows (p = 0).
   float lse2[MT][2];
 #pragma unroll
   for (int m = 0; m < MT; ++m)
 #pragma unroll
     for (int h2 = 0; h2 < 2; ++h2) {
       const int i = warp * kRowsPerWarp + m * 16 + lane / 4 + 8 * h2;
-      float v = INFINITY;
-      if (p.prefix_ml) {
-        if (i < R && lane % 4 == 2 * m + h2)
-          v = merged_lse(p.prefix_ml, p.splits, p.kv_heads, h, p.n_q * group,
-                         p.rows_used[i / group] * group + i % group) *
-              1.4426950408889634f;
-        v = __shfl_sync(0xffffffffu, v, (lane & ~3) + 2 * m + h2);
-      } else if (i < R) {
-        v = p.lse[p.rows_used[i / group] * p.heads + h * group + i % group] * 1.4426950408889634f;
-      }
-      lse2[m][h2] = v;
+      lse2[m][h2] = i < R ? p.lse[p.rows_used[i / group] * p.heads + h * group + i % group] *
+                                1.4426950408889634f
+                          : INFINITY;
     }
   // Stores the sums of tile t0 (its column sums in buffer `b`) once every warp wrote them.
   auto store_tile = [&](int t0, int b) {
@@ -282,18 +267,38 @@ int selection_threads(const ScoreSumParams& p) {
 }
 template <int D>
 constexpr size_t kTileBytes = kSelTile*(D + 8) * sizeof(bf16);
-// Merges the chunks' (natural-log max, sum) of one (KV head, used row, query head) into its lse
-// (merged_lse): row = the used row's index i (prefix_lse_kernel's chunks: partial_rows = R), or
-// with by_query_row its query row r * G + gi (the attention's splits: partial_rows = n_q * G).
-__global__ void prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, int chunks,
-                                        int partial_rows, bool by_query_row, float* lse) {
-  const int group = p.heads / p.kv_heads, R = p.n_rows_used * group;
-  const int e = blockIdx.x * blockDim.x + threadIdx.x;
-  if (e >= p.kv_heads * R) return;
+// A warp per (KV head, used row i, query head): its lse from the chunks' (natural-log max, sum)
+// pairs, chunk c's at partial[((c * kv_heads + h) * partial_rows + row) * 2] — row = i
+// (prefix_lse_kernel's chunks: partial_rows = R), or with by_query_row its query row r * G + gi
+// (the attention's splits: partial_rows = n_q * G). Lane j merges chunks j, j + 32, ... in order,
+// then the lanes merge in a fixed tree into lane 0: the same bits in any batch. (One thread a row
+// merging ~33 splits in series took ~10 us a layer at 32K.)
+constexpr int kMergeWarps = 8;
+__global__ void __launch_bounds__(kMergeWarps * 32)
+    prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, int chunks, int partial_rows,
+                            bool by_query_row, float* lse) {
+  const int group = p.heads / p.kv_heads, R = p.n_rows_used * group, lane = threadIdx.x & 31;
+  const int e = blockIdx.x * kMergeWarps + static_cast<int>(threadIdx.x >> 5);
+  if (e >= p.kv_heads * R) return;  // the whole warp
   const int h = e / R, i = e % R;
   const int row = by_query_row ? p.rows_used[i / group] * group + i % group : i;
-  const int r = p.rows_used[i / group], head = h * group + i % group;
-  lse[r * p.heads + head] = merged_lse(partial, chunks, p.kv_heads, h, partial_rows, row);
+  float m = -INFINITY, l = 0.0f;
+  for (int c = lane; c < chunks; c += 32) {
+    const float* pc =
+        partial + ((static_cast<int64_t>(c) * p.kv_heads + h) * partial_rows + row) * 2;
+    merge_max_sum(m, l, pc[0], pc[1]);
+  }
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float m2 = __shfl_down_sync(0xffffffffu, m, offset);
+    const float l2 = __shfl_down_sync(0xffffffffu, l, offset);
+    merge_max_sum(m, l, m2, l2);
+  }
+  if (lane == 0) lse[p.rows_used[i / group] * p.heads + h * group + i % group] = m + logf(l);
+}
+int merge_blocks(const ScoreSumParams& p) {
+  const int rows = p.kv_heads * p.n_rows_used * (p.heads / p.kv_heads);
+  return (rows + kMergeWarps - 1) / kMergeWarps;
 }
 
 // One thread per (KV head, used row, query head): its block keys' scores, folded into its lse.
@@ -363,7 +368,7 @@ void mage_prefix_lse(const ScoreSumParams& p, float* lse, float* workspace, cuda
         <<<selection_grid(p), selection_threads(p), kTileBytes<D>, stream>>>(p, workspace);
     DLLM_CUDA_LAUNCH_CHECK();
     const int R = p.n_rows_used * (p.heads / p.kv_heads);
-    prefix_lse_merge_kernel<<<(p.kv_heads * R + 255) / 256, 256, 0, stream>>>(
+    prefix_lse_merge_kernel<<<merge_blocks(p), kMergeWarps * 32, 0, stream>>>(
         p, workspace, selection_grid(p).x, R, false, lse);
     DLLM_CUDA_LAUNCH_CHECK();
   });
@@ -374,8 +379,8 @@ void mage_prefix_lse_from_attention(const ScoreSumParams& p, const float* prefix
   if (splits <= 0) fail("mage_prefix_lse_from_attention: needs splits > 0 (got ", splits, ")");
   const int group = p.heads / p.kv_heads, n = p.kv_heads * p.n_rows_used * group;
   if (n == 0) return;
-  prefix_lse_merge_kernel<<<(n + 255) / 256, 256, 0, stream>>>(p, prefix_ml, splits, n_q * group,
-                                                               true, lse);
+  prefix_lse_merge_kernel<<<merge_blocks(p), kMergeWarps * 32, 0, stream>>>(p, prefix_ml, splits,
+                                                                            n_q * group, true, lse);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
@@ -406,26 +411,28 @@ template <int D, int MT>
 void launch_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
   const int R = p.n_rows_used * (p.heads / p.kv_heads);
   const int warps = (R + 16 * MT - 1) / (16 * MT);
-  auto smem_bytes = [](int w) {
+  auto smem_bytes = [](int w, int block_keys) {
     return kSelStages * kTileBytes<D> + static_cast<size_t>(2 * w) * kSelTile * sizeof(float) +
-           kSelBlockKeys * sizeof(int32_t);
+           block_keys * sizeof(int32_t);
   };
   static PerDevice<bool> sized;  // head_dim 128 and 256: the tiles pass the default 48 KB
   sized.get([&] {
-    DLLM_CUDA_CHECK(cudaFuncSetAttribute(score_sum_kernel<D, MT>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem_bytes(kSelMaxRows / (16 * MT)))));
+    DLLM_CUDA_CHECK(
+        cudaFuncSetAttribute(score_sum_kernel<D, MT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             static_cast<int>(smem_bytes(kSelMaxRows / (16 * MT), kSelBlockKeys))));
     return true;
   });
-  score_sum_kernel<D, MT><<<selection_grid(p), warps * 32, smem_bytes(warps), stream>>>(p);
+  const dim3 grid((p.n_prefix + p.block_keys - 1) / p.block_keys, p.kv_heads);
+  score_sum_kernel<D, MT><<<grid, warps * 32, smem_bytes(warps, p.block_keys), stream>>>(p);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
 void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
   if (p.rows_per_warp != 16 && p.rows_per_warp != 32)
     fail("mage_score_sum: rows_per_warp must be 16 or 32 (got ", p.rows_per_warp, ")");
-  if (p.prefix_ml && p.splits <= 0)
-    fail("mage_score_sum: a handed-over lse needs splits > 0 (got ", p.splits, ")");
+  if (p.block_keys < kSelTile || p.block_keys > kSelBlockKeys || p.block_keys % kSelTile != 0)
+    fail("mage_score_sum: block_keys must be a multiple of ", kSelTile, " up to ", kSelBlockKeys,
+         " (got ", p.block_keys, ")");
   with_head_dim(p, "mage_score_sum", [&](auto d) {
     constexpr int D = decltype(d)::value;
     if (p.n_prefix == 0 || p.n_rows_used == 0) return;
