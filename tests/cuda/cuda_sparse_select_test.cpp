@@ -107,7 +107,7 @@ TEST(CudaSparseSelect, ScoreSumMatchesCpuReference) {
     for (const bool handed_over : {false, true})
       for (const int rows_per_warp : {16, 32}) {
         std::vector<float> whole_blocks;  // the sums with 1024-key blocks
-        for (const int block_keys : {1024, 192}) {
+        for (const int block_keys : {1024, 192, 0}) {
           SCOPED_TRACE(std::string(handed_over ? "hand-over" : "lse") + ", rows per warp " +
                        std::to_string(rows_per_warp) + ", block keys " +
                        std::to_string(block_keys));

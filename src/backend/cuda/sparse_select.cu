@@ -15,11 +15,12 @@ namespace {
 // tensor cores, with the flash kernels' fragment layout (attention_mma.cuh, flash_tile.cuh): a
 // block takes one KV head's kSelBlockKeys prefix keys (the score sums: ScoreSumParams::
 // block_keys), in tiles of kSelTile keys staged in shared memory, and all R = used rows x G query
-// rows of that head, one warp per 16 rows. S = Q K^T by mma.sync m16n8k16; s[nt][e] is key nt * 8 + 2 (lane % 4) + (e & 1) of the lane's row a (e < 2)
-// or a + 8. Row i of R is (used row rows_used[i / G], query head h * G + i % G). The score tile
-// is the flash kernels' tile_scores (mma_tile.cuh), whose heads of 16 dims take one ldmatrix_x2
-// per key row (a copy here that always read 32 dims with ldmatrix_x4 ran past the shared tile at
-// head_dim 16 — the illegal address of commit 725215a).
+// rows of that head, one warp per 16 rows. S = Q K^T by mma.sync m16n8k16; s[nt][e] is key nt * 8 +
+// 2 (lane % 4) + (e & 1) of the lane's row a (e < 2) or a + 8. Row i of R is (used row rows_used[i
+// / G], query head h * G + i % G). The score tile is the flash kernels' tile_scores (mma_tile.cuh),
+// whose heads of 16 dims take one ldmatrix_x2 per key row (a copy here that always read 32 dims
+// with ldmatrix_x4 ran past the shared tile at head_dim 16 — the illegal address of commit
+// 725215a).
 constexpr int kSelTile = 64;
 constexpr int kSelBlockKeys = 1024;
 constexpr int kSelMaxRows = 256;  // 16 warps
@@ -422,17 +423,20 @@ void launch_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
                              static_cast<int>(smem_bytes(kSelMaxRows / (16 * MT), kSelBlockKeys))));
     return true;
   });
-  const dim3 grid((p.n_prefix + p.block_keys - 1) / p.block_keys, p.kv_heads);
-  score_sum_kernel<D, MT><<<grid, warps * 32, smem_bytes(warps, p.block_keys), stream>>>(p);
+  ScoreSumParams run = p;
+  if (run.block_keys == 0) run.block_keys = warps == 1 ? 256 : kSelBlockKeys;
+  const dim3 grid((run.n_prefix + run.block_keys - 1) / run.block_keys, run.kv_heads);
+  score_sum_kernel<D, MT><<<grid, warps * 32, smem_bytes(warps, run.block_keys), stream>>>(run);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
 void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream) {
   if (p.rows_per_warp != 16 && p.rows_per_warp != 32)
     fail("mage_score_sum: rows_per_warp must be 16 or 32 (got ", p.rows_per_warp, ")");
-  if (p.block_keys < kSelTile || p.block_keys > kSelBlockKeys || p.block_keys % kSelTile != 0)
-    fail("mage_score_sum: block_keys must be a multiple of ", kSelTile, " up to ", kSelBlockKeys,
-         " (got ", p.block_keys, ")");
+  if (p.block_keys != 0 &&
+      (p.block_keys < kSelTile || p.block_keys > kSelBlockKeys || p.block_keys % kSelTile != 0))
+    fail("mage_score_sum: block_keys must be 0 (by the rows) or a multiple of ", kSelTile,
+         " up to ", kSelBlockKeys, " (got ", p.block_keys, ")");
   with_head_dim(p, "mage_score_sum", [&](auto d) {
     constexpr int D = decltype(d)::value;
     if (p.n_prefix == 0 || p.n_rows_used == 0) return;

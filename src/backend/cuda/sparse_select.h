@@ -38,10 +38,12 @@ struct ScoreSumParams {
   // which bounded the kernel at ~1.2 TB/s with 16 (H100, SDAR-8B shape, 32K).
   int rows_per_warp = 32;
   // mage_score_sum: prefix keys per block, a multiple of 64 up to 1024 — the same sums whatever
-  // the split (a key's rows are summed within one block). H200, SDAR-8B, one sequence: 512 is
-  // the fastest alone (32K, 34 layers' sums on the main stream: 1024 keys 1.81 ms, 512 1.63,
-  // 256 1.82), 1024 beside the main stream (step 1 at 128K: 18.9 ms vs 19.3 with 512).
-  int block_keys = 1024;
+  // the split (a key's rows are summed within one block) — or 0: 256 where a block is one warp
+  // (up to 32 rows), else 1024. H200, SDAR-8B, one sequence at 32K, the 34 layers' sums on the
+  // main stream: 128 rows (all of a block of 32) 1024 keys 1.81 ms, 512 1.63, 256 1.82 (and 1024
+  // the fastest beside the main stream: step 1 at 128K 18.9 ms vs 19.3 with 512); 4 or 16 rows
+  // (--sparse-select-queries 1 or 4) 1024 keys 2.66 ms, 256 1.49–1.51, 128 1.54–1.64.
+  int block_keys = 0;
 };
 void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream);
 
