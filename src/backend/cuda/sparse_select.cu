@@ -14,13 +14,13 @@ namespace {
 // The selection's two passes over the prefix's K (prefix-only LSE, then score sums) on the
 // tensor cores, with the flash kernels' fragment layout (attention_mma.cuh, flash_tile.cuh): a
 // block takes one KV head's kSelBlockKeys prefix keys (the score sums: ScoreSumParams::
-// block_keys), in tiles of kSelTile keys staged in shared memory, and all R = used rows x G query
-// rows of that head, one warp per 16 rows. S = Q K^T by mma.sync m16n8k16; s[nt][e] is key nt * 8 +
-// 2 (lane % 4) + (e & 1) of the lane's row a (e < 2) or a + 8. Row i of R is (used row rows_used[i
-// / G], query head h * G + i % G). The score tile is the flash kernels' tile_scores (mma_tile.cuh),
-// whose heads of 16 dims take one ldmatrix_x2 per key row (a copy here that always read 32 dims
-// with ldmatrix_x4 ran past the shared tile at head_dim 16 — the illegal address of commit
-// 725215a).
+// block_keys), in tiles of kSelTile keys staged in shared memory, and all R = used rows x G
+// query rows of that head, one warp per 16 rows. S = Q K^T by mma.sync m16n8k16; s[nt][e] is
+// key nt * 8 + 2 (lane % 4) + (e & 1) of the lane's row a (e < 2) or a + 8. Row i of R is (used
+// row rows_used[i / G], query head h * G + i % G). The score tile is the flash kernels'
+// tile_scores (mma_tile.cuh), whose heads of 16 dims take one ldmatrix_x2 per key row (a copy
+// here that always read 32 dims with ldmatrix_x4 ran past the shared tile at head_dim 16 — the
+// illegal address of commit 725215a).
 constexpr int kSelTile = 64;
 constexpr int kSelBlockKeys = 1024;
 constexpr int kSelMaxRows = 256;  // 16 warps
@@ -142,8 +142,8 @@ __device__ __forceinline__ void merge_max_sum(float& m, float& l, float m2, floa
 // math, and one barrier a tile: the column sums are double-buffered and the previous tile's are
 // stored after the next barrier (the kernel is the selection's one pass over K: its speed is the
 // step-1 cost, §1.6). Two 16-row tiles a warp are capped at 128 registers, so that four
-// 128-thread blocks fit an SM (131 left room for three: H200, SDAR-8B 32K, the sums of 34
-// layers 2.01 -> 1.81 ms with the lse merged apart).
+// 128-thread blocks fit an SM (131 left room for three; H200, SDAR-8B 32K, 512-key blocks, the
+// sums of 34 layers 2.10 -> 1.63 ms, in two calls).
 template <int D, int MT>
 __global__ void __launch_bounds__(kSelMaxRows * 2 / MT, MT == 2 ? 2 : 1)
     score_sum_kernel(ScoreSumParams p) {
