@@ -501,6 +501,24 @@ TEST(CudaMage, UnsupportedRequestsNameTheProblem) {
   SequenceForward unselected = g.request(later_block(32), 100, 32);
   unselected.sparse = mage_attend(16, 1);
   expect_error(unselected, "no selection is stored");
+  // A selection averages over at most 256 rows: 64 query rows at G = 4. A block of 96 is refused
+  // by check_forward (the engine's per-request check) and by forward itself, by name; with
+  // --sparse-select-queries 8 the same block selects.
+  SequenceForward wide = g.request(later_block(96), 100, 96);
+  wide.sparse = mage_select(16, 1);
+  const std::string needle = "selects from 96 — pass --sparse-select-queries 1..64";
+  try {
+    gpu->check_forward(wide, 0);
+    ADD_FAILURE() << "check_forward: expected " << needle;
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+  expect_error(wide, needle);
+  wide.sparse->select = SparseMethod::kSparseD;
+  expect_error(wide, "SparseD selection averages over at most 64 query rows");
+  wide.sparse = mage_select(16, 1, 8);
+  gpu->check_forward(wide, 0);
+  EXPECT_EQ(g.run(wide).logits.size(), size_t(96) * 3000);
 }
 
 // Quest over prefixes that end in a partial page (47 = 2 x 16 + 15 keys, 100 = 6 x 16 + 4, ...):

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 #include <iterator>
+#include <string>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
@@ -23,6 +24,48 @@
 #include "core/error.h"
 
 namespace dllm::cuda_backend {
+
+namespace {
+
+// What the CUDA Quest takes: a selection kept and attended in the same forward. A partial last
+// page of the prefix is a page like the others, of its keys alone (as on the CPU); the key lists
+// hold the masked slot for its missing keys, which hides them by its position — what the
+// block-causal rule reads of cached keys, the others do not.
+void check_quest(const SequenceForward& seq, size_t index) {
+  const SparseStep& sp = *seq.sparse;
+  if (!sp.attend_selected || !sp.keep_selection)
+    fail("forward request ", index,
+         ": on the CUDA backend quest selects, keeps and attends its sets in the same forward");
+  if (sp.page_size <= 0) fail("forward request ", index, ": quest needs a positive page size");
+  const int64_t n_prefix = seq.cache ? seq.cache->length() : 0;
+  if (n_prefix > sp.k && n_prefix % sp.page_size != 0 &&
+      seq.rule.kind != AttentionKind::kBlockCausal)
+    fail("forward request ", index, ": quest on the CUDA backend over a partial last page (",
+         n_prefix, " cached slots, page size ", sp.page_size, ") needs the block-causal rule (got ",
+         seq.rule.to_string(), ")");
+}
+
+// MAGE's and SparseD's selection on the GPU averages over at most kMaxSelectionRows rows (one
+// score-sum block's); more fail that request here instead of the step's batch in forward().
+void check_selection_rows(const SequenceForward& seq, size_t index, int64_t group) {
+  const SparseStep& sp = *seq.sparse;
+  const bool mage = sp.select == SparseMethod::kMage;
+  if (!mage && sp.select != SparseMethod::kSparseD) return;
+  const int64_t n_prefix = seq.cache ? seq.cache->length() : 0;
+  if (n_prefix <= sp.k) return;  // dense: no selection (§1.5)
+  const int64_t rows = static_cast<int64_t>(seq.tokens.size());
+  const int64_t used =
+      static_cast<int64_t>(selection_query_rows(rows, mage ? sp.select_queries : 0).size());
+  const int64_t most = cuda::kMaxSelectionRows / group;
+  if (used > most)
+    fail("forward request ", index, ": the GPU's ", mage ? "MAGE" : "SparseD",
+         " selection averages over at most ", most, " query rows (", cuda::kMaxSelectionRows,
+         " rows / ", group, " query heads per KV head); this forward selects from ", used,
+         mage ? " — pass --sparse-select-queries 1.." : " — use a block of at most ",
+         mage ? std::to_string(most) : std::to_string(most) + " tokens");
+}
+
+}  // namespace
 
 void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
   const SequenceForward& seq = *p.seq;
@@ -41,6 +84,7 @@ void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
          "(MAGE's schedule)");
   p.sparse_first_layer = sp.exact_layers;
   if (sp.select != SparseMethod::kNone) {
+    check_selection_rows(*p.seq, index, config_.num_heads / config_.num_kv_heads);
     p.sparse_prefix = n_prefix;
     p.sparse_k = sp.k;
     // N <= k: dense, no selection (§1.5). The state takes the new selection once the forward
@@ -68,30 +112,10 @@ void CudaBackend::plan_sparse(PlannedSequence& p, size_t index) {
   p.sparse_keys = st.sparse_k + (n_prefix - st.sparse_prefix) + p.rows;
 }
 
-namespace {
-
-// What the CUDA Quest takes: a selection kept and attended in the same forward. A partial last
-// page of the prefix is a page like the others, of its keys alone (as on the CPU); the key lists
-// hold the masked slot for its missing keys, which hides them by its position — what the
-// block-causal rule reads of cached keys, the others do not.
-void check_quest(const SequenceForward& seq, size_t index) {
-  const SparseStep& sp = *seq.sparse;
-  if (!sp.attend_selected || !sp.keep_selection)
-    fail("forward request ", index,
-         ": on the CUDA backend quest selects, keeps and attends its sets in the same forward");
-  if (sp.page_size <= 0) fail("forward request ", index, ": quest needs a positive page size");
-  const int64_t n_prefix = seq.cache ? seq.cache->length() : 0;
-  if (n_prefix > sp.k && n_prefix % sp.page_size != 0 &&
-      seq.rule.kind != AttentionKind::kBlockCausal)
-    fail("forward request ", index, ": quest on the CUDA backend over a partial last page (",
-         n_prefix, " cached slots, page size ", sp.page_size, ") needs the block-causal rule (got ",
-         seq.rule.to_string(), ")");
-}
-
-}  // namespace
-
 void CudaBackend::check_forward(const SequenceForward& seq, size_t index) const {
-  if (seq.sparse && seq.sparse->select == SparseMethod::kQuest) check_quest(seq, index);
+  if (!seq.sparse) return;
+  if (seq.sparse->select == SparseMethod::kQuest) check_quest(seq, index);
+  check_selection_rows(seq, index, config_.num_heads / config_.num_kv_heads);
 }
 
 // Quest (§6.1) selects and attends in every forward: each sparse layer picks k / page pages

@@ -23,8 +23,8 @@ namespace {
 // illegal address of commit 725215a).
 constexpr int kSelTile = 64;
 constexpr int kSelBlockKeys = 1024;
-constexpr int kSelMaxRows = 256;  // 16 warps
-constexpr int kSelStages = 3;     // score-sum key tiles: two loading while one is used
+constexpr int kSelMaxRows = kMaxSelectionRows;  // 16 warps
+constexpr int kSelStages = 3;  // score-sum key tiles: two loading while one is used
 
 // The warp's Q fragments (rows row0 .. row0 + 15; rows past R are zeros).
 template <int D>
