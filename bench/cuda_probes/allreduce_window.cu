@@ -18,6 +18,7 @@
 #include <barrier>
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 #include <thread>
 #include <vector>
 
@@ -34,7 +35,8 @@ enum Source { kCudaMalloc, kNcclMemAlloc, kWindow };
 int main(int argc, char** argv) {
   const int world = argc > 1 ? atoi(argv[1]) : 2;
   const int hidden = argc > 2 ? atoi(argv[2]) : 4096;
-  const int rows_list[] = {4, 32, 128, 512, 1024, 4096};
+  const int rows_list[] = {4, 32, 128, 512, 1024, 2048, 4096};
+  constexpr int kSizes = static_cast<int>(std::size(rows_list));
   const int calls = 100;
   std::vector<ncclComm_t> comms(world);
   std::vector<int> devs(world);
@@ -47,8 +49,8 @@ int main(int argc, char** argv) {
   printf("| rows | MB | cudaMalloc us | ncclMemAlloc us | symmetric window us | sum ok |\n");
   std::barrier sync(world);
   const size_t max_count = size_t(4096) * hidden;
-  std::vector<std::vector<double>> us(6, std::vector<double>(3, 0));
-  std::vector<int> ok(6, 1);
+  std::vector<std::vector<double>> us(kSizes, std::vector<double>(3, 0));
+  std::vector<int> ok(kSizes, 1);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
@@ -66,7 +68,7 @@ int main(int argc, char** argv) {
           CK(ncclCommWindowRegister(comms[r], buf, max_count * sizeof(float), &win,
                                     NCCL_WIN_COLL_SYMMETRIC));
         sync.arrive_and_wait();
-        for (int ri = 0; ri < 6; ++ri) {
+        for (int ri = 0; ri < kSizes; ++ri) {
           const size_t count = size_t(rows_list[ri]) * hidden;
           // Correctness: one all-reduce of rank-dependent values.
           fill<<<256, 256, 0, stream>>>(buf, count, float(r + 1));
@@ -119,7 +121,7 @@ int main(int argc, char** argv) {
       }
     });
   for (auto& t : threads) t.join();
-  for (int ri = 0; ri < 6; ++ri)
+  for (int ri = 0; ri < kSizes; ++ri)
     printf("| %d | %.1f | %.1f | %.1f | %.1f | %s |\n", rows_list[ri],
            rows_list[ri] * double(hidden) * 4 / 1e6, us[ri][0], us[ri][1], us[ri][2],
            ok[ri] ? "yes" : "NO");
