@@ -175,6 +175,7 @@ class CudaBackend final : public Backend {
   void enqueue_quest_selection(const ForwardPlan& plan, int64_t layer);
   void expand_quest_sets(const ForwardPlan& plan, int64_t layer);
   void enqueue_sparse_top_k(const ForwardPlan& plan);
+  cudaStream_t selection_stream(const PlannedSequence& p);  // its select_lane's stream
   void join_sparse_selection();
   void finish_sparse(const PlannedSequence& p, SequenceResult& r);
   // MMInference sparse prefill (cuda_sparse_prefill.cpp): which layers of a cold prefill the

@@ -188,27 +188,25 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
     moved |= sel_prefix_ml_.ensure(
         static_cast<size_t>(c.num_layers * plan.capacity.prefix_rows * 2), "sparse selection");
   // Per lane, and Quest's one region: the most any sequence of the batch needs.
-  size_t lse = 0, ws = 0, scores = 0, topk = 0;
-  int selecting = 0;
+  size_t lse = 0, ws = 0, quest_scores = 0, quest_topk = 0;
   for (const PlannedSequence& p : plan.seqs) {
     if (p.quest_select) {  // page scores, their top-k, the query signs
       const int64_t pages =
           cuda::quest_pages(static_cast<int>(p.sparse_prefix), static_cast<int>(p.quest_page));
-      scores = std::max(scores, static_cast<size_t>(pages * c.num_kv_heads));
-      topk = std::max(topk, cuda::top_k_workspace_ints(static_cast<int>(pages),
-                                                       static_cast<int>(c.num_kv_heads)));
+      quest_scores = std::max(quest_scores, static_cast<size_t>(pages * c.num_kv_heads));
+      quest_topk = std::max(
+          quest_topk,
+          cuda::top_k_workspace_ints(static_cast<int>(pages), static_cast<int>(c.num_kv_heads)));
       ws = std::max(ws, static_cast<size_t>(2 * c.num_kv_heads * c.head_dim));
     }
     if (!p.sparse_select) continue;
-    ++selecting;
     const int rows_used = static_cast<int>(p.select_rows.size());
     lse = std::max(lse, static_cast<size_t>(p.rows * c.num_heads));
     ws = std::max(ws, cuda::prefix_lse_workspace_floats(static_cast<int>(p.sparse_prefix),
                                                         rows_used, static_cast<int>(c.num_heads),
                                                         static_cast<int>(c.num_kv_heads)));
   }
-  const size_t lanes =
-      static_cast<size_t>(select_side_stream_ ? std::clamp(selecting, 1, int{kSelectLanes}) : 1);
+  const size_t lanes = static_cast<size_t>(std::max(plan.select_lanes, 1));
   auto lane_stride = [](size_t n) { return (n + 63) / 64 * 64; };  // 256-byte aligned regions
   sel_lse_lane_ = lane_stride(lse);
   sel_ws_lane_ = lane_stride(ws);
@@ -217,9 +215,9 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
   const size_t regions = lanes + 1;
   if (lse) moved |= sel_lse_.ensure(regions * sel_lse_lane_, "sparse selection");
   if (ws) moved |= sel_ws_.ensure(regions * sel_ws_lane_, "sparse selection");
-  if (scores) moved |= quest_scores_.ensure(scores, "Quest page scores");
-  if (topk) moved |= quest_topk_ws_.ensure(topk, "Quest top-k");
-  if (selecting > 0 && select_side_stream_)
+  if (quest_scores) moved |= quest_scores_.ensure(quest_scores, "Quest page scores");
+  if (quest_topk) moved |= quest_topk_ws_.ensure(quest_topk, "Quest top-k");
+  if (plan.select_lanes > 0 && select_side_stream_)
     moved |= sel_q_.ensure(static_cast<size_t>(c.num_layers * plan.select_q_rows * c.q_dim()),
                            "sparse selection");
   if (plan.scratch_sets > 0) moved |= sel_sets_.ensure(plan.scratch_sets, "sparse selection");

@@ -59,6 +59,10 @@ struct PlannedSequence {
   // sparse_prefix] in sel_layer_scores_ from here), ranked by one top-k after the last layer
   // (its workspace in sel_layer_topk_ from select_topk_at).
   size_t select_scores_at = 0, select_topk_at = 0;
+  // The selection stream its score sums and top-k run on, in one stream's order (stage_sparse:
+  // its place among the batch's selecting sequences, modulo the lanes; 0, the forward's stream,
+  // without DLLM_MAGE_SIDE_STREAM), or -1 where no layer selects (exact layers cover the model).
+  int select_lane = -1;
   // MMInference sparse prefill (cuda_sparse_prefill.cpp): per layer, 1 where the sparse prefill
   // kernel attends its rows (a cold prefill, some head of the layer's patterns sparse); empty
   // when the request has no sparse prefill or the forward is not a cold prefill.
@@ -116,6 +120,7 @@ struct ForwardPlan {
   std::vector<SequenceResult> routing;
   size_t scratch_sets = 0;                    // sel_sets_ ints of the selections not kept
   size_t select_scores = 0, select_topk = 0;  // sel_layer_scores_ floats, sel_layer_topk_ ints
+  int select_lanes = 0;                       // the selection lanes its sequences use
   bool graphable = false;  // one captured CUDA graph can replay it (see cuda_forward.cpp)
 };
 

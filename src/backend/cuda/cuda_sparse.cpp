@@ -57,12 +57,13 @@ void check_selection_rows(const SequenceForward& seq, size_t index, int64_t grou
   const int64_t used =
       static_cast<int64_t>(selection_query_rows(rows, mage ? sp.select_queries : 0).size());
   const int64_t most = cuda::kMaxSelectionRows / group;
-  if (used > most)
-    fail("forward request ", index, ": the GPU's ", mage ? "MAGE" : "SparseD",
-         " selection averages over at most ", most, " query rows (", cuda::kMaxSelectionRows,
-         " rows / ", group, " query heads per KV head); this forward selects from ", used,
-         mage ? " — pass --sparse-select-queries 1.." : " — use a block of at most ",
-         mage ? std::to_string(most) : std::to_string(most) + " tokens");
+  if (used <= most) return;
+  const std::string remedy = mage ? "pass --sparse-select-queries 1.." + std::to_string(most)
+                                  : "use a block of at most " + std::to_string(most) + " tokens";
+  fail("forward request ", index, ": the GPU's ", mage ? "MAGE" : "SparseD",
+       " selection averages over at most ", most, " query rows (", cuda::kMaxSelectionRows,
+       " rows / ", group, " query heads per KV head); this forward selects from ", used, " — ",
+       remedy);
 }
 
 }  // namespace
@@ -151,7 +152,8 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
   std::vector<int32_t>& ints = plan.ints;
   const ModelConfig& c = config_;
   const int page_size = kv_pool().page_size();
-  // Selection: each selecting sequence's rows and its prefix's physical slots.
+  // Selection: each selecting sequence's rows, its prefix's physical slots and its lane.
+  int selecting = 0;
   for (PlannedSequence& p : plan.seqs) {
     if (!p.sparse_select) continue;
     auto& st = static_cast<CudaMethodState&>(*p.seq->state);
@@ -165,6 +167,10 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     }
     p.select_q_row = plan.select_q_rows;
     plan.select_q_rows += p.rows;
+    if (p.sparse_first_layer < c.num_layers) {
+      p.select_lane = select_side_stream_ ? selecting++ % kSelectLanes : 0;
+      plan.select_lanes = std::max(plan.select_lanes, p.select_lane + 1);
+    }
     const int64_t rows = std::max<int64_t>(c.num_layers - p.sparse_first_layer, 0) * c.num_kv_heads;
     p.select_scores_at = plan.select_scores;
     plan.select_scores += static_cast<size_t>(rows * p.sparse_prefix);
@@ -303,17 +309,11 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
             cudaMemcpyDeviceToDevice, lane_->stream));
     DLLM_CUDA_CHECK(cudaEventRecord(select_events_[static_cast<size_t>(layer)], lane_->stream));
   }
-  // A sequence's lane is its place among the sequences that select in some layer, whichever
-  // layer they start at: its score sums of every layer, then its top-k, run in one stream's
-  // order (and every lane up to the last one used is forked, so that it can join).
-  int selecting = 0;
   for (const PlannedSequence& p : plan.seqs) {
-    if (!p.sparse_select || p.sparse_first_layer >= c.num_layers) continue;
-    const int lane = select_side_stream_ ? selecting++ % kSelectLanes : 0;
-    if (layer < p.sparse_first_layer) continue;
-    cudaStream_t s = lane_->stream;
+    if (p.select_lane < 0 || layer < p.sparse_first_layer) continue;
+    const int lane = p.select_lane;
+    const cudaStream_t s = selection_stream(p);
     if (select_side_stream_) {
-      s = select_streams_[static_cast<size_t>(lane)];
       if (lane >= select_lanes_used_) select_lanes_used_ = lane + 1;
       DLLM_CUDA_CHECK(cudaStreamWaitEvent(s, select_events_[static_cast<size_t>(layer)]));
     }
@@ -371,12 +371,9 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
 void CudaBackend::enqueue_sparse_top_k(const ForwardPlan& plan) {
   const ModelConfig& c = config_;
   const int64_t hkv = c.num_kv_heads;
-  int selecting = 0;  // the lanes as enqueue_sparse_selection assigned them
   for (const PlannedSequence& p : plan.seqs) {
-    if (!p.sparse_select || p.sparse_first_layer >= c.num_layers) continue;
-    const int lane = select_side_stream_ ? selecting++ % kSelectLanes : 0;
-    const cudaStream_t s =
-        select_side_stream_ ? select_streams_[static_cast<size_t>(lane)] : lane_->stream;
+    if (p.select_lane < 0) continue;
+    const cudaStream_t s = selection_stream(p);
     if (!select_side_stream_) op_begin("sparse selection: top-k");
     int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get() + p.scratch_sets_at;
     cuda::sparse_top_k(sel_layer_scores_.get() + p.select_scores_at,
@@ -434,6 +431,10 @@ void CudaBackend::expand_quest_sets(const ForwardPlan& plan, int64_t layer) {
                              st.sparse_sets.get() + layer * hkv * p.sparse_k, lane_->stream);
     op_end();
   }
+}
+
+cudaStream_t CudaBackend::selection_stream(const PlannedSequence& p) {
+  return select_side_stream_ ? select_streams_[static_cast<size_t>(p.select_lane)] : lane_->stream;
 }
 
 void CudaBackend::join_sparse_selection() {

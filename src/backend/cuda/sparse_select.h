@@ -17,6 +17,10 @@ namespace dllm::cuda {
 
 using bf16 = __nv_bfloat16;
 
+// The most rows (selection query rows x the G query heads of a KV head) a selection takes: one
+// score-sum block holds them all, 16 warps of 16.
+constexpr int kMaxSelectionRows = 256;
+
 // MAGE's score-sum (§1.6 step 2): for every KV head h and prefix key j,
 //   scores[h, j] = mean over the used rows r and the G query heads g of h of
 //                  exp(q[r, g] . k[j] * scale - lse[r, g])
@@ -24,10 +28,6 @@ using bf16 = __nv_bfloat16;
 // only. The forward takes it from the exact pass's hand-over (§1.6 step 1:
 // mage_prefix_lse_from_attention()); mage_prefix_lse() computes it with a pass over K of its own
 // (the reference of the hand-over, and the path of layers the batch re-plans: dLLM-Cache).
-// The most rows (selection query rows x the G query heads of a KV head) a selection takes: one
-// score-sum block holds them all, 16 warps of 16.
-constexpr int kMaxSelectionRows = 256;
-
 struct ScoreSumParams {
   const bf16* q = nullptr;                // [rows, heads * head_dim], after RoPE
   const float* lse = nullptr;             // [rows, heads]
