@@ -895,14 +895,13 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
     cuda::attention_batch(run.p, nullptr);
 
     const std::vector<int32_t> rows = selection_query_rows(c.n_q, c.select);
-    const std::vector<int32_t> prefix(s.phys.begin(), s.phys.begin() + c.n_cache);
     auto drows = test::to_device(rows);
-    auto dprefix = test::to_device(prefix);
+    auto dpages = test::to_device(s.page_table);  // the prefix's keys sit at their positions
     cuda::DeviceBuffer<float> scores(size_t(c.kv) * c.n_cache, "scores");
     cuda::ScoreSumParams sp;
     sp.q = reinterpret_cast<const bf16*>(run.q.get());
     sp.k_cache = reinterpret_cast<const bf16*>(pool.dk.get());
-    sp.prefix_slots = dprefix.get();
+    sp.prefix = {dpages.get(), 4};  // the pool's pages of 16
     sp.rows_used = drows.get();
     sp.scores = scores.get();
     sp.n_rows_used = int(rows.size());

@@ -17,6 +17,26 @@
 namespace dllm {
 namespace {
 
+// A prefix of n keys over shuffled pages of 16 slots in a pool with spare pages, as the KV pool
+// places them: the page table (what the kernels read) and each key's slot (what the CPU reads).
+struct PagedPrefix {
+  std::vector<int32_t> pages, slots;
+  int pool_slots = 0;
+};
+constexpr int kTestPageShift = 4;
+PagedPrefix paged_prefix(int n, int spare_pages, std::mt19937& rng) {
+  constexpr int page = 1 << kTestPageShift;
+  const int used = (n + page - 1) / page;
+  std::vector<int32_t> all(static_cast<size_t>(used + spare_pages));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  PagedPrefix p;
+  p.pages.assign(all.begin(), all.begin() + used);
+  for (int j = 0; j < n; ++j) p.slots.push_back(p.pages[size_t(j / page)] * page + j % page);
+  p.pool_slots = static_cast<int>(all.size()) * page;
+  return p;
+}
+
 TEST(CudaSparseSelect, ScoreSumMatchesCpuReference) {
   std::mt19937 rng(21);
   struct Shape {
@@ -30,15 +50,12 @@ TEST(CudaSparseSelect, ScoreSumMatchesCpuReference) {
     SCOPED_TRACE("head_dim " + std::to_string(s.head_dim) + " n_prefix " +
                  std::to_string(s.n_prefix));
     const int group = s.heads / s.kv_heads, qd = s.heads * s.head_dim,
-              kvd = s.kv_heads * s.head_dim, pool = s.n_prefix + 50;
+              kvd = s.kv_heads * s.head_dim;
+    const PagedPrefix prefix = paged_prefix(s.n_prefix, 3, rng);
+    const std::vector<int32_t>& slots = prefix.slots;
     auto q = test::random_floats(size_t(s.rows) * qd, rng);
-    auto kc = test::random_floats(size_t(pool) * kvd, rng, 1.5f);
+    auto kc = test::random_floats(size_t(prefix.pool_slots) * kvd, rng, 1.5f);
     const auto qb = test::round_bf16(q), kb = test::round_bf16(kc);
-    // The prefix's keys scattered over the pool, as pages would place them.
-    std::vector<int32_t> slots(static_cast<size_t>(pool));
-    std::iota(slots.begin(), slots.end(), 0);
-    std::shuffle(slots.begin(), slots.end(), rng);
-    slots.resize(size_t(s.n_prefix));
     const std::vector<int32_t> rows = selection_query_rows(s.rows, s.select);
     const float scale = 1.0f / std::sqrt(float(s.head_dim));
     // The prefix-only LSE the exact pass would export, in double on the host.
@@ -61,13 +78,13 @@ TEST(CudaSparseSelect, ScoreSumMatchesCpuReference) {
       }
     auto dq = test::to_device(qb), dk = test::to_device(kb);
     auto dlse = test::to_device(lse);
-    auto dslots = test::to_device(slots), drows = test::to_device(rows);
+    auto dpages = test::to_device(prefix.pages), drows = test::to_device(rows);
     cuda::DeviceBuffer<float> dscores(size_t(s.kv_heads) * s.n_prefix, "scores");
     cuda::ScoreSumParams p;
     p.q = reinterpret_cast<const cuda::bf16*>(dq.get());
     p.lse = dlse.get();
     p.k_cache = reinterpret_cast<const cuda::bf16*>(dk.get());
-    p.prefix_slots = dslots.get();
+    p.prefix = {dpages.get(), kTestPageShift};
     p.rows_used = drows.get();
     p.scores = dscores.get();
     p.n_rows_used = int(rows.size());
@@ -258,23 +275,20 @@ TEST(CudaSparseSelect, QuestPageScoresMatchCpuReference) {
     SCOPED_TRACE("head_dim " + std::to_string(s.head_dim) + " n_prefix " +
                  std::to_string(s.n_prefix) + " page " + std::to_string(s.page));
     const int group = s.heads / s.kv_heads, qd = s.heads * s.head_dim,
-              kvd = s.kv_heads * s.head_dim, pool = s.n_prefix + 40,
-              pages = cuda::quest_pages(s.n_prefix, s.page);
+              kvd = s.kv_heads * s.head_dim, pages = cuda::quest_pages(s.n_prefix, s.page);
+    const PagedPrefix prefix = paged_prefix(s.n_prefix, 3, rng);
+    const std::vector<int32_t>& slots = prefix.slots;
     auto q = test::random_floats(size_t(s.rows) * qd, rng);
-    auto kc = test::random_floats(size_t(pool) * kvd, rng, 1.5f);
+    auto kc = test::random_floats(size_t(prefix.pool_slots) * kvd, rng, 1.5f);
     const auto qb = test::round_bf16(q), kb = test::round_bf16(kc);  // the CPU reads these too
-    std::vector<int32_t> slots(static_cast<size_t>(pool));
-    std::iota(slots.begin(), slots.end(), 0);
-    std::shuffle(slots.begin(), slots.end(), rng);
-    slots.resize(size_t(s.n_prefix));
     auto dq = test::to_device(qb), dk = test::to_device(kb);
-    auto dslots = test::to_device(slots);
+    auto dpages = test::to_device(prefix.pages);
     cuda::DeviceBuffer<float> signs(size_t(2 * kvd), "signs"),
         scores(size_t(s.kv_heads) * pages, "scores");
     cuda::QuestParams p;
     p.q = reinterpret_cast<const cuda::bf16*>(dq.get());
     p.k_cache = reinterpret_cast<const cuda::bf16*>(dk.get());
-    p.prefix_slots = dslots.get();
+    p.prefix = {dpages.get(), kTestPageShift};
     p.signs = signs.get();
     p.scores = scores.get();
     p.n_rows = s.rows;

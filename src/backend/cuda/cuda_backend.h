@@ -26,6 +26,7 @@
 #include "backend/cuda/forward_lane.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/sparse_prefill.h"
+#include "backend/cuda/sparse_select.h"
 #include "model/layer_desc.h"
 
 namespace dllm::cuda_backend {
@@ -170,6 +171,9 @@ class CudaBackend final : public Backend {
   void plan_sparse(PlannedSequence& p, size_t index);
   void plan_quest(PlannedSequence& p, size_t index);
   void stage_sparse(ForwardPlan& plan);
+  void stage_prefix_pages(PlannedSequence& p, std::vector<int32_t>& ints);
+  cuda::PrefixPages prefix_keys(const PlannedSequence& p);
+  int kv_page_shift();  // log2 of the pool's page size
   void enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer);
   void enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer);
   void enqueue_quest_selection(const ForwardPlan& plan, int64_t layer);

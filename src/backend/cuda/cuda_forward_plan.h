@@ -41,7 +41,7 @@ struct PlannedSequence {
   size_t attn_rows_at = 0, attn_rows_count = 0;  // its rows in the attention-rows buffer
   // Sparse attention (cuda_sparse.cpp). Selecting: MAGE's selection runs in layers >=
   // sparse_first_layer over the prefix [0, sparse_prefix) (rows: its selection rows, staged at
-  // select_rows_at; the prefix's physical slots at prefix_slots_at) into sparse_sets_out.
+  // select_rows_at; the prefix's page table at prefix_pages_at) into sparse_sets_out.
   // Attending: layers >= sparse_first_layer read sparse_keys keys per KV head through the
   // stored sets (cache pages staged at sparse_pages_at).
   // Quest (quest_select): every sparse layer selects sparse_k / quest_page pages from this
@@ -51,7 +51,7 @@ struct PlannedSequence {
   int64_t quest_page = 0;
   int64_t sparse_first_layer = 0, sparse_prefix = 0, sparse_k = 0, sparse_keys = 0;
   std::vector<int32_t> select_rows;
-  size_t select_rows_at = 0, prefix_slots_at = 0, sparse_pages_at = 0;
+  size_t select_rows_at = 0, prefix_pages_at = 0, sparse_pages_at = 0;
   int64_t select_q_row = 0;            // its first row among the selecting sequences' (sel_q_)
   int32_t* sparse_sets_out = nullptr;  // the state's sets when kept; else null: scratch
   size_t scratch_sets_at = 0;          // a selection not kept: its sets in sel_sets_ from here

@@ -148,6 +148,29 @@ float* CudaBackend::layer_prefix_ml(const ForwardPlan& plan, int64_t layer) {
   return sel_prefix_ml_.get() + layer * plan.capacity.prefix_rows * 2;
 }
 
+// The pages holding a selecting sequence's prefix, at p.prefix_pages_at (prefix_keys() reads
+// them).
+void CudaBackend::stage_prefix_pages(PlannedSequence& p, std::vector<int32_t>& ints) {
+  const int64_t page_size = kv_pool().page_size();
+  const auto table = p.cache->pages();
+  p.prefix_pages_at = ints.size();
+  ints.insert(ints.end(), table.begin(),
+              table.begin() + (p.sparse_prefix + page_size - 1) / page_size);
+}
+
+cuda::PrefixPages CudaBackend::prefix_keys(const PlannedSequence& p) {
+  cuda::PrefixPages pages;
+  pages.pages = lane_->ints.get() + p.prefix_pages_at;
+  pages.shift = kv_page_shift();
+  return pages;
+}
+
+int CudaBackend::kv_page_shift() {
+  int shift = 0;
+  while ((1 << shift) < kv_pool().page_size()) ++shift;  // a power of two (KvPool)
+  return shift;
+}
+
 void CudaBackend::stage_sparse(ForwardPlan& plan) {
   std::vector<int32_t>& ints = plan.ints;
   const ModelConfig& c = config_;
@@ -179,9 +202,7 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
         cuda::top_k_workspace_ints(static_cast<int>(p.sparse_prefix), static_cast<int>(rows));
     p.select_rows_at = ints.size();
     ints.insert(ints.end(), p.select_rows.begin(), p.select_rows.end());
-    p.prefix_slots_at = ints.size();
-    for (int64_t j = 0; j < p.sparse_prefix; ++j)
-      ints.push_back(static_cast<int32_t>(p.cache->physical_slot(j)));
+    stage_prefix_pages(p, ints);
   }
   // Quest: the prefix's physical slots, and the sequence's pages and slots of this forward.
   for (PlannedSequence& p : plan.seqs) {
@@ -190,9 +211,7 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     const size_t sets = static_cast<size_t>(c.num_layers * c.num_kv_heads);
     st.sparse_sets.ensure(sets * static_cast<size_t>(p.sparse_k), "sparse index sets");
     st.quest_pages.ensure(sets * static_cast<size_t>(p.sparse_k / p.quest_page), "quest pages");
-    p.prefix_slots_at = ints.size();
-    for (int64_t j = 0; j < p.sparse_prefix; ++j)
-      ints.push_back(static_cast<int32_t>(p.cache->physical_slot(j)));
+    stage_prefix_pages(p, ints);
   }
   // Attending: per layer, which sequences read gathered keys (1) or leave their rows to the
   // sparse prefill kernel (2, cuda_sparse_prefill.cpp); one plan per distinct pattern.
@@ -272,8 +291,7 @@ void CudaBackend::enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer) {
   const LayerAttention& la =
       plan.layer_attentions[static_cast<size_t>(plan.attention_of_layer[layer])];
   if (la.sparse_count == 0) return;
-  int shift = 0;
-  while ((1 << shift) < kv_pool().page_size()) ++shift;
+  const int shift = kv_page_shift();
   op_begin("sparse keys");
   cuda::sparse_gather_keys(lane_->ints.get(), lane_->ints.get() + la.sparse_table_at,
                            la.sparse_count, static_cast<int>(config_.num_kv_heads),
@@ -323,7 +341,7 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     float* lse = sel_lse_.get() + lane * sel_lse_lane_;
     sp.lse = lse;
     sp.k_cache = k_pool(layer);
-    sp.prefix_slots = lane_->ints.get() + p.prefix_slots_at;
+    sp.prefix = prefix_keys(p);
     sp.rows_used = lane_->ints.get() + p.select_rows_at;
     sp.scores = sel_layer_scores_.get() + p.select_scores_at +
                 (layer - p.sparse_first_layer) * hkv * p.sparse_prefix;
@@ -397,7 +415,7 @@ void CudaBackend::enqueue_quest_selection(const ForwardPlan& plan, int64_t layer
     cuda::QuestParams qp;
     qp.q = lane_->q.get() + p.row_offset * c.q_dim();
     qp.k_cache = k_pool(layer);
-    qp.prefix_slots = lane_->ints.get() + p.prefix_slots_at;
+    qp.prefix = prefix_keys(p);
     qp.signs = sel_ws_.get() + sel_quest_region_ * sel_ws_lane_;
     qp.scores = quest_scores_.get();
     qp.n_rows = static_cast<int>(p.rows);

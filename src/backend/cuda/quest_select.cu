@@ -47,7 +47,7 @@ __global__ void __launch_bounds__(kPageWarps * 32) quest_page_kernel(QuestParams
   if (page >= n_pages) return;
   const int keys = min(p.page_size, p.n_prefix - page * p.page_size);  // the last may be partial
   const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * p.head_dim;
-  const int32_t* slots = p.prefix_slots + static_cast<int64_t>(page) * p.page_size;
+  const int first = page * p.page_size;
   const float* P = p.signs + (h * 2) * p.head_dim;
   const float* N = P + p.head_dim;
   const bf16* head = p.k_cache + h * p.head_dim;
@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(kPageWarps * 32) quest_page_kernel(QuestParams
     float4 mn = make_float4(INFINITY, INFINITY, INFINITY, INFINITY);
 #pragma unroll 4
     for (int u = 0; u < keys; ++u) {
-      const float4 v = load_bf16x4(head + slots[u] * kv_row + d);
+      const float4 v = load_bf16x4(head + prefix_slot(p.prefix, first + u) * kv_row + d);
       mx = make_float4(fmaxf(mx.x, v.x), fmaxf(mx.y, v.y), fmaxf(mx.z, v.z), fmaxf(mx.w, v.w));
       mn = make_float4(fminf(mn.x, v.x), fminf(mn.y, v.y), fminf(mn.z, v.z), fminf(mn.w, v.w));
     }

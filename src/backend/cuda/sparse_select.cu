@@ -46,16 +46,16 @@ __device__ __forceinline__ void load_q_fragments(const ScoreSumParams& p, int h,
 }
 
 // Starts staging keys [t0, t0 + kSelTile) of the prefix (zeros past `end`) into `kt`,
-// [key][D + 8], as one cp.async group; key j's slot is slots[j - base].
-template <int D>
+// [key][D + 8], as one cp.async group; key j's slot is slot_of(j).
+template <int D, class SlotOf>
 __device__ __forceinline__ void issue_key_tile(const ScoreSumParams& p, int h, int t0, int end,
-                                               bf16* kt, const int32_t* slots, int base) {
+                                               bf16* kt, SlotOf slot_of) {
   constexpr int kChunks = D / 8;
   const int64_t kv_row = static_cast<int64_t>(p.kv_heads) * D;
   for (int c = threadIdx.x; c < kSelTile * kChunks; c += blockDim.x) {
     const int kr = c / kChunks, kc = c % kChunks, j = t0 + kr;
     const bool valid = j < end;
-    const int64_t slot = valid ? slots[j - base] : 0;
+    const int64_t slot = valid ? slot_of(j) : 0;
     ptx::cp_async16(&kt[kr * (D + 8) + kc * 8], p.k_cache + slot * kv_row + h * D + kc * 8, valid);
   }
   ptx::cp_async_commit();
@@ -65,7 +65,7 @@ __device__ __forceinline__ void issue_key_tile(const ScoreSumParams& p, int h, i
 template <int D>
 __device__ __forceinline__ void load_key_tile(const ScoreSumParams& p, int h, int t0, int end,
                                               bf16* kt) {
-  issue_key_tile<D>(p, h, t0, end, kt, p.prefix_slots, 0);
+  issue_key_tile<D>(p, h, t0, end, kt, [&](int j) { return prefix_slot(p.prefix, j); });
   ptx::cp_async_wait<0>();
   __syncthreads();
 }
@@ -161,14 +161,16 @@ __global__ void __launch_bounds__(kSelMaxRows * 2 / MT, MT == 2 ? 2 : 1)
   const int R = p.n_rows_used * group;
   const int first = blockIdx.x * p.block_keys, end = min(p.n_prefix, first + p.block_keys);
   const float scale_log2 = p.scale * 1.4426950408889634f;
-  for (int i = threadIdx.x; i < end - first; i += blockDim.x) slots[i] = p.prefix_slots[first + i];
+  for (int i = threadIdx.x; i < end - first; i += blockDim.x)
+    slots[i] = prefix_slot(p.prefix, first + i);
+  auto staged_slot = [&](int j) { return slots[j - first]; };
   __syncthreads();
   // The first tiles' loads go out before the rows' lse is gathered (one cp.async group a tile,
   // an empty one past the end keeps the count).
   for (int st = 0; st < kSelStages - 1; ++st) {
     const int t = first + st * kSelTile;
     if (t < end)
-      issue_key_tile<D>(p, h, t, end, tiles + st * kTileElems, slots, first);
+      issue_key_tile<D>(p, h, t, end, tiles + st * kTileElems, staged_slot);
     else
       ptx::cp_async_commit();
   }
@@ -203,7 +205,7 @@ __global__ void __launch_bounds__(kSelMaxRows * 2 / MT, MT == 2 ? 2 : 1)
     const int ahead = t0 + (kSelStages - 1) * kSelTile;
     if (ahead < end)
       issue_key_tile<D>(p, h, ahead, end, tiles + ((it + kSelStages - 1) % kSelStages) * kTileElems,
-                        slots, first);
+                        staged_slot);
     else
       ptx::cp_async_commit();
     if (it > 0) store_tile(t0 - kSelTile, (it - 1) & 1);

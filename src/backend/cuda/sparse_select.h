@@ -21,6 +21,20 @@ using bf16 = __nv_bfloat16;
 // score-sum block holds them all, 16 warps of 16.
 constexpr int kMaxSelectionRows = 256;
 
+// A sequence's prefix keys through its page table (the pool's pages: a power of two of slots):
+// key j sits in slot (pages[j >> shift] << shift) | (j & (2^shift - 1)). The forward stages the
+// table — a page an int — instead of a slot a key (32K keys: 8 KB instead of 128 KB a step, and
+// no host loop over the keys).
+struct PrefixPages {
+  const int32_t* pages = nullptr;
+  int shift = 0;
+};
+#ifdef __CUDACC__
+__device__ __forceinline__ int32_t prefix_slot(const PrefixPages& p, int j) {
+  return (p.pages[j >> p.shift] << p.shift) | (j & ((1 << p.shift) - 1));
+}
+#endif
+
 // MAGE's score-sum (§1.6 step 2): for every KV head h and prefix key j,
 //   scores[h, j] = mean over the used rows r and the G query heads g of h of
 //                  exp(q[r, g] . k[j] * scale - lse[r, g])
@@ -29,12 +43,12 @@ constexpr int kMaxSelectionRows = 256;
 // mage_prefix_lse_from_attention()); mage_prefix_lse() computes it with a pass over K of its own
 // (the reference of the hand-over, and the path of layers the batch re-plans: dLLM-Cache).
 struct ScoreSumParams {
-  const bf16* q = nullptr;                // [rows, heads * head_dim], after RoPE
-  const float* lse = nullptr;             // [rows, heads]
-  const bf16* k_cache = nullptr;          // one layer of the pool: [slots, kv_heads * head_dim]
-  const int32_t* prefix_slots = nullptr;  // [n_prefix]: physical slot of each prefix key
-  const int32_t* rows_used = nullptr;     // [n_rows_used]: the block rows averaged over
-  float* scores = nullptr;                // [kv_heads, n_prefix]
+  const bf16* q = nullptr;             // [rows, heads * head_dim], after RoPE
+  const float* lse = nullptr;          // [rows, heads]
+  const bf16* k_cache = nullptr;       // one layer of the pool: [slots, kv_heads * head_dim]
+  PrefixPages prefix;                  // the slot of each of the n_prefix prefix keys
+  const int32_t* rows_used = nullptr;  // [n_rows_used]: the block rows averaged over
+  float* scores = nullptr;             // [kv_heads, n_prefix]
   int n_rows_used = 0, n_prefix = 0, heads = 0, kv_heads = 0, head_dim = 0;
   float scale = 1.0f;
   // mage_score_sum: query rows per warp, 16 or 32 (head_dim <= 128). A warp of 32 rows loads
@@ -107,11 +121,11 @@ void fold_block_keys_lse(const ScoreSumParams& p, const BlockKeys& b, float* lse
 // warp a page takes the page's bounds from K and its score. signs: 2 * kv_heads * head_dim
 // floats of scratch.
 struct QuestParams {
-  const bf16* q = nullptr;                // [n_rows, heads * head_dim], after RoPE
-  const bf16* k_cache = nullptr;          // one layer of the pool: [slots, kv_heads * head_dim]
-  const int32_t* prefix_slots = nullptr;  // [n_prefix]: physical slot of each prefix key
-  float* signs = nullptr;                 // scratch: [kv_heads, 2, head_dim]
-  float* scores = nullptr;                // [kv_heads, quest_pages(n_prefix, page_size)]
+  const bf16* q = nullptr;        // [n_rows, heads * head_dim], after RoPE
+  const bf16* k_cache = nullptr;  // one layer of the pool: [slots, kv_heads * head_dim]
+  PrefixPages prefix;             // the slot of each of the n_prefix prefix keys
+  float* signs = nullptr;         // scratch: [kv_heads, 2, head_dim]
+  float* scores = nullptr;        // [kv_heads, quest_pages(n_prefix, page_size)]
   int n_rows = 0, n_prefix = 0, page_size = 16, heads = 0, kv_heads = 0, head_dim = 0;
 };
 void quest_page_scores(const QuestParams& p, cudaStream_t stream);
