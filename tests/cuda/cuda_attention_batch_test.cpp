@@ -14,6 +14,7 @@
 #include <functional>
 #include <iterator>
 #include <numeric>
+#include <span>
 
 #include "attention/attention_rule.h"
 #include "attention/sparse_attention.h"
@@ -91,8 +92,9 @@ struct Seq {
   // log-sum-exp [n_q, heads] of each row's scaled scores over the visible cache keys (double).
   bool prefix_lse = false;
   std::vector<double> ref_prefix_lse;
-  bool keys_at_positions = false;  // AttentionBatchSeq::keys_at_positions
-  std::vector<int32_t> phys;       // physical pool slot of each key
+  bool keys_at_positions = false;      // AttentionBatchSeq::keys_at_positions
+  std::vector<int32_t> phys;           // physical pool slot of each key
+  std::vector<int32_t> score_queries;  // AttentionBatchSeq::score_queries
 
   cuda::AttentionBatchSeq desc() const {
     cuda::AttentionBatchSeq d;
@@ -106,6 +108,7 @@ struct Seq {
     d.custom_mask_queries_only = c.queries_only;
     d.prefix_lse = prefix_lse;
     d.keys_at_positions = keys_at_positions;
+    d.score_queries = score_queries;
     return d;
   }
 };
@@ -206,7 +209,7 @@ struct BatchRun {
   cuda::AttentionBatchParams p;
   cuda::DeviceBuffer<uint16_t> q, out;
   cuda::DeviceBuffer<int32_t> q_pos, plan;
-  cuda::DeviceBuffer<float> ws, prefix_ml;
+  cuda::DeviceBuffer<float> ws, prefix_ml, prefix_scores;
 
   BatchRun(const Pool& pool, const cuda::AttentionBatchCapacity& cap, size_t plan_ints) {
     const auto& s = pool.shape;
@@ -230,6 +233,10 @@ struct BatchRun {
     if (cap.prefix_rows > 0) {
       prefix_ml.resize(size_t(cap.prefix_rows) * 2, "prefix (m, l)");
       p.prefix_ml = prefix_ml.get();
+    }
+    if (cap.prefix_score_floats > 0) {
+      prefix_scores.resize(size_t(cap.prefix_score_floats), "raw prefix scores");
+      p.prefix_scores = prefix_scores.get();
     }
   }
 
@@ -759,6 +766,10 @@ struct HandOver {
   cuda::AttentionBatchPlan plan;
   std::vector<std::vector<uint16_t>> out;
   std::vector<std::vector<float>> lse;  // [n_q, heads] per prefix_lse sequence (else empty)
+  // Per score_queries sequence (else empty): its raw prefix scores,
+  // [kv_heads][queries x G][prefix_score_stride(cache)]
+  std::vector<std::vector<float>> scores;
+  std::vector<float> prefix_ml;  // the call's prefix-only (m, l) rows (plan.prefix_row)
 };
 HandOver run_hand_over(const Pool& pool, const std::vector<const Seq*>& seqs) {
   std::vector<cuda::AttentionBatchSeq> descs;
@@ -770,11 +781,21 @@ HandOver run_hand_over(const Pool& pool, const std::vector<const Seq*>& seqs) {
   run.stage(seqs);
   cuda::attention_batch(run.p, nullptr);
   h.out = run.outputs(seqs);
+  if (h.plan.need.prefix_rows > 0) h.prefix_ml = test::to_host(run.prefix_ml);
   const auto& sh = pool.shape;
   for (size_t i = 0; i < seqs.size(); ++i) {
     const Seq& s = *seqs[i];
     h.lse.emplace_back();
+    h.scores.emplace_back();
     EXPECT_EQ(h.plan.prefix_row[i] >= 0, s.prefix_lse);
+    EXPECT_EQ(h.plan.prefix_scores_at[i] >= 0, !s.score_queries.empty());
+    if (!s.score_queries.empty()) {
+      const auto all = test::to_host(run.prefix_scores);
+      const auto first = all.begin() + h.plan.prefix_scores_at[i];
+      h.scores.back().assign(first,
+                             first + s.score_queries.size() * sh.heads *
+                                         cuda::batch_layout::prefix_score_stride(s.c.n_cache));
+    }
     if (!s.prefix_lse) continue;
     std::vector<int32_t> rows(size_t(s.c.n_q));
     std::iota(rows.begin(), rows.end(), 0);
@@ -867,6 +888,24 @@ TEST(CudaAttentionBatch, PrefixLseHandOverMatchesReferenceAndLeavesOutputsAlone)
   }
 }
 
+// Whether two top-k sets of KV head h are equal; where not, each key in one only must tie the
+// k-th largest of `own` (the scores `b` was ranked from) within fp32 rounding, and at most one
+// pair swaps.
+bool same_set_but_near_ties(const std::vector<int32_t>& a, const std::vector<int32_t>& b,
+                            std::span<const float> own, int k, int h) {
+  if (a == b) return true;
+  std::vector<float> sorted(own.begin(), own.end());
+  std::nth_element(sorted.begin(), sorted.begin() + (k - 1), sorted.end(), std::greater<float>());
+  const float kth = sorted[size_t(k - 1)];
+  std::vector<int32_t> differ;
+  std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(differ));
+  EXPECT_LE(differ.size(), 2u) << "kv head " << h;
+  for (int32_t j : differ)
+    EXPECT_NEAR(own[size_t(j)], kth, 1e-5 * kth)
+        << "kv head " << h << ": key " << j << " differs without a near-tie at the k-th";
+  return false;
+}
+
 // The selection from the handed-over LSE (score sums, top-k) picks the very sets the selection's
 // own LSE pass picks, on fresh random inputs: all of a block's queries and a few of them, both
 // kernels, head_dim 128 / 64 / 16. The two LSEs agree to fp32 rounding (and with the host's
@@ -953,29 +992,124 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
       const auto b = std::vector<int32_t>(picks[1].begin() + size_t(h) * c.k,
                                           picks[1].begin() + size_t(h + 1) * c.k);
       ++sets;
-      if (a == b) {
-        ++equal_sets;
-        continue;
-      }
-      std::vector<float> own(sums[1].begin() + size_t(h) * c.n_cache,
-                             sums[1].begin() + size_t(h + 1) * c.n_cache);
-      std::vector<float> sorted = own;
-      std::nth_element(sorted.begin(), sorted.begin() + (c.k - 1), sorted.end(),
-                       std::greater<float>());
-      const float kth = sorted[size_t(c.k - 1)];
-      std::vector<int32_t> differ;
-      std::set_symmetric_difference(a.begin(), a.end(), b.begin(), b.end(),
-                                    std::back_inserter(differ));
-      EXPECT_LE(differ.size(), 2u) << "kv head " << h;
-      for (int32_t j : differ)
-        EXPECT_NEAR(own[size_t(j)], kth, 1e-5 * kth)
-            << "kv head " << h << ": key " << j << " differs without a near-tie at the k-th";
+      equal_sets += same_set_but_near_ties(
+          a, b, std::span(sums[1]).subspan(size_t(h) * c.n_cache, size_t(c.n_cache)), c.k, h);
     }
   }
   std::printf("  hand-over vs own LSE pass: %d of %d sets identical (others: a near-tie swap)\n",
               equal_sets, sets);
   EXPECT_EQ(sets, 8 + 8 + 8 + 2 + 8 + 1);
   EXPECT_GE(equal_sets, sets - 3);
+}
+
+// MAGE's few-query selection from the exact pass's raw scores (AttentionBatchSeq::
+// score_queries): the scores both kernels hand over equal the host's q . k over the prefix (one
+// and many splits, head_dim 128 / 64 / 16, two sequences of a batch with queries of their own),
+// the outputs keep their bits, and the score sums read from them equal those of the pass over K
+// on the same LSE up to fp32 summation order — so the same sets, but for a near-tie at the k-th.
+TEST(CudaAttentionBatch, HandedOverScoresSumAsThePassOverKeys) {
+  std::mt19937 rng(107);
+  struct Case {
+    int heads, kv, d, n_q, n_cache, k, select;
+  };
+  int sets = 0, equal_sets = 0, multi_split = 0;
+  for (const Case c : {Case{32, 8, 128, 32, 6000, 512, 1}, Case{32, 8, 128, 32, 20000, 1024, 4},
+                       Case{32, 8, 128, 8, 3000, 256, 2}, Case{8, 2, 64, 32, 2500, 300, 3},
+                       Case{32, 8, 16, 32, 4000, 512, 1}, Case{4, 1, 16, 16, 1200, 64, 4}}) {
+    SCOPED_TRACE(testing::Message()
+                 << "heads " << c.heads << "/" << c.kv << " d " << c.d << ", " << c.n_q
+                 << " queries, " << c.n_cache << " cached, k " << c.k << ", select " << c.select);
+    const int group = c.heads / c.kv;
+    Pool pool(c.heads, c.kv, c.d, 16, (2 * c.n_cache + 2 * c.n_q) / 16 + 32, rng);
+    Seq s = make_seq({c.n_q, c.n_cache, AttentionKind::kBlockCausal, c.n_q}, pool, rng);
+    Seq other = make_seq({c.n_q, c.n_cache / 2 + 7, AttentionKind::kBlockCausal, c.n_q}, pool, rng);
+    pool.upload_positions();
+    const HandOver plain = run_hand_over(pool, {&s, &other});
+    s.prefix_lse = other.prefix_lse = true;
+    s.score_queries = selection_query_rows(c.n_q, c.select);
+    other.score_queries = selection_query_rows(c.n_q, std::max(1, c.select - 1));
+    const HandOver with = run_hand_over(pool, {&s, &other});
+    multi_split += with.plan.splits[0] > 1;
+    for (const Seq* q : {&s, &other}) {
+      const size_t i = q == &s ? 0 : 1;
+      EXPECT_TRUE(with.out[i] == plain.out[i]) << "sequence " << i << ": the scores changed bits";
+      const int n = q->c.n_cache, rows = int(q->score_queries.size()) * group;
+      const int64_t stride = cuda::batch_layout::prefix_score_stride(n);
+      ASSERT_EQ(with.scores[i].size(), size_t(c.kv) * rows * stride);
+      double worst = 0;
+      for (int h = 0; h < c.kv; ++h)
+        for (int t = 0; t < rows; ++t) {
+          const int r = q->score_queries[size_t(t / group)], hq = h * group + t % group;
+          const float* qr = &q->q[(size_t(r) * c.heads + hq) * c.d];
+          for (int j = 0; j < n; ++j) {
+            const float* kr = &pool.k[size_t(q->phys[size_t(j)]) * c.kv * c.d + size_t(h) * c.d];
+            double dot = 0;
+            for (int e = 0; e < c.d; ++e) dot += double(qr[e]) * kr[e];
+            const double got = with.scores[i][(size_t(h) * rows + t) * stride + j];
+            worst = std::max(worst, std::abs(got - dot) / (1.0 + std::abs(dot)));
+          }
+        }
+      EXPECT_LE(worst, 1e-5) << "sequence " << i << ": raw scores vs the host's q . k";
+    }
+    // The score sums of s from its handed-over scores and from a pass over K, on the same LSE.
+    const int n = c.n_cache;
+    auto drows = test::to_device(s.score_queries);
+    auto dpages = test::to_device(s.page_table);
+    auto dq = test::to_device(s.qb);
+    auto dlse = test::to_device(with.lse[0]);
+    auto draw = test::to_device(with.scores[0]);
+    auto dml = test::to_device(with.prefix_ml);
+    cuda::DeviceBuffer<float> scores(size_t(c.kv) * n, "scores");
+    cuda::ScoreSumParams sp;
+    sp.q = reinterpret_cast<const bf16*>(dq.get());
+    sp.lse = dlse.get();
+    sp.k_cache = reinterpret_cast<const bf16*>(pool.dk.get());
+    sp.prefix = {dpages.get(), 4};  // the pool's pages of 16
+    sp.rows_used = drows.get();
+    sp.scores = scores.get();
+    sp.n_rows_used = int(s.score_queries.size());
+    sp.n_prefix = n;
+    sp.heads = c.heads;
+    sp.kv_heads = c.kv;
+    sp.head_dim = c.d;
+    sp.scale = pool.shape.scale;
+    cuda::DeviceBuffer<int32_t> topk_ws(cuda::top_k_workspace_ints(n, c.kv), "top-k workspace");
+    std::vector<std::vector<float>> sums;
+    std::vector<std::vector<int32_t>> picks;
+    // From the scores with the lse merged in the sums (the forward's MAGE) and read (SparseD's),
+    // then over K.
+    cuda::HandedScores hs;
+    hs.raw = draw.get();
+    hs.stride = cuda::batch_layout::prefix_score_stride(n);
+    for (const int way : {0, 1, 2}) {
+      DLLM_CUDA_CHECK(cudaMemset(scores.get(), 0xff, scores.size() * sizeof(float)));
+      hs.prefix_ml = way == 0 ? dml.get() + with.plan.prefix_row[0] * 2 : nullptr;
+      hs.splits = with.plan.splits[0];
+      hs.n_q = c.n_q;
+      if (way < 2)
+        cuda::mage_score_sum_from_scores(sp, hs, nullptr);
+      else
+        cuda::mage_score_sum(sp, nullptr);
+      cuda::DeviceBuffer<int32_t> sel(size_t(c.kv) * c.k, "sets");
+      cuda::sparse_top_k(scores.get(), n, c.k, c.kv, sel.get(), topk_ws.get(), nullptr);
+      sums.push_back(test::to_host(scores));
+      picks.push_back(test::to_host(sel));
+    }
+    EXPECT_EQ(sums[0], sums[1]) << "the lse merged in the sums != the merge kernel's";
+    EXPECT_LE(rel_error(sums[0], sums[2]), 1e-5) << "score sums from the scores vs over K";
+    for (int h = 0; h < c.kv; ++h) {
+      const std::vector<int32_t> a(picks[0].begin() + size_t(h) * c.k,
+                                   picks[0].begin() + size_t(h + 1) * c.k);
+      const std::vector<int32_t> b(picks[2].begin() + size_t(h) * c.k,
+                                   picks[2].begin() + size_t(h + 1) * c.k);
+      ++sets;
+      equal_sets += same_set_but_near_ties(
+          a, b, std::span(sums[2]).subspan(size_t(h) * n, size_t(n)), c.k, h);
+    }
+  }
+  std::printf("  scores handed over vs a pass over K: %d of %d sets identical\n", equal_sets, sets);
+  EXPECT_GE(equal_sets, sets - 3);
+  EXPECT_GT(multi_split, 2) << "the cases must cover sequences of several splits";
 }
 
 // Bad plans are refused with the field at fault.
@@ -993,6 +1127,17 @@ TEST(CudaAttentionBatch, PlannerRejectsBadInput) {
   s.page_size = 12;
   q.n_keys = 8;
   EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);
+  s.page_size = 16;
+  q.n_keys = 20;
+  q.page_table = {};
+  const std::vector<int32_t> unordered = {2, 1};
+  q.score_queries = unordered;
+  EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);  // without prefix_lse
+  q.prefix_lse = true;
+  EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);  // not ascending
+  const std::vector<int32_t> past = {1, 4};
+  q.score_queries = past;
+  EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);  // past the queries
 }
 
 }  // namespace

@@ -156,6 +156,24 @@ std::vector<int32_t> later_block(int n) {
   return b;
 }
 
+// Two selections of sequence s by two ways to the same numbers: each set equal, or (a key tied
+// with the k-th within rounding) one swapped pair; counts the sets compared and the identical.
+void compare_sets(const SequenceResult& a, const SequenceResult& b, size_t s, int& compared,
+                  int& identical) {
+  ASSERT_EQ(a.sparse_selection.size(), b.sparse_selection.size());
+  for (size_t i = 0; i < a.sparse_selection.size(); ++i) {
+    const auto &x = a.sparse_selection[i].slots, &y = b.sparse_selection[i].slots;
+    ASSERT_EQ(x.size(), y.size());
+    if (x.empty()) continue;
+    ++compared;
+    identical += x == y;
+    std::vector<int32_t> differ;
+    std::set_symmetric_difference(x.begin(), x.end(), y.begin(), y.end(),
+                                  std::back_inserter(differ));
+    EXPECT_LE(differ.size(), 2u) << "sequence " << s << " set " << i << ": more than a swap";
+  }
+}
+
 double recall(const std::vector<int32_t>& got, const std::vector<int32_t>& want) {
   std::vector<int32_t> common;
   std::set_intersection(got.begin(), got.end(), want.begin(), want.end(),
@@ -458,21 +476,61 @@ TEST(CudaMage, LseHandOverSelectsAsTheSelectionsOwnPass) {
       const auto ra = own->forward(fa), rb = handed->forward(fb);
       for (size_t s = 0; s < 2; ++s) {
         EXPECT_EQ(ra[s].logits, rb[s].logits) << "sequence " << s;
-        ASSERT_EQ(ra[s].sparse_selection.size(), rb[s].sparse_selection.size());
-        for (size_t i = 0; i < ra[s].sparse_selection.size(); ++i) {
-          const auto &x = ra[s].sparse_selection[i].slots, &y = rb[s].sparse_selection[i].slots;
-          ASSERT_EQ(x.size(), y.size());
-          if (x.empty()) continue;
-          ++compared;
-          identical += x == y;
-          std::vector<int32_t> differ;
-          std::set_symmetric_difference(x.begin(), x.end(), y.begin(), y.end(),
-                                        std::back_inserter(differ));
-          EXPECT_LE(differ.size(), 2u) << "sequence " << s << " set " << i << ": more than a swap";
-        }
+        compare_sets(ra[s], rb[s], s, compared, identical);
       }
     }
   std::printf("  hand-over vs own LSE pass: %d of %d sets identical\n", identical, compared);
+  EXPECT_GT(compared, 0);
+  EXPECT_GE(identical, compared * 9 / 10);
+}
+
+// Selecting from a few queries, the exact pass hands their raw prefix scores over too (the
+// default) and the score sums read them instead of K (DLLM_MAGE_SCORE_HANDOVER=0): the same sets
+// but for a key tied with the k-th within fp32 rounding, the same logits; with the selection on
+// the main stream (DLLM_MAGE_SIDE_STREAM=0) the same bits. The Hopper kernel (block 32, head_dim
+// 128) and mma.sync (block 8; head_dim 16 and 64), one to four queries, a batch of two; the
+// scores themselves are checked in CudaAttentionBatch.HandedOverScoresSumAsThePassOverKeys.
+TEST(CudaMage, ScoreHandOverSelectsAsThePassOverKeys) {
+  struct Case {
+    int head_dim, block, n_prefix, k, select_queries;
+  };
+  int compared = 0, identical = 0;
+  for (const Case cs : {Case{128, 32, 3000, 256, 1}, Case{128, 8, 1500, 64, 2},
+                        Case{16, 32, 2000, 128, 4}, Case{64, 32, 900, 100, 3}}) {
+    SCOPED_TRACE("head_dim " + std::to_string(cs.head_dim) + " block " + std::to_string(cs.block) +
+                 " queries " + std::to_string(cs.select_queries));
+    auto model = random_sdar(cs.head_dim);
+    setenv("DLLM_MAGE_SCORE_HANDOVER", "0", 1);
+    auto keys = make_cuda_backend(*model);
+    unsetenv("DLLM_MAGE_SCORE_HANDOVER");
+    auto handed = make_cuda_backend(*model);
+    setenv("DLLM_MAGE_SIDE_STREAM", "0", 1);
+    auto handed_main = make_cuda_backend(*model);
+    unsetenv("DLLM_MAGE_SIDE_STREAM");
+    std::vector<std::vector<SequenceResult>> results;
+    for (Backend* b : {keys.get(), handed.get(), handed_main.get()}) {
+      Seq s1 = prefilled(*b, cs.n_prefix, cs.n_prefix + 64),
+          s2 = prefilled(*b, cs.n_prefix / 2, cs.n_prefix + 64);
+      const std::vector<int32_t> masks(size_t(cs.block), kMask);
+      std::vector<SequenceForward> f = {s1.request(masks, cs.n_prefix, 32),
+                                        s2.request(masks, cs.n_prefix / 2, 32)};
+      f[0].sparse = mage_select(cs.k, 1, cs.select_queries);
+      f[1].sparse = mage_select(cs.k / 2, 1, std::max(1, cs.select_queries - 1));
+      results.push_back(b->forward(f));
+    }
+    for (size_t s = 0; s < 2; ++s) {
+      const SequenceResult &a = results[0][s], &b = results[1][s], &m = results[2][s];
+      EXPECT_EQ(a.logits, b.logits) << "sequence " << s;
+      EXPECT_EQ(b.logits, m.logits) << "sequence " << s;
+      compare_sets(a, b, s, compared, identical);
+      ASSERT_EQ(b.sparse_selection.size(), m.sparse_selection.size());
+      for (size_t i = 0; i < b.sparse_selection.size(); ++i)
+        EXPECT_EQ(b.sparse_selection[i].slots, m.sparse_selection[i].slots)
+            << "sequence " << s << " set " << i;
+    }
+  }
+  std::printf("  scores handed over vs a pass over K: %d of %d sets identical\n", identical,
+              compared);
   EXPECT_GT(compared, 0);
   EXPECT_GE(identical, compared * 9 / 10);
 }

@@ -239,6 +239,9 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
   if (c.prefix_rows > 0 && !p.prefix_ml)
     fail("attention_batch: a prefix_lse sequence needs prefix_ml (", c.prefix_rows, " rows)");
   a.prefix_ml = c.prefix_rows > 0 ? p.prefix_ml : nullptr;
+  if (c.prefix_score_floats > 0 && !p.prefix_scores)
+    fail("attention_batch: score_queries need prefix_scores (", c.prefix_score_floats, " floats)");
+  a.prefix_scores = c.prefix_score_floats > 0 ? p.prefix_scores : nullptr;
   a.heads = s.heads;
   a.kv_heads = s.kv_heads;
   a.head_dim = s.head_dim;

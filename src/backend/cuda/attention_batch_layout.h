@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cuda_bf16.h>
+#include <cuda_runtime.h>
 
 #include <cstdint>
 
@@ -50,7 +51,18 @@ constexpr int kKeysHeadStride = 11;
 // (AttentionBatchSeq::prefix_lse).
 constexpr int kPrefixRow = 12;
 constexpr int kKeysAtPositions = 13;  // AttentionBatchSeq::keys_at_positions
-constexpr int kSeqInts = 14;
+// AttentionBatchSeq::score_queries: where its n_q ints sit that give each query's index among
+// them (or -1), or -1; how many there are; its first float in
+// AttentionBatchKernelArgs::prefix_scores.
+constexpr int kScoreMapAt = 14;
+constexpr int kScoreQueries = 15;
+constexpr int kScoresAt = 16;
+constexpr int kSeqInts = 17;
+// A row of raw prefix scores: the prefix's keys, padded to whole 16 bytes (the kernels store key
+// pairs as 8 bytes, the score sums load 4 keys at once).
+__host__ __device__ constexpr int64_t prefix_score_stride(int64_t n_prefix) {
+  return (n_prefix + 3) / 4 * 4;
+}
 
 // A work item: one block per KV head of (sequence, row block, splits). It carries a copy of its
 // sequence's descriptor, so that a block finds everything one load after the header.
@@ -110,8 +122,9 @@ struct AttentionBatchKernelArgs {
   __nv_bfloat16* partial_o = nullptr;
   float* partial_ml = nullptr;
   __nv_bfloat16* out = nullptr;
-  float* prefix_ml = nullptr;   // the prefix_lse sequences' (m, l) rows, or null
-  int32_t* counters = nullptr;  // kMergeCounters, zero between calls
+  float* prefix_ml = nullptr;      // the prefix_lse sequences' (m, l) rows, or null
+  float* prefix_scores = nullptr;  // the score_queries sequences' raw prefix scores, or null
+  int32_t* counters = nullptr;     // kMergeCounters, zero between calls
   int heads = 0, kv_heads = 0, head_dim = 0, page_shift = 0;
   float scale = 1.0f;
   // Grid order: (KV heads, items) — the KV heads of an item side by side — where set, else

@@ -148,6 +148,13 @@ void check_sequence(const AttentionBatchSeq& q, size_t i) {
          "custom mask");
   if (q.kind == MaskKind::kBlockCausal && q.block_size <= 0)
     fail("attention_batch: sequence ", i, " is block-causal without a block size");
+  if (!q.score_queries.empty() && !q.prefix_lse)
+    fail("attention_batch: sequence ", i, " wants raw prefix scores without prefix_lse");
+  for (size_t t = 0; t < q.score_queries.size(); ++t)
+    if (q.score_queries[t] < 0 || q.score_queries[t] >= q.n_q ||
+        (t > 0 && q.score_queries[t] <= q.score_queries[t - 1]))
+      fail("attention_batch: sequence ", i, ": score_queries must ascend within [0, ", q.n_q,
+           ") (entry ", t, " is ", q.score_queries[t], ")");
   if (q.kind == MaskKind::kCustom) {
     const size_t want = static_cast<size_t>(q.n_q) *
                         (q.custom_mask_queries_only ? q.n_q : static_cast<size_t>(q.n_keys));
@@ -197,6 +204,25 @@ void stage_mask(const AttentionBatchSeq& q, std::vector<int32_t>& st, size_t bas
   st.resize(at + (q.custom_mask.size() + 3) / 4, 0);
   std::copy(q.custom_mask.begin(), q.custom_mask.end(), reinterpret_cast<uint8_t*>(&st[at]));
   st[desc + L::kMaskAt] = static_cast<int32_t>((at - base) * 4);
+}
+
+// Appends the map from each query to its index among score_queries (or -1) and sets the
+// descriptor's score fields; returns the floats of raw prefix scores it takes.
+int64_t stage_score_map(const AttentionBatchSeq& q, const AttentionBatchShape& s,
+                        std::vector<int32_t>& st, size_t base, size_t desc, int64_t scores_at) {
+  st[desc + L::kScoreMapAt] = -1;
+  st[desc + L::kScoreQueries] = 0;
+  st[desc + L::kScoresAt] = 0;
+  if (q.score_queries.empty()) return 0;
+  const size_t at = st.size();
+  st.resize(at + static_cast<size_t>(q.n_q), -1);
+  for (size_t t = 0; t < q.score_queries.size(); ++t)
+    st[at + static_cast<size_t>(q.score_queries[t])] = static_cast<int32_t>(t);
+  st[desc + L::kScoreMapAt] = static_cast<int32_t>(at - base);
+  st[desc + L::kScoreQueries] = static_cast<int32_t>(q.score_queries.size());
+  st[desc + L::kScoresAt] = static_cast<int32_t>(scores_at);
+  return static_cast<int64_t>(q.score_queries.size()) * s.heads *
+         L::prefix_score_stride(q.n_keys - q.n_q);
 }
 
 }  // namespace
@@ -283,7 +309,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   };
   std::vector<SerialItem> serial_items[L::kKinds];  // none for kSm90Prefill (one split each)
   std::vector<int32_t> items[L::kKinds], serial_ints[L::kKinds], combine_rows;
-  int64_t q_row = 0, partial_row = 0, prefix_row = 0;
+  int64_t q_row = 0, partial_row = 0, prefix_row = 0, prefix_scores = 0;
   int32_t pairs = 0;  // (sequence, row block) pairs of the Hopper kernel
   for (size_t i = 0; i < n; ++i) {
     const AttentionBatchSeq& q = seqs[i];
@@ -303,6 +329,8 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     st[desc + L::kKeysAtPositions] = q.keys_at_positions ? 1 : 0;
     plan.prefix_row.push_back(q.prefix_lse ? prefix_row : -1);
     if (q.prefix_lse) prefix_row += int64_t{splits} * q.n_q * shape.heads;  // one split too
+    plan.prefix_scores_at.push_back(q.score_queries.empty() ? -1 : prefix_scores);
+    prefix_scores += stage_score_map(q, shape, st, base, desc, prefix_scores);
     stage_keys(q, shape, i, st, base, desc);
     plan.device_keys_at.push_back(q.device_keys ? st[desc + L::kKeysAt] : -1);
     stage_mask(q, st, base, desc);
@@ -334,9 +362,9 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     q_row += q.n_q;
     if (splits > 1) partial_row += int64_t{splits} * q.n_q * shape.heads;  // one: no partials
     if (q_row > INT32_MAX || partial_row > INT32_MAX || prefix_row > INT32_MAX ||
-        st.size() - base > INT32_MAX / 4)
+        prefix_scores > INT32_MAX || st.size() - base > INT32_MAX / 4)
       fail("attention_batch: batch too large (", q_row, " query rows, ", partial_row,
-           " partial rows)");
+           " partial rows, ", prefix_scores, " raw prefix scores)");
   }
   for (int kind = 0; kind < L::kKinds; ++kind) {
     std::stable_sort(serial_items[kind].begin(), serial_items[kind].end(),
@@ -361,6 +389,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   plan.need.sm90_prefill_items = st[base + L::kItemCount + L::kSm90Prefill];
   plan.need.partial_rows = partial_row;
   plan.need.prefix_rows = prefix_row;
+  plan.need.prefix_score_floats = prefix_scores;
   plan.need.combine = !combine_rows.empty();
   return plan;
 }

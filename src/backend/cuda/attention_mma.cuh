@@ -28,7 +28,8 @@ constexpr size_t smem_bytes() {
 // (and, with more stages, each other: a block alone on its SM waits for a tile's round trip only
 // once per STAGES - 1 tiles). PREFIX (batched calls with a prefix_lse sequence): also the
 // prefix-only (m, l) of the rows of sequences that want them (flash_tile.cuh:
-// prefix_stats_at_tile); other instances are as before. split == batch_layout::kSerialSplit (a
+// prefix_stats_at_tile) and the raw prefix scores of their score_queries (write_prefix_scores);
+// other instances are as before. split == batch_layout::kSerialSplit (a
 // serial batch item, never a prefix_lse sequence): every split of the sequence in turn, through one
 // pipeline, each written as its own block would, then merged here (attention_serial_merge.cuh). A
 // split group (batch items): its splits the same way, merged by the combine pass.
@@ -195,6 +196,10 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
         }
     }
 
+    if constexpr (PREFIX)  // the rows found again each tile: no registers held through the loop
+      if (p.prefix_scores && t0 < n_cache)
+        write_prefix_scores(s, prefix_score_row(p, g, ra, R, group, n_cache),
+                            prefix_score_row(p, g, ra + 8, R, group, n_cache), t0, n_cache, lane);
     if constexpr (PREFIX)  // the tile holding the prefix's last key
       if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kKeysPerTile)
         prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split, p.kv_heads,

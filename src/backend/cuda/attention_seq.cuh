@@ -35,6 +35,11 @@ struct AttentionSeqView {
   float* partial_ml;
   bf16* out;         // this sequence's first output row
   float* prefix_ml;  // its first prefix-only (m, l) row (AttentionBatchSeq::prefix_lse), or null
+  // AttentionBatchSeq::score_queries: its raw prefix scores, each query's index among them (or
+  // -1), their count; null without.
+  float* prefix_scores;
+  const int32_t* score_map;
+  int score_queries;
   int n_keys, n_q, heads, kv_heads, splits, block_size, page_shift;
   int row_block, split, merge_pair;  // the work item
   int split_last;                    // its last split (kItemSplitLast)
@@ -172,6 +177,8 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
     const int mask_at = desc(L::kMaskAt), keys_at = desc(L::kKeysAt), pages_at = desc(L::kPagesAt);
     const int keys_head_stride = desc(L::kKeysHeadStride);
     const int prefix_row = desc(L::kPrefixRow);
+    const int score_map_at = desc(L::kScoreMapAt), score_queries = desc(L::kScoreQueries);
+    const int scores_at = desc(L::kScoresAt);
     const int n_keys = desc(L::kNKeys), n_q = desc(L::kNQ), splits = desc(L::kSplits);
     const int block_size = desc(L::kBlockSize), mask_kind = desc(L::kKind);
     const int queries_only = desc(L::kMaskQueriesOnly);
@@ -193,6 +200,10 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
       v.out = a.out + q_row * row_elems;
       v.prefix_ml =
           prefix_row >= 0 && a.prefix_ml ? a.prefix_ml + int64_t{prefix_row} * 2 : nullptr;
+      const bool scores = score_map_at >= 0 && a.prefix_scores;
+      v.prefix_scores = scores ? a.prefix_scores + scores_at : nullptr;
+      v.score_map = scores ? plan + score_map_at : nullptr;
+      v.score_queries = scores ? score_queries : 0;
       v.n_keys = n_keys;
       v.n_q = n_q;
       v.heads = a.heads;

@@ -62,7 +62,8 @@ struct SmemLayout {
 // One block's work: rows [row_block * 64 NWG, +64 NWG) of KV head kv_head_of(p) over split `split`
 // of the keys. P: AttentionParams or AttentionSeqView (attention_seq.cuh). PREFIX (batched calls
 // with a prefix_lse sequence): also the prefix-only (m, l) of the rows of the sequences that want
-// them (flash_tile.cuh: prefix_stats_at_tile); the other instances are as before.
+// them (flash_tile.cuh: prefix_stats_at_tile) and the raw prefix scores of their score_queries
+// (write_prefix_scores); the other instances are as before.
 // split == batch_layout::kSerialSplit (a serial batch item, never a prefix_lse sequence): every
 // split of the sequence in turn, through one pipeline, each written as its own block would, then
 // merged by this block (attention_serial_merge.cuh).
@@ -180,6 +181,10 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
     sm90::mask_scores<KT>(p, s_flat, kpos + stage * kKeys, t0, k_end, n_cache, n_keys, row_a, row_b,
                           lane);
 
+    if constexpr (PREFIX)  // the rows found again each tile: no registers held through the loop
+      if (p.prefix_scores && t0 < n_cache)
+        write_prefix_scores(s, prefix_score_row(p, g, ra, R, group, n_cache),
+                            prefix_score_row(p, g, ra + 8, R, group, n_cache), t0, n_cache, lane);
     if constexpr (PREFIX)  // the tile holding the prefix's last key
       if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kKeys)
         prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split, p.kv_heads,

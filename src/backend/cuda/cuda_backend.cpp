@@ -99,6 +99,7 @@ CudaBackend::CudaBackend(const Model& model, int device)
   graphs_enabled_ = cuda::env_switch_on("DLLM_CUDA_GRAPHS");
   select_side_stream_ = cuda::env_switch_on("DLLM_MAGE_SIDE_STREAM");
   mage_lse_handover_ = cuda::env_switch_on("DLLM_MAGE_LSE_HANDOVER");
+  mage_score_handover_ = cuda::env_switch_on("DLLM_MAGE_SCORE_HANDOVER");
   if (const char* rows = std::getenv("DLLM_MAGE_SCORE_ROWS"); rows && std::string(rows) == "16")
     mage_score_rows_ = 16;
 

@@ -176,6 +176,12 @@ class CudaBackend final : public Backend {
   int kv_page_shift();  // log2 of the pool's page size
   void enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer);
   void enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer);
+  cuda::ScoreSumParams score_sum_params(const ForwardPlan& plan, const PlannedSequence& p,
+                                        int64_t layer, float* lse);
+  void enqueue_selection_lse(const ForwardPlan& plan, const PlannedSequence& p, int64_t layer,
+                             const cuda::ScoreSumParams& sp, float* lse, float* workspace,
+                             cudaStream_t s);
+  void select_from_handed_scores(const ForwardPlan& plan, const PlannedSequence& p, int64_t layer);
   void enqueue_quest_selection(const ForwardPlan& plan, int64_t layer);
   void expand_quest_sets(const ForwardPlan& plan, int64_t layer);
   void enqueue_sparse_top_k(const ForwardPlan& plan);
@@ -267,8 +273,9 @@ class CudaBackend final : public Backend {
   DeviceBuffer<float> dlc_sim_;     // dLLM-Cache: V similarities
   DeviceBuffer<float> rollout_ws_;  // d2Cache rollout: importance first, then scratch
   // Sparse selection's scratch: the prefix LSE of the selection rows and its chunk partials, one
-  // region per selection lane (below) and one for Quest's query signs (sel_ws_), `*_lane_`
-  // elements apart; the sets of a selection not kept (want_selection only); MAGE's / SparseD's
+  // region per selection lane (below) and one more on the main stream — Quest's query signs
+  // (sel_ws_), the LSE of a selection from handed-over scores (sel_lse_) —, `*_lane_` elements
+  // apart; the sets of a selection not kept (want_selection only); MAGE's / SparseD's
   // score sums of every sparse layer with their top-k's workspace, per selecting sequence
   // (PlannedSequence::select_scores_at; 1/128 of the bytes its K/V holds); Quest's page scores
   // and their top-k's workspace (on the main stream, one layer at a time).
@@ -299,6 +306,12 @@ class CudaBackend final : public Backend {
   // compute the LSE with a pass over K of its own instead (comparisons).
   bool mage_lse_handover_ = true;
   DeviceBuffer<float> sel_prefix_ml_;
+  // With a few selection rows (at most cuda::kMaxHandedScoreRows with their query heads) the
+  // exact pass also hands their raw prefix scores over (PlannedSequence::select_from_scores),
+  // one layer at a time; DLLM_MAGE_SCORE_HANDOVER=0 has the score sums read K instead
+  // (comparisons).
+  bool mage_score_handover_ = true;
+  DeviceBuffer<float> sel_prefix_scores_;
   float* layer_prefix_ml(const ForwardPlan& plan, int64_t layer);
   // Sparse prefill: the layer's plan on the device and the keys read back for estimation.
   cuda::DeviceSparsePlan sp_prefill_plan_;

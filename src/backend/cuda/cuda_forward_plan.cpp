@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/sparse_select.h"
 #include "backend/forward_positions.h"
 #include "backend/sequence_slots.h"
 #include "core/error.h"
@@ -216,7 +217,7 @@ void CudaBackend::stage(ForwardPlan& plan) {
   stage_token_stats(plan);
 
   // Batched paged attention over every sequence's rows (a dLLM-Cache layer re-plans its rows).
-  for (const PlannedSequence& p : plan.seqs) {
+  for (PlannedSequence& p : plan.seqs) {
     cuda::AttentionBatchSeq a;
     a.n_q = static_cast<int>(p.rows);
     a.n_keys = static_cast<int>(p.n_keys);
@@ -229,6 +230,12 @@ void CudaBackend::stage(ForwardPlan& plan) {
     // MAGE / SparseD selecting: the exact pass hands each row's prefix-only LSE over (§1.6),
     // unless a dLLM-Cache sequence makes the layers re-plan (the selection's own pass then).
     a.prefix_lse = p.sparse_select && !plan.any_reuse && mage_lse_handover_;
+    // A few selection rows: their raw prefix scores too, for score sums without a pass over K.
+    const int64_t group = config_.num_heads / config_.num_kv_heads;
+    p.select_from_scores =
+        a.prefix_lse && mage_score_handover_ &&
+        static_cast<int64_t>(p.select_rows.size()) * group <= cuda::kMaxHandedScoreRows;
+    if (p.select_from_scores) a.score_queries = p.select_rows;
     a.keys_at_positions = p.cold_prefill && !p.reuse;
     plan.attention_seqs.push_back(a);
   }

@@ -115,6 +115,7 @@ void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const Laye
     ap.plan = lane_->ints.get() + layer_attention(plan, layer).offset;
     ap.capacity = plan.capacity;
     ap.prefix_ml = layer_prefix_ml(plan, layer);
+    ap.prefix_scores = sel_prefix_scores_.get();
   } else {  // dLLM-Cache in the batch: this layer's rows, planned and staged now
     std::vector<cuda::AttentionBatchSeq> seqs = plan.attention_seqs;
     for (size_t si = 0; si < seqs.size(); ++si) seqs[si].n_q = static_cast<int>(rows.size[si]);

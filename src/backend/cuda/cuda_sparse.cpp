@@ -18,6 +18,7 @@
 #include <iterator>
 #include <string>
 
+#include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/sparse_select.h"
@@ -281,6 +282,8 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
         std::max(plan.capacity.sm90_prefill_items, n.sm90_prefill_items);
     plan.capacity.partial_rows = std::max(plan.capacity.partial_rows, n.partial_rows);
     plan.capacity.prefix_rows = std::max(plan.capacity.prefix_rows, n.prefix_rows);
+    plan.capacity.prefix_score_floats =
+        std::max(plan.capacity.prefix_score_floats, n.prefix_score_floats);
     plan.capacity.combine = plan.capacity.combine || n.combine;
     plan.layer_attentions.push_back(std::move(la));
   }
@@ -300,14 +303,97 @@ void CudaBackend::enqueue_sparse_keys(const ForwardPlan& plan, int64_t layer) {
   op_end();
 }
 
-void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer) {
+// The score sums' parameters of a selecting sequence in `layer`, its rows' lse at `lse`.
+cuda::ScoreSumParams CudaBackend::score_sum_params(const ForwardPlan& plan,
+                                                   const PlannedSequence& p, int64_t layer,
+                                                   float* lse) {
   const ModelConfig& c = config_;
   const int hkv = static_cast<int>(c.num_kv_heads);
   const int64_t qd = c.q_dim();
+  cuda::ScoreSumParams sp;
+  // Beside the main stream the selection reads its copy of the layer's queries.
+  const bool copied = select_side_stream_ && !p.select_from_scores;
+  sp.q = copied ? sel_q_.get() + (layer * plan.select_q_rows + p.select_q_row) * qd
+                : lane_->q.get() + p.row_offset * qd;
+  sp.lse = lse;
+  sp.k_cache = k_pool(layer);
+  sp.prefix = prefix_keys(p);
+  sp.rows_used = lane_->ints.get() + p.select_rows_at;
+  sp.scores = sel_layer_scores_.get() + p.select_scores_at +
+              (layer - p.sparse_first_layer) * hkv * p.sparse_prefix;
+  sp.n_rows_used = static_cast<int>(p.select_rows.size());
+  sp.n_prefix = static_cast<int>(p.sparse_prefix);
+  sp.heads = static_cast<int>(c.num_heads);
+  sp.kv_heads = hkv;
+  sp.head_dim = static_cast<int>(c.head_dim);
+  sp.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+  sp.rows_per_warp = mage_score_rows_;
+  return sp;
+}
+
+// The rows' prefix-only lse, into `lse` (sp.lse): merged from the exact pass's hand-over (§1.6
+// step 1) or from a pass over K of the selection's own; SparseD's rows then fold the block's own
+// keys in.
+void CudaBackend::enqueue_selection_lse(const ForwardPlan& plan, const PlannedSequence& p,
+                                        int64_t layer, const cuda::ScoreSumParams& sp, float* lse,
+                                        float* workspace, cudaStream_t s) {
+  const size_t si = static_cast<size_t>(&p - plan.seqs.data());
+  const cuda::AttentionBatchPlan& ap = layer_attention(plan, layer);
+  if (plan.attention_seqs[si].prefix_lse) {
+    cuda::mage_prefix_lse_from_attention(sp, layer_prefix_ml(plan, layer) + ap.prefix_row[si] * 2,
+                                         ap.splits[si], static_cast<int>(p.rows), lse, s);
+  } else {
+    cuda::mage_prefix_lse(sp, lse, workspace, s);
+  }
+  if (!p.sparse_full_softmax) return;
+  cuda::BlockKeys b;
+  b.slots = lane_->ints.get() + plan.slots_at + p.row_offset;
+  b.positions = lane_->ints.get() + plan.positions_at + p.row_offset;
+  b.n = static_cast<int>(p.rows);
+  b.kind = plan.attention_seqs[si].kind;
+  b.block_size = static_cast<int>(p.seq->rule.block_size);
+  cuda::fold_block_keys_lse(sp, b, lse, s);
+}
+
+// A sequence whose exact pass handed its few selection rows' raw prefix scores over: its score
+// sums on the main stream, before the next layer's attention overwrites the scores — about 1/16
+// of the bytes of a pass over K, so not worth a copy of the scores for a side stream. MAGE's sums
+// merge the rows' lse themselves (one launch); SparseD's fold the block's keys in first, in the
+// region after the lanes' (Quest's selection, also on the main stream, uses only sel_ws_'s).
+void CudaBackend::select_from_handed_scores(const ForwardPlan& plan, const PlannedSequence& p,
+                                            int64_t layer) {
+  const size_t si = static_cast<size_t>(&p - plan.seqs.data());
+  const cuda::AttentionBatchPlan& ap = layer_attention(plan, layer);
+  const cuda::AttentionBatchSeq& a = plan.attention_seqs[si];
+  float* lse = sel_lse_.get() + sel_quest_region_ * sel_lse_lane_;
+  const cuda::ScoreSumParams sp = score_sum_params(plan, p, layer, lse);
+  cuda::HandedScores hs;
+  hs.raw = sel_prefix_scores_.get() + ap.prefix_scores_at[si];
+  hs.stride = cuda::batch_layout::prefix_score_stride(a.n_keys - a.n_q);
+  if (p.sparse_full_softmax) {
+    op_begin("sparse selection: prefix lse");
+    enqueue_selection_lse(plan, p, layer, sp, lse, nullptr, lane_->stream);
+    op_end();
+  } else {
+    hs.prefix_ml = layer_prefix_ml(plan, layer) + ap.prefix_row[si] * 2;
+    hs.splits = ap.splits[si];
+    hs.n_q = static_cast<int>(p.rows);
+  }
+  op_begin("sparse selection: score sums");
+  cuda::mage_score_sum_from_scores(sp, hs, lane_->stream);
+  op_end();
+}
+
+void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer) {
+  const ModelConfig& c = config_;
+  const int64_t qd = c.q_dim();
   bool any = false;
   for (const PlannedSequence& p : plan.seqs)
-    any = any || (p.sparse_select && layer >= p.sparse_first_layer);
+    any = any || (p.select_lane >= 0 && layer >= p.sparse_first_layer);
   if (!any) return;
+  for (const PlannedSequence& p : plan.seqs)
+    if (p.select_from_scores && p.select_lane >= 0 && layer >= p.sparse_first_layer)
+      select_from_handed_scores(plan, p, layer);
   if (select_side_stream_) {  // hand this layer's queries over (§1.6)
     if (select_streams_.empty()) {
       int least = 0, greatest = 0;  // the lowest priority: behind the forward (cuda_backend.cpp)
@@ -320,64 +406,31 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
         DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     }
     for (const PlannedSequence& p : plan.seqs)
-      if (p.sparse_select && layer >= p.sparse_first_layer)
+      if (p.select_lane >= 0 && layer >= p.sparse_first_layer && !p.select_from_scores)
         DLLM_CUDA_CHECK(cudaMemcpyAsync(
             sel_q_.get() + (layer * plan.select_q_rows + p.select_q_row) * qd,
             lane_->q.get() + p.row_offset * qd, static_cast<size_t>(p.rows * qd) * sizeof(bf16),
             cudaMemcpyDeviceToDevice, lane_->stream));
+    // Recorded after the handed-over scores' sums too: their top-k waits on the last layer's.
     DLLM_CUDA_CHECK(cudaEventRecord(select_events_[static_cast<size_t>(layer)], lane_->stream));
   }
   for (const PlannedSequence& p : plan.seqs) {
-    if (p.select_lane < 0 || layer < p.sparse_first_layer) continue;
+    if (p.select_lane < 0 || layer < p.sparse_first_layer || p.select_from_scores) continue;
     const int lane = p.select_lane;
     const cudaStream_t s = selection_stream(p);
     if (select_side_stream_) {
       if (lane >= select_lanes_used_) select_lanes_used_ = lane + 1;
       DLLM_CUDA_CHECK(cudaStreamWaitEvent(s, select_events_[static_cast<size_t>(layer)]));
     }
-    cuda::ScoreSumParams sp;
-    sp.q = select_side_stream_ ? sel_q_.get() + (layer * plan.select_q_rows + p.select_q_row) * qd
-                               : lane_->q.get() + p.row_offset * qd;
     float* lse = sel_lse_.get() + lane * sel_lse_lane_;
-    sp.lse = lse;
-    sp.k_cache = k_pool(layer);
-    sp.prefix = prefix_keys(p);
-    sp.rows_used = lane_->ints.get() + p.select_rows_at;
-    sp.scores = sel_layer_scores_.get() + p.select_scores_at +
-                (layer - p.sparse_first_layer) * hkv * p.sparse_prefix;
-    sp.n_rows_used = static_cast<int>(p.select_rows.size());
-    sp.n_prefix = static_cast<int>(p.sparse_prefix);
-    sp.heads = static_cast<int>(c.num_heads);
-    sp.kv_heads = hkv;
-    sp.head_dim = static_cast<int>(c.head_dim);
-    sp.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-    sp.rows_per_warp = mage_score_rows_;
+    const cuda::ScoreSumParams sp = score_sum_params(plan, p, layer, lse);
     // Profiled on the main stream only (DLLM_MAGE_SIDE_STREAM=0), per part.
-    auto part = [&](const char* op) {
-      if (select_side_stream_) return;
-      op_end();
-      op_begin(op);
-    };
     if (!select_side_stream_) op_begin("sparse selection: prefix lse");
-    const size_t si = static_cast<size_t>(&p - plan.seqs.data());
-    const cuda::AttentionBatchPlan& ap = layer_attention(plan, layer);
-    const bool handed_over = plan.attention_seqs[si].prefix_lse;  // §1.6 step 1
-    if (handed_over) {
-      cuda::mage_prefix_lse_from_attention(sp, layer_prefix_ml(plan, layer) + ap.prefix_row[si] * 2,
-                                           ap.splits[si], static_cast<int>(p.rows), lse, s);
-    } else {
-      cuda::mage_prefix_lse(sp, lse, sel_ws_.get() + lane * sel_ws_lane_, s);
+    enqueue_selection_lse(plan, p, layer, sp, lse, sel_ws_.get() + lane * sel_ws_lane_, s);
+    if (!select_side_stream_) {
+      op_end();
+      op_begin("sparse selection: score sums");
     }
-    if (p.sparse_full_softmax) {  // SparseD: the block's own keys join each row's softmax
-      cuda::BlockKeys b;
-      b.slots = lane_->ints.get() + plan.slots_at + p.row_offset;
-      b.positions = lane_->ints.get() + plan.positions_at + p.row_offset;
-      b.n = static_cast<int>(p.rows);
-      b.kind = plan.attention_seqs[si].kind;
-      b.block_size = static_cast<int>(p.seq->rule.block_size);
-      cuda::fold_block_keys_lse(sp, b, lse, s);
-    }
-    part("sparse selection: score sums");
     cuda::mage_score_sum(sp, s);
     if (!select_side_stream_) op_end();
   }
@@ -392,6 +445,11 @@ void CudaBackend::enqueue_sparse_top_k(const ForwardPlan& plan) {
   for (const PlannedSequence& p : plan.seqs) {
     if (p.select_lane < 0) continue;
     const cudaStream_t s = selection_stream(p);
+    if (select_side_stream_ && p.select_from_scores) {  // its sums ran on the main stream
+      select_lanes_used_ = std::max(select_lanes_used_, p.select_lane + 1);
+      DLLM_CUDA_CHECK(
+          cudaStreamWaitEvent(s, select_events_[static_cast<size_t>(c.num_layers - 1)]));
+    }
     if (!select_side_stream_) op_begin("sparse selection: top-k");
     int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get() + p.scratch_sets_at;
     cuda::sparse_top_k(sel_layer_scores_.get() + p.select_scores_at,

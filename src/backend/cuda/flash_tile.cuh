@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/kernels.h"
 
 namespace dllm::cuda {
@@ -161,6 +162,42 @@ __device__ __forceinline__ void prefix_stats_after_loop(const float (&m)[2], con
     write_prefix_stats(prefix_ml, split, kv_heads, g, rows, ra, none_m, none_l, lane);
   } else if (n_cache > k_begin + n_tiles * tile_keys) {
     write_prefix_stats(prefix_ml, split, kv_heads, g, rows, ra, m, l, lane);
+  }
+}
+
+// MAGE's selection from a few queries (AttentionBatchSeq::score_queries): the exact pass writes
+// the raw scores of those queries' rows over the prefix keys as it computes them, and the
+// selection's score sums read them instead of K. Row r of KV head g (query r / G, query head
+// g G + r % G) is row map[r / G] G + r % G of g's [score_queries G][prefix_score_stride(
+// n_cache)] block; null where the row writes none.
+template <class P>
+__device__ __forceinline__ float* prefix_score_row(const P& p, int g, int r, int R, int group,
+                                                   int n_cache) {
+  if (!p.prefix_scores || r >= R) return nullptr;
+  const int t = p.score_map[r / group];
+  if (t < 0) return nullptr;
+  const int64_t rows = static_cast<int64_t>(p.score_queries) * group;
+  return p.prefix_scores +
+         (g * rows + t * group + r % group) * batch_layout::prefix_score_stride(n_cache);
+}
+
+// The tile of keys [t0, t0 + 8 NT) (t0 < n_cache): its prefix keys' masked, unscaled scores
+// (before online_softmax_tile) of the lane's rows that write them (row_a, row_b, or null), a
+// key pair per 8-byte store — the four lanes of a row fill a sector (a pair straddling the
+// prefix's end lands in the row's padding).
+template <int NT>
+__device__ __forceinline__ void write_prefix_scores(const float (&s)[NT][4], float* row_a,
+                                                    float* row_b, int t0, int n_cache, int lane) {
+#pragma unroll
+  for (int h2 = 0; h2 < 2; ++h2) {
+    float* row = h2 ? row_b : row_a;
+    if (!row) continue;
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int j = t0 + nt * 8 + (lane % 4) * 2;
+      if (j < n_cache)
+        *reinterpret_cast<float2*>(row + j) = make_float2(s[nt][2 * h2], s[nt][2 * h2 + 1]);
+    }
   }
 }
 

@@ -152,6 +152,14 @@ struct AttentionBatchSeq {
   // selection gets each row's prefix-only log-sum-exp without a pass of its own over K
   // (mage_prefix_lse_from_attention(), sparse_select.h). The outputs are the same bits either way.
   bool prefix_lse = false;
+  // MAGE's selection from a few queries (with prefix_lse): also write the raw scores q . k (before
+  // the scale) of these query rows (ascending indices into its n_q) over the prefix keys, for
+  // every query head, so that the selection's score sums read them instead of K
+  // (mage_score_sum_from_scores(), sparse_select.h). Layout from AttentionBatchPlan::
+  // prefix_scores_at: [kv_heads][score_queries.size() x G][batch_layout::prefix_score_stride(
+  // n_keys - n_q)] floats. Every prefix key must be visible to every row (MAGE's rules: the cache
+  // lies before the block). The outputs are the same bits either way.
+  std::span<const int32_t> score_queries;
   // Its rows keep their place in q / out, but another kernel attends them (MMInference sparse
   // prefill: cuda_sparse_prefill.cpp): no work items, nothing written to its rows.
   bool attended_elsewhere = false;
@@ -169,19 +177,21 @@ struct AttentionBatchShape {
 // What a call needs (the plan's real counts) or may hold (the caller's capacities, e.g. the
 // counts rounded up to a graph bucket).
 struct AttentionBatchCapacity {
-  int q_rows = 0;              // query rows (the combine grid)
-  int mma_items = 0;           // work items of the mma.sync kernel (its grid x KV heads)
-  int sm90_items = 0;          // work items of the Hopper kernel
-  int sm90_prefill_items = 0;  // work items of the Hopper prefill kernel
-  int64_t partial_rows = 0;    // split partial rows (the workspace)
-  int64_t prefix_rows = 0;     // prefix-only (m, l) rows (AttentionBatchParams::prefix_ml)
+  int q_rows = 0;                   // query rows (the combine grid)
+  int mma_items = 0;                // work items of the mma.sync kernel (its grid x KV heads)
+  int sm90_items = 0;               // work items of the Hopper kernel
+  int sm90_prefill_items = 0;       // work items of the Hopper prefill kernel
+  int64_t partial_rows = 0;         // split partial rows (the workspace)
+  int64_t prefix_rows = 0;          // prefix-only (m, l) rows (AttentionBatchParams::prefix_ml)
+  int64_t prefix_score_floats = 0;  // raw prefix scores (AttentionBatchParams::prefix_scores)
   // Whether the call launches the combine pass: not where every sequence of several splits is a
   // serial item (batch_layout::kSerialSplit), which merges its own splits.
   bool combine = true;
   bool covers(const AttentionBatchCapacity& need) const {
     return q_rows >= need.q_rows && mma_items >= need.mma_items && sm90_items >= need.sm90_items &&
            sm90_prefill_items >= need.sm90_prefill_items && partial_rows >= need.partial_rows &&
-           prefix_rows >= need.prefix_rows && (combine || !need.combine);
+           prefix_rows >= need.prefix_rows && prefix_score_floats >= need.prefix_score_floats &&
+           (combine || !need.combine);
   }
 };
 struct AttentionBatchPlan {
@@ -196,6 +206,9 @@ struct AttentionBatchPlan {
   // rows of split s, KV head h, query r, head gi of h's group: prefix_row + (s * kv_heads + h) *
   // n_q * G + r * G + gi), or -1 without prefix_lse.
   std::vector<int64_t> prefix_row;
+  // Per sequence: its first float in AttentionBatchParams::prefix_scores, or -1 without
+  // score_queries.
+  std::vector<int64_t> prefix_scores_at;
 };
 // How a sequence's splits run: a block each, side by side (then merged by the combine pass or
 // the Hopper kernel's in-kernel merge), or one block per row block and KV head computing them one
@@ -243,6 +256,9 @@ struct AttentionBatchParams {
   // (AttentionBatchPlan::prefix_row); needed when capacity.prefix_rows > 0. The kernels that
   // write it are instances of their own: without it the usual ones run, untouched.
   float* prefix_ml = nullptr;
+  // [capacity.prefix_score_floats]: the score_queries sequences' raw prefix scores
+  // (AttentionBatchPlan::prefix_scores_at); needed when capacity.prefix_score_floats > 0.
+  float* prefix_scores = nullptr;
   AttentionBatchShape shape;
   AttentionBatchCapacity capacity;  // grid sizes: >= the need of every plan it runs
 };

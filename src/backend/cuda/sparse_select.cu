@@ -1,8 +1,10 @@
 // MAGE's selection (prefix-only LSE, score sums) and the gathered attention's key lists
 // (sparse_select.h); the top-k is sparse_top_k.cu.
+#include <algorithm>
 #include <type_traits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_query.h"
 #include "backend/cuda/mma_ptx.cuh"
 #include "backend/cuda/mma_tile.cuh"
 #include "backend/cuda/per_device.h"
@@ -277,14 +279,10 @@ constexpr size_t kTileBytes = kSelTile*(D + 8) * sizeof(bf16);
 // then the lanes merge in a fixed tree into lane 0: the same bits in any batch. (One thread a row
 // merging ~33 splits in series took ~10 us a layer at 32K.)
 constexpr int kMergeWarps = 8;
-__global__ void __launch_bounds__(kMergeWarps * 32)
-    prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, int chunks, int partial_rows,
-                            bool by_query_row, float* lse) {
-  const int group = p.heads / p.kv_heads, R = p.n_rows_used * group, lane = threadIdx.x & 31;
-  const int e = blockIdx.x * kMergeWarps + static_cast<int>(threadIdx.x >> 5);
-  if (e >= p.kv_heads * R) return;  // the whole warp
-  const int h = e / R, i = e % R;
-  const int row = by_query_row ? p.rows_used[i / group] * group + i % group : i;
+// The warp's merge of row `row` of KV head h; lane 0 returns its lse.
+__device__ __forceinline__ float warp_merged_lse(const ScoreSumParams& p, const float* partial,
+                                                 int chunks, int partial_rows, int h, int row) {
+  const int lane = threadIdx.x & 31;
   float m = -INFINITY, l = 0.0f;
   for (int c = lane; c < chunks; c += 32) {
     const float* pc =
@@ -297,7 +295,19 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
     const float l2 = __shfl_down_sync(0xffffffffu, l, offset);
     merge_max_sum(m, l, m2, l2);
   }
-  if (lane == 0) lse[p.rows_used[i / group] * p.heads + h * group + i % group] = m + logf(l);
+  return m + logf(l);
+}
+__global__ void __launch_bounds__(kMergeWarps * 32)
+    prefix_lse_merge_kernel(ScoreSumParams p, const float* partial, int chunks, int partial_rows,
+                            bool by_query_row, float* lse) {
+  const int group = p.heads / p.kv_heads, R = p.n_rows_used * group;
+  const int e = blockIdx.x * kMergeWarps + static_cast<int>(threadIdx.x >> 5);
+  if (e >= p.kv_heads * R) return;  // the whole warp
+  const int h = e / R, i = e % R;
+  const int row = by_query_row ? p.rows_used[i / group] * group + i % group : i;
+  const float row_lse = warp_merged_lse(p, partial, chunks, partial_rows, h, row);
+  if ((threadIdx.x & 31) == 0)
+    lse[p.rows_used[i / group] * p.heads + h * group + i % group] = row_lse;
 }
 int merge_blocks(const ScoreSumParams& p) {
   const int rows = p.kv_heads * p.n_rows_used * (p.heads / p.kv_heads);
@@ -328,6 +338,41 @@ __global__ void fold_block_keys_kernel(ScoreSumParams p, BlockKeys b, float* lse
     m = mn;
   }
   lse[r * p.heads + head] = m + logf(l);
+}
+
+// Grid (key chunks, KV heads): first the rows' lse (read, or merged from the attention's
+// splits by a warp a row as prefix_lse_merge_kernel merges them: the same bits), then a thread
+// four keys at a time, its rows' raw scores in order (16-byte loads, coalesced).
+constexpr int kFromScoresThreads = 256;
+__global__ void __launch_bounds__(kFromScoresThreads)
+    score_sum_from_scores_kernel(ScoreSumParams p, HandedScores hs) {
+  __shared__ float lse2[kMaxHandedScoreRows];  // base 2
+  const int h = blockIdx.y, group = p.heads / p.kv_heads, R = p.n_rows_used * group;
+  for (int i = static_cast<int>(threadIdx.x >> 5); i < R; i += kFromScoresThreads / 32) {
+    const int r = p.rows_used[i / group];
+    const float row_lse = hs.prefix_ml ? warp_merged_lse(p, hs.prefix_ml, hs.splits, hs.n_q * group,
+                                                         h, r * group + i % group)
+                                       : p.lse[r * p.heads + h * group + i % group];
+    if ((threadIdx.x & 31) == 0) lse2[i] = row_lse * 1.4426950408889634f;
+  }
+  __syncthreads();
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  const int64_t n = p.n_prefix, stride = hs.stride;
+  const float* rows = hs.raw + h * R * stride;
+  for (int64_t j = (blockIdx.x * int64_t{blockDim.x} + threadIdx.x) * 4; j < n;
+       j += int64_t{gridDim.x} * blockDim.x * 4) {
+    float v[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int r = 0; r < R; ++r) {
+      const float4 s = *reinterpret_cast<const float4*>(rows + r * stride + j);
+      v[0] += exp2f(fmaf(s.x, scale_log2, -lse2[r]));
+      v[1] += exp2f(fmaf(s.y, scale_log2, -lse2[r]));
+      v[2] += exp2f(fmaf(s.z, scale_log2, -lse2[r]));
+      v[3] += exp2f(fmaf(s.w, scale_log2, -lse2[r]));
+    }
+#pragma unroll
+    for (int e = 0; e < 4; ++e)
+      if (j + e < n) p.scores[h * n + j + e] = v[e] / static_cast<float>(R);
+  }
 }
 
 // Block (sequence, KV head): its list of n_keys physical slots for this layer.
@@ -384,6 +429,26 @@ void mage_prefix_lse_from_attention(const ScoreSumParams& p, const float* prefix
   if (n == 0) return;
   prefix_lse_merge_kernel<<<merge_blocks(p), kMergeWarps * 32, 0, stream>>>(p, prefix_ml, splits,
                                                                             n_q * group, true, lse);
+  DLLM_CUDA_LAUNCH_CHECK();
+}
+
+void mage_score_sum_from_scores(const ScoreSumParams& p, const HandedScores& hs,
+                                cudaStream_t stream) {
+  const int R = p.n_rows_used * (p.heads / p.kv_heads);
+  if (R > kMaxHandedScoreRows)
+    fail("mage_score_sum_from_scores: ", p.n_rows_used, " rows x ", p.heads / p.kv_heads,
+         " query heads per KV head exceed ", kMaxHandedScoreRows);
+  if (hs.stride % 4 != 0 || hs.stride < p.n_prefix)
+    fail("mage_score_sum_from_scores: the row stride must be a multiple of 4 of at least ",
+         p.n_prefix, " (got ", hs.stride, ")");
+  if (hs.prefix_ml && hs.splits <= 0)
+    fail("mage_score_sum_from_scores: needs splits > 0 (got ", hs.splits, ")");
+  if (p.n_prefix == 0 || R == 0) return;
+  // A few blocks a KV head per SM, each merging its rows' lse once: more blocks only repeat it.
+  const int per_block = kFromScoresThreads * 4;
+  const int chunks = std::min((p.n_prefix + per_block - 1) / per_block,
+                              std::max(1, 4 * device_sm_count() / p.kv_heads));
+  score_sum_from_scores_kernel<<<dim3(chunks, p.kv_heads), kFromScoresThreads, 0, stream>>>(p, hs);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

@@ -65,6 +65,23 @@ struct ScoreSumParams {
 };
 void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream);
 
+// The same sums from the exact pass's raw prefix scores of the used rows (AttentionBatchSeq::
+// score_queries = rows_used) instead of a pass over K: a few rows' scores are fewer bytes than
+// the keys (4 rows: 16 B a key and KV head, twice — written, read — against K's 256 at head_dim
+// 128). The rows' lse: merged here from the attention's hand-over as
+// mage_prefix_lse_from_attention() merges it (the same bits), or with prefix_ml null read from
+// p.lse (SparseD's, folded first). p.q, k_cache and prefix are unused. At most
+// kMaxHandedScoreRows rows.
+constexpr int kMaxHandedScoreRows = 16;
+struct HandedScores {
+  const float* raw = nullptr;        // [kv_heads][n_rows_used x G][stride], unscaled
+  int64_t stride = 0;                // batch_layout::prefix_score_stride(the attention's prefix)
+  const float* prefix_ml = nullptr;  // the sequence's first (m, l) row of the hand-over, or null
+  int splits = 0, n_q = 0;           // its splits and query rows (with prefix_ml)
+};
+void mage_score_sum_from_scores(const ScoreSumParams& p, const HandedScores& hs,
+                                cudaStream_t stream);
+
 // Top-k per KV head (§1.6 step 3): out[h, 0..k) = the indices of the k largest scores[h, :]
 // (ties to the lower index, as top_k_indices), ascending. A radix select over the scores' bits
 // spread over chunks of 4096 scores, one block each (a single block per KV head left the
