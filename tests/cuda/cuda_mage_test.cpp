@@ -487,9 +487,11 @@ TEST(CudaMage, LseHandOverSelectsAsTheSelectionsOwnPass) {
 // Selecting from a few queries, the exact pass hands their raw prefix scores over too (the
 // default) and the score sums read them instead of K (DLLM_MAGE_SCORE_HANDOVER=0): the same sets
 // but for a key tied with the k-th within fp32 rounding, the same logits; with the selection on
-// the main stream (DLLM_MAGE_SIDE_STREAM=0) the same bits. The Hopper kernel (block 32, head_dim
-// 128) and mma.sync (block 8; head_dim 16 and 64), one to four queries, a batch of two; the
-// scores themselves are checked in CudaAttentionBatch.HandedOverScoresSumAsThePassOverKeys.
+// the main stream (DLLM_MAGE_SIDE_STREAM=0) the same bits, and so with one score slot
+// (DLLM_MAGE_SCORE_SLOTS=1: each layer's attention waits for the sums of the layer before). The
+// Hopper kernel (block 32, head_dim 128) and mma.sync (block 8; head_dim 16 and 64), one to four
+// queries, a batch of two; the scores themselves are checked in
+// CudaAttentionBatch.HandedOverScoresSumAsThePassOverKeys.
 TEST(CudaMage, ScoreHandOverSelectsAsThePassOverKeys) {
   struct Case {
     int head_dim, block, n_prefix, k, select_queries;
@@ -507,8 +509,11 @@ TEST(CudaMage, ScoreHandOverSelectsAsThePassOverKeys) {
     setenv("DLLM_MAGE_SIDE_STREAM", "0", 1);
     auto handed_main = make_cuda_backend(*model);
     unsetenv("DLLM_MAGE_SIDE_STREAM");
+    setenv("DLLM_MAGE_SCORE_SLOTS", "1", 1);
+    auto one_slot = make_cuda_backend(*model);
+    unsetenv("DLLM_MAGE_SCORE_SLOTS");
     std::vector<std::vector<SequenceResult>> results;
-    for (Backend* b : {keys.get(), handed.get(), handed_main.get()}) {
+    for (Backend* b : {keys.get(), handed.get(), handed_main.get(), one_slot.get()}) {
       Seq s1 = prefilled(*b, cs.n_prefix, cs.n_prefix + 64),
           s2 = prefilled(*b, cs.n_prefix / 2, cs.n_prefix + 64);
       const std::vector<int32_t> masks(size_t(cs.block), kMask);
@@ -519,14 +524,17 @@ TEST(CudaMage, ScoreHandOverSelectsAsThePassOverKeys) {
       results.push_back(b->forward(f));
     }
     for (size_t s = 0; s < 2; ++s) {
-      const SequenceResult &a = results[0][s], &b = results[1][s], &m = results[2][s];
+      const SequenceResult &a = results[0][s], &b = results[1][s];
       EXPECT_EQ(a.logits, b.logits) << "sequence " << s;
-      EXPECT_EQ(b.logits, m.logits) << "sequence " << s;
       compare_sets(a, b, s, compared, identical);
-      ASSERT_EQ(b.sparse_selection.size(), m.sparse_selection.size());
-      for (size_t i = 0; i < b.sparse_selection.size(); ++i)
-        EXPECT_EQ(b.sparse_selection[i].slots, m.sparse_selection[i].slots)
-            << "sequence " << s << " set " << i;
+      for (size_t other : {2, 3}) {  // main stream; one slot
+        const SequenceResult& m = results[other][s];
+        EXPECT_EQ(b.logits, m.logits) << "sequence " << s << ", run " << other;
+        ASSERT_EQ(b.sparse_selection.size(), m.sparse_selection.size());
+        for (size_t i = 0; i < b.sparse_selection.size(); ++i)
+          EXPECT_EQ(b.sparse_selection[i].slots, m.sparse_selection[i].slots)
+              << "sequence " << s << " set " << i << ", run " << other;
+      }
     }
   }
   std::printf("  scores handed over vs a pass over K: %d of %d sets identical\n", identical,

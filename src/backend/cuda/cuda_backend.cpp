@@ -102,6 +102,8 @@ CudaBackend::CudaBackend(const Model& model, int device)
   mage_score_handover_ = cuda::env_switch_on("DLLM_MAGE_SCORE_HANDOVER");
   if (const char* rows = std::getenv("DLLM_MAGE_SCORE_ROWS"); rows && std::string(rows) == "16")
     mage_score_rows_ = 16;
+  if (const char* slots = std::getenv("DLLM_MAGE_SCORE_SLOTS"))
+    score_slots_ = std::clamp(std::atoi(slots), 1, 64);
 
   const ModelTensors& t = model.tensors();
   embed_ = upload_bf16({t.embed}, "the embedding");
@@ -123,6 +125,7 @@ CudaBackend::~CudaBackend() {
   for (cudaEvent_t e : {lane_fork_, lane_join_})
     if (e) cudaEventDestroy(e);
   for (cudaEvent_t e : select_events_) cudaEventDestroy(e);
+  for (cudaEvent_t e : score_slot_events_) cudaEventDestroy(e);
   for (cudaStream_t s : select_streams_) cudaStreamDestroy(s);
 }
 

@@ -181,7 +181,9 @@ class CudaBackend final : public Backend {
   void enqueue_selection_lse(const ForwardPlan& plan, const PlannedSequence& p, int64_t layer,
                              const cuda::ScoreSumParams& sp, float* lse, float* workspace,
                              cudaStream_t s);
-  void select_from_handed_scores(const ForwardPlan& plan, const PlannedSequence& p, int64_t layer);
+  void select_from_handed_scores(const ForwardPlan& plan, const PlannedSequence& p, int64_t layer,
+                                 cudaStream_t s);
+  void enqueue_handed_score_sums(const ForwardPlan& plan, int64_t layer);
   void enqueue_quest_selection(const ForwardPlan& plan, int64_t layer);
   void expand_quest_sets(const ForwardPlan& plan, int64_t layer);
   void enqueue_sparse_top_k(const ForwardPlan& plan);
@@ -296,9 +298,10 @@ class CudaBackend final : public Backend {
   // 32 sequences' selections one after the other cost +80 % over the exact step (2026-11-29).
   static constexpr int kSelectLanes = 8;
   bool select_side_stream_ = true;
-  std::vector<cudaStream_t> select_streams_;
-  std::vector<cudaEvent_t> select_events_;  // per layer (main -> lanes), then per lane (joins)
-  int select_lanes_used_ = 0;               // lanes this forward forked (to join)
+  std::vector<cudaStream_t> select_streams_;  // the lanes, then the score stream (below)
+  // Per layer (main -> lanes), then per lane and the score stream (joins).
+  std::vector<cudaEvent_t> select_events_;
+  int select_lanes_used_ = 0;  // lanes this forward forked (to join)
   DeviceBuffer<bf16> sel_q_;
   // The exact pass's hand-over (§1.6 step 1): each layer's prefix-only (m, l) per split and row
   // of the selecting sequences ([layers, capacity.prefix_rows, 2]: the side stream reads layer
@@ -307,11 +310,21 @@ class CudaBackend final : public Backend {
   bool mage_lse_handover_ = true;
   DeviceBuffer<float> sel_prefix_ml_;
   // With a few selection rows (at most cuda::kMaxHandedScoreRows with their query heads) the
-  // exact pass also hands their raw prefix scores over (PlannedSequence::select_from_scores),
-  // one layer at a time; DLLM_MAGE_SCORE_HANDOVER=0 has the score sums read K instead
-  // (comparisons).
+  // exact pass also hands their raw prefix scores over (PlannedSequence::select_from_scores);
+  // DLLM_MAGE_SCORE_HANDOVER=0 has the score sums read K instead (comparisons). Their sums and
+  // top-k run on a stream of their own (score_stream_), beside the main stream: layer l's
+  // attention writes slot l % score_slots_ of sel_prefix_scores_ once the sums of the layer that
+  // used the slot before are done (score_slot_events_: a few µs against the slots' layers of
+  // ~0.2 ms each, so the main stream does not wait). DLLM_MAGE_SCORE_SLOTS sets the slots (tests).
   bool mage_score_handover_ = true;
+  int score_slots_ = 4;
   DeviceBuffer<float> sel_prefix_scores_;
+  cudaStream_t score_stream_ = nullptr;
+  std::vector<cudaEvent_t> score_slot_events_;
+  bool score_stream_used_ = false;  // this forward forked it (to join)
+  float* layer_prefix_scores(const ForwardPlan& plan, int64_t layer);
+  void wait_score_slot(const ForwardPlan& plan, int64_t layer);
+  void ensure_select_streams();
   float* layer_prefix_ml(const ForwardPlan& plan, int64_t layer);
   // Sparse prefill: the layer's plan on the device and the keys read back for estimation.
   cuda::DeviceSparsePlan sp_prefill_plan_;

@@ -188,8 +188,9 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
     moved |= sel_prefix_ml_.ensure(
         static_cast<size_t>(c.num_layers * plan.capacity.prefix_rows * 2), "sparse selection");
   if (plan.capacity.prefix_score_floats > 0)
-    moved |= sel_prefix_scores_.ensure(static_cast<size_t>(plan.capacity.prefix_score_floats),
-                                       "sparse selection scores");
+    moved |= sel_prefix_scores_.ensure(
+        static_cast<size_t>(score_slots_ * plan.capacity.prefix_score_floats),
+        "sparse selection scores");
   // Per lane, and Quest's one region: the most any sequence of the batch needs.
   size_t lse = 0, ws = 0, quest_scores = 0, quest_topk = 0;
   for (const PlannedSequence& p : plan.seqs) {

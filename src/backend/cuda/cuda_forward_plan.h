@@ -64,8 +64,8 @@ struct PlannedSequence {
   // without DLLM_MAGE_SIDE_STREAM), or -1 where no layer selects (exact layers cover the model).
   int select_lane = -1;
   // Its score sums read the raw prefix scores of its few selection rows, which the exact pass
-  // hands over (AttentionBatchSeq::score_queries), instead of K: on the main stream, right after
-  // each layer's attention (the scores take one layer's buffer, sel_prefix_scores_).
+  // hands over (AttentionBatchSeq::score_queries), instead of K — on the score stream (not a
+  // lane: select_lane is then 0 or -1), from the layer's slot of sel_prefix_scores_.
   bool select_from_scores = false;
   // MMInference sparse prefill (cuda_sparse_prefill.cpp): per layer, 1 where the sparse prefill
   // kernel attends its rows (a cold prefill, some head of the layer's patterns sparse); empty

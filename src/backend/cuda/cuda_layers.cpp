@@ -115,7 +115,7 @@ void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const Laye
     ap.plan = lane_->ints.get() + layer_attention(plan, layer).offset;
     ap.capacity = plan.capacity;
     ap.prefix_ml = layer_prefix_ml(plan, layer);
-    ap.prefix_scores = sel_prefix_scores_.get();
+    ap.prefix_scores = layer_prefix_scores(plan, layer);
   } else {  // dLLM-Cache in the batch: this layer's rows, planned and staged now
     std::vector<cuda::AttentionBatchSeq> seqs = plan.attention_seqs;
     for (size_t si = 0; si < seqs.size(); ++si) seqs[si].n_q = static_cast<int>(rows.size[si]);
@@ -253,6 +253,7 @@ void CudaBackend::enqueue_attention_block(ForwardPlan& plan, int64_t li, const L
       enqueue_sparse_keys(plan, li);
       expand_quest_sets(plan, li);  // a kernel between the key lists and the attention
     }
+    wait_score_slot(plan, li);
     enqueue_attention(plan, li, rows);
     // After the attention, which hands the selection each row's prefix-only LSE over.
     if (plan.any_sparse_select) enqueue_sparse_selection(plan, li);

@@ -191,8 +191,9 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     }
     p.select_q_row = plan.select_q_rows;
     plan.select_q_rows += p.rows;
+    // A lane of its own for the score sums over K (from handed-over scores: the score stream).
     if (p.sparse_first_layer < c.num_layers) {
-      p.select_lane = select_side_stream_ ? selecting++ % kSelectLanes : 0;
+      p.select_lane = select_side_stream_ && !p.select_from_scores ? selecting++ % kSelectLanes : 0;
       plan.select_lanes = std::max(plan.select_lanes, p.select_lane + 1);
     }
     const int64_t rows = std::max<int64_t>(c.num_layers - p.sparse_first_layer, 0) * c.num_kv_heads;
@@ -356,32 +357,87 @@ void CudaBackend::enqueue_selection_lse(const ForwardPlan& plan, const PlannedSe
 }
 
 // A sequence whose exact pass handed its few selection rows' raw prefix scores over: its score
-// sums on the main stream, before the next layer's attention overwrites the scores — about 1/16
-// of the bytes of a pass over K, so not worth a copy of the scores for a side stream. MAGE's sums
-// merge the rows' lse themselves (one launch); SparseD's fold the block's keys in first, in the
-// region after the lanes' (Quest's selection, also on the main stream, uses only sel_ws_'s).
+// sums on stream s (the score stream, or the main one), from the layer's slot. MAGE's sums merge
+// the rows' lse themselves (one launch); SparseD's fold the block's keys in first, in the
+// region after the lanes' (Quest's selection on the main stream uses only sel_ws_'s).
 void CudaBackend::select_from_handed_scores(const ForwardPlan& plan, const PlannedSequence& p,
-                                            int64_t layer) {
+                                            int64_t layer, cudaStream_t s) {
   const size_t si = static_cast<size_t>(&p - plan.seqs.data());
   const cuda::AttentionBatchPlan& ap = layer_attention(plan, layer);
   const cuda::AttentionBatchSeq& a = plan.attention_seqs[si];
   float* lse = sel_lse_.get() + sel_quest_region_ * sel_lse_lane_;
   const cuda::ScoreSumParams sp = score_sum_params(plan, p, layer, lse);
   cuda::HandedScores hs;
-  hs.raw = sel_prefix_scores_.get() + ap.prefix_scores_at[si];
+  hs.raw = layer_prefix_scores(plan, layer) + ap.prefix_scores_at[si];
   hs.stride = cuda::batch_layout::prefix_score_stride(a.n_keys - a.n_q);
+  // Profiled on the main stream only (DLLM_MAGE_SIDE_STREAM=0), per part.
+  const bool profiled = !select_side_stream_;
   if (p.sparse_full_softmax) {
-    op_begin("sparse selection: prefix lse");
-    enqueue_selection_lse(plan, p, layer, sp, lse, nullptr, lane_->stream);
-    op_end();
+    if (profiled) op_begin("sparse selection: prefix lse");
+    enqueue_selection_lse(plan, p, layer, sp, lse, nullptr, s);
+    if (profiled) op_end();
   } else {
     hs.prefix_ml = layer_prefix_ml(plan, layer) + ap.prefix_row[si] * 2;
     hs.splits = ap.splits[si];
     hs.n_q = static_cast<int>(p.rows);
   }
-  op_begin("sparse selection: score sums");
-  cuda::mage_score_sum_from_scores(sp, hs, lane_->stream);
-  op_end();
+  if (profiled) op_begin("sparse selection: score sums");
+  cuda::mage_score_sum_from_scores(sp, hs, s);
+  if (profiled) op_end();
+}
+
+float* CudaBackend::layer_prefix_scores(const ForwardPlan& plan, int64_t layer) {
+  if (plan.capacity.prefix_score_floats == 0) return nullptr;
+  return sel_prefix_scores_.get() + (layer % score_slots_) * plan.capacity.prefix_score_floats;
+}
+
+// Layer `layer`'s attention writes the handed-over scores into the slot whose sums ran
+// score_slots_ layers before: the main stream waits for them (long done by then). An event
+// never recorded (no sums in that slot yet) is no wait.
+void CudaBackend::wait_score_slot(const ForwardPlan& plan, int64_t layer) {
+  if (!select_side_stream_ || plan.capacity.prefix_score_floats == 0 || layer < score_slots_ ||
+      score_slot_events_.empty())
+    return;
+  DLLM_CUDA_CHECK(cudaStreamWaitEvent(
+      lane_->stream, score_slot_events_[static_cast<size_t>(layer % score_slots_)]));
+}
+
+// The selection's side streams and events, made with the first selection: the lanes, the score
+// stream, at the lowest priority (behind the forward: cuda_backend.cpp), an event per layer
+// (main -> lanes), per lane (joins) and per score slot.
+void CudaBackend::ensure_select_streams() {
+  if (!select_streams_.empty()) return;
+  const ModelConfig& c = config_;
+  int least = 0, greatest = 0;
+  DLLM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  select_streams_.resize(kSelectLanes + 1);  // the lanes, then the score stream
+  for (cudaStream_t& lane : select_streams_)
+    DLLM_CUDA_CHECK(cudaStreamCreateWithPriority(&lane, cudaStreamNonBlocking, least));
+  score_stream_ = select_streams_.back();
+  select_events_.resize(static_cast<size_t>(c.num_layers + kSelectLanes + 1));
+  score_slot_events_.resize(static_cast<size_t>(score_slots_));
+  for (auto* events : {&select_events_, &score_slot_events_})
+    for (cudaEvent_t& e : *events)
+      DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+}
+
+// The layer's sums of the sequences that select from handed-over scores: on the score stream once
+// the layer's attention is done (its event), then the slot's event for the attention that next
+// writes the slot; on the main stream without the side streams.
+void CudaBackend::enqueue_handed_score_sums(const ForwardPlan& plan, int64_t layer) {
+  bool any = false;
+  for (const PlannedSequence& p : plan.seqs) {
+    if (!p.select_from_scores || p.select_lane < 0 || layer < p.sparse_first_layer) continue;
+    const cudaStream_t s = selection_stream(p);
+    if (select_side_stream_ && !any)
+      DLLM_CUDA_CHECK(cudaStreamWaitEvent(s, select_events_[static_cast<size_t>(layer)]));
+    any = true;
+    select_from_handed_scores(plan, p, layer, s);
+  }
+  if (!any || !select_side_stream_) return;
+  score_stream_used_ = true;
+  DLLM_CUDA_CHECK(cudaEventRecord(score_slot_events_[static_cast<size_t>(layer % score_slots_)],
+                                  score_stream_));
 }
 
 void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer) {
@@ -391,29 +447,17 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
   for (const PlannedSequence& p : plan.seqs)
     any = any || (p.select_lane >= 0 && layer >= p.sparse_first_layer);
   if (!any) return;
-  for (const PlannedSequence& p : plan.seqs)
-    if (p.select_from_scores && p.select_lane >= 0 && layer >= p.sparse_first_layer)
-      select_from_handed_scores(plan, p, layer);
-  if (select_side_stream_) {  // hand this layer's queries over (§1.6)
-    if (select_streams_.empty()) {
-      int least = 0, greatest = 0;  // the lowest priority: behind the forward (cuda_backend.cpp)
-      DLLM_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-      select_streams_.resize(kSelectLanes);
-      for (cudaStream_t& lane : select_streams_)
-        DLLM_CUDA_CHECK(cudaStreamCreateWithPriority(&lane, cudaStreamNonBlocking, least));
-      select_events_.resize(static_cast<size_t>(c.num_layers + kSelectLanes));
-      for (cudaEvent_t& e : select_events_)
-        DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    }
+  if (select_side_stream_) {  // hand this layer's queries (or scores) over (§1.6)
+    ensure_select_streams();
     for (const PlannedSequence& p : plan.seqs)
       if (p.select_lane >= 0 && layer >= p.sparse_first_layer && !p.select_from_scores)
         DLLM_CUDA_CHECK(cudaMemcpyAsync(
             sel_q_.get() + (layer * plan.select_q_rows + p.select_q_row) * qd,
             lane_->q.get() + p.row_offset * qd, static_cast<size_t>(p.rows * qd) * sizeof(bf16),
             cudaMemcpyDeviceToDevice, lane_->stream));
-    // Recorded after the handed-over scores' sums too: their top-k waits on the last layer's.
     DLLM_CUDA_CHECK(cudaEventRecord(select_events_[static_cast<size_t>(layer)], lane_->stream));
   }
+  enqueue_handed_score_sums(plan, layer);
   for (const PlannedSequence& p : plan.seqs) {
     if (p.select_lane < 0 || layer < p.sparse_first_layer || p.select_from_scores) continue;
     const int lane = p.select_lane;
@@ -445,11 +489,6 @@ void CudaBackend::enqueue_sparse_top_k(const ForwardPlan& plan) {
   for (const PlannedSequence& p : plan.seqs) {
     if (p.select_lane < 0) continue;
     const cudaStream_t s = selection_stream(p);
-    if (select_side_stream_ && p.select_from_scores) {  // its sums ran on the main stream
-      select_lanes_used_ = std::max(select_lanes_used_, p.select_lane + 1);
-      DLLM_CUDA_CHECK(
-          cudaStreamWaitEvent(s, select_events_[static_cast<size_t>(c.num_layers - 1)]));
-    }
     if (!select_side_stream_) op_begin("sparse selection: top-k");
     int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get() + p.scratch_sets_at;
     cuda::sparse_top_k(sel_layer_scores_.get() + p.select_scores_at,
@@ -510,18 +549,22 @@ void CudaBackend::expand_quest_sets(const ForwardPlan& plan, int64_t layer) {
 }
 
 cudaStream_t CudaBackend::selection_stream(const PlannedSequence& p) {
-  return select_side_stream_ ? select_streams_[static_cast<size_t>(p.select_lane)] : lane_->stream;
+  if (!select_side_stream_) return lane_->stream;
+  return p.select_from_scores ? score_stream_ : select_streams_[static_cast<size_t>(p.select_lane)];
 }
 
 void CudaBackend::join_sparse_selection() {
-  // Only the lanes this forward forked: inside a graph capture, a lane outside it cannot join.
-  const size_t joins = select_events_.size() - kSelectLanes;
-  for (int lane = 0; lane < select_lanes_used_; ++lane) {
-    cudaEvent_t done = select_events_[joins + static_cast<size_t>(lane)];
-    DLLM_CUDA_CHECK(cudaEventRecord(done, select_streams_[static_cast<size_t>(lane)]));
+  // Only the streams this forward forked: inside a graph capture, one outside it cannot join.
+  const size_t joins = select_events_.size() - kSelectLanes - 1;
+  auto join = [&](size_t stream) {
+    cudaEvent_t done = select_events_[joins + stream];
+    DLLM_CUDA_CHECK(cudaEventRecord(done, select_streams_[stream]));
     DLLM_CUDA_CHECK(cudaStreamWaitEvent(lane_->stream, done));
-  }
+  };
+  for (int lane = 0; lane < select_lanes_used_; ++lane) join(static_cast<size_t>(lane));
+  if (score_stream_used_) join(kSelectLanes);
   select_lanes_used_ = 0;
+  score_stream_used_ = false;
 }
 
 void CudaBackend::finish_sparse(const PlannedSequence& p, SequenceResult& r) {
