@@ -34,12 +34,16 @@ DECODERS = {
 
 def sparse_decoders(ks=(256, 512, 1024)):
     """Issue 21's table for the long-context model: exact attention, then MAGE (with its recall
-    diagnostic, whose tokens are exact decoding's), MAGE, Quest and SparseD at every k."""
+    diagnostic, whose tokens are exact decoding's), MAGE selecting from one of the block's queries
+    (`mage-q1-*`: the GPU's cheap selection), Quest and SparseD at every k."""
     out = {"exact": []}
     for k in ks:
         kk = ["--sparse-k", str(k)]
+        q1 = ["--sparse-select-queries", "1"]
         out[f"mage-recall-{k}"] = ["--sparse", "mage", "--sparse-recall"] + kk
         out[f"mage-{k}"] = ["--sparse", "mage"] + kk
+        out[f"mage-recall-q1-{k}"] = ["--sparse", "mage", "--sparse-recall"] + q1 + kk
+        out[f"mage-q1-{k}"] = ["--sparse", "mage"] + q1 + kk
         out[f"quest-{k}"] = ["--sparse", "quest"] + kk
         out[f"sparsed-{k}"] = ["--sparse", "sparsed"] + kk
     return out
