@@ -162,12 +162,6 @@ void launch_mma(AttentionBatchKernelArgs a, int items, cudaStream_t stream) {
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
-int log2_exact(int v) {
-  int s = 0;
-  while ((1 << s) < v) ++s;
-  return s;
-}
-
 }  // namespace
 
 // KV heads inner: the blocks of one work item start side by side. A pool slot holds every KV
@@ -245,7 +239,7 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
   a.heads = s.heads;
   a.kv_heads = s.kv_heads;
   a.head_dim = s.head_dim;
-  a.page_shift = log2_exact(s.page_size);
+  a.page_shift = page_shift_of(s.page_size);
   a.scale = s.scale;
   if (c.mma_items > 0) {
     switch (s.head_dim) {

@@ -111,6 +111,20 @@ constexpr int kSm90TileKeys = 64;
 constexpr int kSm90PrefillMinRows = 4 * kSm90Rows;
 }  // namespace batch_layout
 
+// Pages of the pool are a power of two of slots, 2^shift: logical slot j of a sequence lives at
+// physical slot paged_slot(its page table, j, shift) — page table[j >> shift], offset j's low bits.
+// `first_page`: the table holds the pages from that one on (a block's staged part of it).
+__host__ __device__ inline int32_t paged_slot(const int32_t* table, int j, int shift,
+                                              int first_page = 0) {
+  return (table[(j >> shift) - first_page] << shift) | (j & ((1 << shift) - 1));
+}
+// The shift of pages of `page_size` slots (a power of two).
+constexpr int page_shift_of(int page_size) {
+  int shift = 0;
+  while ((1 << shift) < page_size) ++shift;
+  return shift;
+}
+
 // What the batched kernels receive (by value).
 struct AttentionBatchKernelArgs {
   const __nv_bfloat16* q = nullptr;

@@ -89,9 +89,7 @@ __device__ __forceinline__ int key_slot(const AttentionParams& p, int j) {
 // a 32/64-key tile need not be adjacent, so every key row is addressed on its own.
 __device__ __forceinline__ int key_slot(const AttentionSeqView& v, int j) {
   if (v.key_slots) return v.key_slots[j - v.key_base];
-  if (v.page_table)
-    return (v.page_table[(j >> v.page_shift) - v.page_base] << v.page_shift) |
-           (j & ((1 << v.page_shift) - 1));
+  if (v.page_table) return paged_slot(v.page_table, j, v.page_shift, v.page_base);
   return j;
 }
 
@@ -256,7 +254,7 @@ __device__ __forceinline__ bool load_seq_view(const AttentionBatchKernelArgs& a,
     const int first = v.stage_first, shift = v.page_shift;
     for (int i = threadIdx.x; i < v.stage_count; i += blockDim.x) {
       const int j = first + i;
-      stage[i] = v.stage_expand ? (src[j >> shift] << shift) | (j & ((1 << shift) - 1)) : src[j];
+      stage[i] = v.stage_expand ? paged_slot(src, j, shift) : src[j];
     }
     __syncthreads();
   }

@@ -167,9 +167,7 @@ cuda::PrefixPages CudaBackend::prefix_keys(const PlannedSequence& p) {
 }
 
 int CudaBackend::kv_page_shift() {
-  int shift = 0;
-  while ((1 << shift) < kv_pool().page_size()) ++shift;  // a power of two (KvPool)
-  return shift;
+  return cuda::page_shift_of(static_cast<int>(kv_pool().page_size()));  // a power of two (KvPool)
 }
 
 void CudaBackend::stage_sparse(ForwardPlan& plan) {

@@ -389,15 +389,12 @@ __global__ void sparse_gather_keys_kernel(int32_t* staging, const int32_t* table
                         (static_cast<int64_t>(layer) * kv_heads + h) * (k / per_entry);
   const int32_t* pages = staging + e[S::kPagesAt];
   int32_t* out = staging + e[S::kKeysAt] + static_cast<int64_t>(h) * n;
-  const int mask = (1 << page_shift) - 1;
   for (int j = threadIdx.x; j < n; j += blockDim.x) {
     const int slot = j >= k           ? sel_prefix + (j - k)
                      : per_entry == 1 ? sets[j]
                                       : sets[j / per_entry] * per_entry + j % per_entry;
     // A selected page's slots past the prefix (Quest's partial last page) are no keys of it.
-    out[j] = j < k && slot >= sel_prefix
-                 ? masked_slot
-                 : (pages[slot >> page_shift] << page_shift) | (slot & mask);
+    out[j] = j < k && slot >= sel_prefix ? masked_slot : paged_slot(pages, slot, page_shift);
   }
 }
 

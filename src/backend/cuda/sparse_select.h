@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/attention_batch_layout.h"
 #include "backend/cuda/kernels.h"
 
 namespace dllm::cuda {
@@ -21,17 +22,16 @@ using bf16 = __nv_bfloat16;
 // score-sum block holds them all, 16 warps of 16.
 constexpr int kMaxSelectionRows = 256;
 
-// A sequence's prefix keys through its page table (the pool's pages: a power of two of slots):
-// key j sits in slot (pages[j >> shift] << shift) | (j & (2^shift - 1)). The forward stages the
-// table — a page an int — instead of a slot a key (32K keys: 8 KB instead of 128 KB a step, and
-// no host loop over the keys).
+// A sequence's prefix keys through its page table: key j sits in slot paged_slot(pages, j,
+// shift). The forward stages the table — a page an int — instead of a slot a key (32K keys: 8 KB
+// instead of 128 KB a step, and no host loop over the keys).
 struct PrefixPages {
   const int32_t* pages = nullptr;
   int shift = 0;
 };
 #ifdef __CUDACC__
 __device__ __forceinline__ int32_t prefix_slot(const PrefixPages& p, int j) {
-  return (p.pages[j >> p.shift] << p.shift) | (j & ((1 << p.shift) - 1));
+  return paged_slot(p.pages, j, p.shift);
 }
 #endif
 
