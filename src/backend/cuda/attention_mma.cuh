@@ -128,6 +128,8 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
   };
 
   const int n_tiles = k_begin < k_end ? (k_end - k_begin + kKeysPerTile - 1) / kKeysPerTile : 0;
+  __shared__ ScoreRowsSmem<PREFIX ? WARPS : 1> score_rows;  // flash_tile.cuh
+  if constexpr (PREFIX) stage_score_rows(p, score_rows, ra - lane / 4, R, group, warp, lane);
 #pragma unroll
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < n_tiles) load_tile(s, k_begin + s * kKeysPerTile);
@@ -196,10 +198,9 @@ __device__ __forceinline__ void flash_attention_block(const P& p, int row_block,
         }
     }
 
-    if constexpr (PREFIX)  // the rows found again each tile: no registers held through the loop
-      if (p.prefix_scores && t0 < n_cache)
-        write_prefix_scores(s, prefix_score_row(p, g, ra, R, group, n_cache),
-                            prefix_score_row(p, g, ra + 8, R, group, n_cache), t0, n_cache, lane);
+    if constexpr (PREFIX)
+      if (t0 < n_cache && warp_writes_scores(score_rows, warp))
+        write_prefix_scores(s, p, score_rows, warp, g, group, t0, n_cache, lane);
     if constexpr (PREFIX)  // the tile holding the prefix's last key
       if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kKeysPerTile)
         prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split, p.kv_heads,

@@ -137,6 +137,8 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
       cp_async4(kpos + stage * kKeys + first + lane, p.slot_positions + own_slot, own_ok);
   };
 
+  __shared__ ScoreRowsSmem<PREFIX ? NWG * 4 : 1> score_rows;  // flash_tile.cuh
+  if constexpr (PREFIX) stage_score_rows(p, score_rows, row0 + warp * 16, R, group, warp, lane);
   if (n_tiles > 0) {  // Q rows of this block, in the first tile's group
     for (int c = tid; c < NWG * 64 * 16; c += kThreads) {
       const int r = c >> 4, kc = c & 15, rr = row0 + r;
@@ -181,10 +183,9 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
     sm90::mask_scores<KT>(p, s_flat, kpos + stage * kKeys, t0, k_end, n_cache, n_keys, row_a, row_b,
                           lane);
 
-    if constexpr (PREFIX)  // the rows found again each tile: no registers held through the loop
-      if (p.prefix_scores && t0 < n_cache)
-        write_prefix_scores(s, prefix_score_row(p, g, ra, R, group, n_cache),
-                            prefix_score_row(p, g, ra + 8, R, group, n_cache), t0, n_cache, lane);
+    if constexpr (PREFIX)
+      if (t0 < n_cache && warp_writes_scores(score_rows, warp))
+        write_prefix_scores(s, p, score_rows, warp, g, group, t0, n_cache, lane);
     if constexpr (PREFIX)  // the tile holding the prefix's last key
       if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kKeys)
         prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split, p.kv_heads,

@@ -169,29 +169,61 @@ __device__ __forceinline__ void prefix_stats_after_loop(const float (&m)[2], con
 // the raw scores of those queries' rows over the prefix keys as it computes them, and the
 // selection's score sums read them instead of K. Row r of KV head g (query r / G, query head
 // g G + r % G) is row map[r / G] G + r % G of g's [score_queries G][prefix_score_stride(
-// n_cache)] block; null where the row writes none.
+// n_cache)] block.
+//
+// Before its loop each warp finds the score rows of its 16 rows (-1: none) and whether any of
+// them writes, in shared memory (ScoreRowsSmem), read there each tile: a warp without such rows
+// (all but one or two of a block) pays a shared load and a branch a tile. Found again each tile,
+// every warp loaded the plan's map and ran ~40 instructions a tile (Nsight Compute's source
+// counters); held in registers through the loop, the rows spilled. SDAR-8B's 128K step 1: the
+// attention with the hand-over 9.32-9.45 -> 9.21 ms (8.63 without it, 2026-11-30).
+template <int WARPS>
+struct ScoreRowsSmem {
+  int rows[WARPS * 16];
+  int warp_writes[WARPS];
+};
+
 template <class P>
-__device__ __forceinline__ float* prefix_score_row(const P& p, int g, int r, int R, int group,
-                                                   int n_cache) {
-  if (!p.prefix_scores || r >= R) return nullptr;
+__device__ __forceinline__ int prefix_score_index(const P& p, int r, int R, int group) {
+  if (!p.prefix_scores || r >= R) return -1;
   const int t = p.score_map[r / group];
-  if (t < 0) return nullptr;
-  const int64_t rows = static_cast<int64_t>(p.score_queries) * group;
-  return p.prefix_scores +
-         (g * rows + t * group + r % group) * batch_layout::prefix_score_stride(n_cache);
+  return t < 0 ? -1 : t * group + r % group;
+}
+
+// The warp's rows are first_row .. first_row + 15; the warp reads only its own slice (no barrier).
+template <int WARPS, class P>
+__device__ __forceinline__ void stage_score_rows(const P& p, ScoreRowsSmem<WARPS>& smem,
+                                                 int first_row, int R, int group, int warp,
+                                                 int lane) {
+  const int i = lane < 16 ? prefix_score_index(p, first_row + lane, R, group) : -1;
+  if (lane < 16) smem.rows[warp * 16 + lane] = i;
+  const bool any = __any_sync(0xffffffffu, i >= 0);
+  if (lane == 0) smem.warp_writes[warp] = any;
+  __syncwarp();
+}
+
+// Read each tile (volatile): a value kept through the loop would take a register or spill.
+template <int WARPS>
+__device__ __forceinline__ bool warp_writes_scores(const ScoreRowsSmem<WARPS>& smem, int warp) {
+  return *static_cast<const volatile int*>(&smem.warp_writes[warp]) != 0;
 }
 
 // The tile of keys [t0, t0 + 8 NT) (t0 < n_cache): its prefix keys' masked, unscaled scores
-// (before online_softmax_tile) of the lane's rows that write them (row_a, row_b, or null), a
-// key pair per 8-byte store — the four lanes of a row fill a sector (a pair straddling the
-// prefix's end lands in the row's padding).
-template <int NT>
-__device__ __forceinline__ void write_prefix_scores(const float (&s)[NT][4], float* row_a,
-                                                    float* row_b, int t0, int n_cache, int lane) {
+// (before online_softmax_tile) of the lane's rows (the warp's rows lane / 4 and lane / 4 + 8) that
+// write them, a key pair per 8-byte store: the four lanes of a row fill a sector (a pair
+// straddling the prefix's end lands in the row's padding).
+template <int NT, int WARPS, class P>
+__device__ __forceinline__ void write_prefix_scores(const float (&s)[NT][4], const P& p,
+                                                    const ScoreRowsSmem<WARPS>& smem, int warp,
+                                                    int g, int group, int t0, int n_cache,
+                                                    int lane) {
+  const int64_t stride = batch_layout::prefix_score_stride(n_cache);
+  const int64_t head_rows = static_cast<int64_t>(p.score_queries) * group;
 #pragma unroll
   for (int h2 = 0; h2 < 2; ++h2) {
-    float* row = h2 ? row_b : row_a;
-    if (!row) continue;
+    const int i = *static_cast<const volatile int*>(&smem.rows[warp * 16 + lane / 4 + 8 * h2]);
+    if (i < 0) continue;
+    float* row = p.prefix_scores + (g * head_rows + i) * stride;
 #pragma unroll
     for (int nt = 0; nt < NT; ++nt) {
       const int j = t0 + nt * 8 + (lane % 4) * 2;
