@@ -512,8 +512,12 @@ TEST(CudaMage, ScoreHandOverSelectsAsThePassOverKeys) {
     setenv("DLLM_MAGE_SCORE_SLOTS", "1", 1);
     auto one_slot = make_cuda_backend(*model);
     unsetenv("DLLM_MAGE_SCORE_SLOTS");
+    // Top-k runs of 2 of the 3 layers: layer 1's during the forward, layer 2's after the outputs.
+    setenv("DLLM_MAGE_TOPK_LAYERS", "2", 1);
+    auto runs = make_cuda_backend(*model);
+    unsetenv("DLLM_MAGE_TOPK_LAYERS");
     std::vector<std::vector<SequenceResult>> results;
-    for (Backend* b : {keys.get(), handed.get(), handed_main.get(), one_slot.get()}) {
+    for (Backend* b : {keys.get(), handed.get(), handed_main.get(), one_slot.get(), runs.get()}) {
       Seq s1 = prefilled(*b, cs.n_prefix, cs.n_prefix + 64),
           s2 = prefilled(*b, cs.n_prefix / 2, cs.n_prefix + 64);
       const std::vector<int32_t> masks(size_t(cs.block), kMask);
@@ -527,7 +531,7 @@ TEST(CudaMage, ScoreHandOverSelectsAsThePassOverKeys) {
       const SequenceResult &a = results[0][s], &b = results[1][s];
       EXPECT_EQ(a.logits, b.logits) << "sequence " << s;
       compare_sets(a, b, s, compared, identical);
-      for (size_t other : {2, 3}) {  // main stream; one slot
+      for (size_t other : {2, 3, 4}) {  // main stream; one slot; top-k runs
         const SequenceResult& m = results[other][s];
         EXPECT_EQ(b.logits, m.logits) << "sequence " << s << ", run " << other;
         ASSERT_EQ(b.sparse_selection.size(), m.sparse_selection.size());

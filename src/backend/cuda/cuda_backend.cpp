@@ -104,6 +104,10 @@ CudaBackend::CudaBackend(const Model& model, int device)
     mage_score_rows_ = 16;
   if (const char* slots = std::getenv("DLLM_MAGE_SCORE_SLOTS"))
     score_slots_ = std::clamp(std::atoi(slots), 1, 64);
+  if (const char* layers = std::getenv("DLLM_MAGE_TOPK_LAYERS")) {
+    top_k_layers_ = std::clamp<int64_t>(std::atoll(layers), 0, 1024);
+    top_k_runs_forced_ = true;
+  }
 
   const ModelTensors& t = model.tensors();
   embed_ = upload_bf16({t.embed}, "the embedding");

@@ -186,7 +186,14 @@ class CudaBackend final : public Backend {
   void enqueue_handed_score_sums(const ForwardPlan& plan, int64_t layer);
   void enqueue_quest_selection(const ForwardPlan& plan, int64_t layer);
   void expand_quest_sets(const ForwardPlan& plan, int64_t layer);
-  void enqueue_sparse_top_k(const ForwardPlan& plan);
+  void enqueue_sparse_top_k(const PlannedSequence& p, int64_t from, int64_t to);
+  void enqueue_layer_run_top_k(const ForwardPlan& plan, int64_t layer);
+  void enqueue_remaining_top_k(const ForwardPlan& plan);
+  bool top_k_in_runs(const ForwardPlan& plan) const;
+  // The layers of a top-k run during the forward (top_k_in_runs; DLLM_MAGE_TOPK_LAYERS, which also
+  // sets top_k_runs_forced_; 0: one call after the outputs).
+  int64_t top_k_layers_ = 8;
+  bool top_k_runs_forced_ = false;
   cudaStream_t selection_stream(const PlannedSequence& p);  // its select_lane's stream
   void join_sparse_selection();
   void finish_sparse(const PlannedSequence& p, SequenceResult& r);

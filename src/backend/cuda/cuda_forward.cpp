@@ -305,7 +305,7 @@ void CudaBackend::enqueue(std::span<ForwardPlan> plans, bool pinned_ints) {
     // it (nothing in this forward reads the sets; the host syncs the main stream, which waits
     // here).
     if (plan.any_sparse_select) {
-      enqueue_sparse_top_k(plan);
+      enqueue_remaining_top_k(plan);
       join_sparse_selection();
     }
   }

@@ -476,26 +476,54 @@ void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t laye
     cuda::mage_score_sum(sp, s);
     if (!select_side_stream_) op_end();
   }
+  enqueue_layer_run_top_k(plan, layer);
 }
 
-// After the last layer's score sums, each selecting sequence's top-k of every sparse layer and KV
-// head in one call, on the lane its score sums ran on: per layer it was five launches a sequence
-// (1.24 ms of a lone SDAR-8B 32K step's selection, 28.6 ms of 32 sequences', 2026-11-29).
-void CudaBackend::enqueue_sparse_top_k(const ForwardPlan& plan) {
-  const ModelConfig& c = config_;
-  const int64_t hkv = c.num_kv_heads;
-  for (const PlannedSequence& p : plan.seqs) {
-    if (p.select_lane < 0) continue;
-    const cudaStream_t s = selection_stream(p);
-    if (!select_side_stream_) op_begin("sparse selection: top-k");
-    int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get() + p.scratch_sets_at;
-    cuda::sparse_top_k(sel_layer_scores_.get() + p.select_scores_at,
-                       static_cast<int>(p.sparse_prefix), static_cast<int>(p.sparse_k),
-                       static_cast<int>((c.num_layers - p.sparse_first_layer) * hkv),
-                       sets + p.sparse_first_layer * hkv * p.sparse_k,
-                       sel_layer_topk_.get() + p.select_topk_at, s);
-    if (!select_side_stream_) op_end();
-  }
+// The top-k of every sparse layer and KV head of [from, to) of a selecting sequence in one call,
+// on the stream its score sums ran on: per layer it was five launches a sequence (1.24 ms of a
+// lone SDAR-8B 32K step's selection, 28.6 ms of 32 sequences', 2026-11-29).
+void CudaBackend::enqueue_sparse_top_k(const PlannedSequence& p, int64_t from, int64_t to) {
+  const int64_t hkv = config_.num_kv_heads;
+  const int64_t first = std::max(from, p.sparse_first_layer);
+  if (p.select_lane < 0 || first >= to) return;
+  const cudaStream_t s = selection_stream(p);
+  if (!select_side_stream_) op_begin("sparse selection: top-k");
+  int32_t* sets = p.sparse_sets_out ? p.sparse_sets_out : sel_sets_.get() + p.scratch_sets_at;
+  const int n = static_cast<int>(p.sparse_prefix);
+  const int64_t rows_before = (first - p.sparse_first_layer) * hkv;
+  cuda::sparse_top_k(sel_layer_scores_.get() + p.select_scores_at + rows_before * n, n,
+                     static_cast<int>(p.sparse_k), static_cast<int>((to - first) * hkv),
+                     sets + first * hkv * p.sparse_k,
+                     sel_layer_topk_.get() + p.select_topk_at +
+                         cuda::top_k_workspace_ints(n, static_cast<int>(rows_before)),
+                     s);
+  if (!select_side_stream_) op_end();
+}
+
+// A lone sequence selecting from handed-over scores has each run of top_k_layers_ layers' top-k
+// done after the run's last score sums, beside the next layers. All of them after the outputs left
+// ~0.25 ms of SDAR-8B's 128K step 1 (15.25 -> 14.97 ms with runs of 4 or 8 layers; 32K unchanged),
+// but with 32 such sequences (FDv2-7B, 32K) runs cost their launches: step 1 116.9 -> 119.9 ms
+// (2026-11-30). DLLM_MAGE_TOPK_LAYERS set: runs for any number (tests); 0: none.
+bool CudaBackend::top_k_in_runs(const ForwardPlan& plan) const {
+  if (top_k_layers_ <= 0) return false;
+  const auto handed = std::count_if(plan.seqs.begin(), plan.seqs.end(),
+                                    [](const PlannedSequence& p) { return p.select_from_scores; });
+  return handed > 0 && (handed == 1 || top_k_runs_forced_);
+}
+
+void CudaBackend::enqueue_layer_run_top_k(const ForwardPlan& plan, int64_t layer) {
+  if (!top_k_in_runs(plan) || (layer + 1) % top_k_layers_ != 0) return;
+  for (const PlannedSequence& p : plan.seqs)
+    if (p.select_from_scores) enqueue_sparse_top_k(p, layer + 1 - top_k_layers_, layer + 1);
+}
+
+// After the outputs: the layers no run covered.
+void CudaBackend::enqueue_remaining_top_k(const ForwardPlan& plan) {
+  const int64_t layers = config_.num_layers;
+  const int64_t runs_end = top_k_in_runs(plan) ? layers / top_k_layers_ * top_k_layers_ : 0;
+  for (const PlannedSequence& p : plan.seqs)
+    enqueue_sparse_top_k(p, p.select_from_scores ? runs_end : 0, layers);
 }
 
 // Quest's selection of one layer, on the main stream after the layer's queries and before its
