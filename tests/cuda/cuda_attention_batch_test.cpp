@@ -906,6 +906,40 @@ bool same_set_but_near_ties(const std::vector<int32_t>& a, const std::vector<int
   return false;
 }
 
+// same_set_but_near_ties over every KV head of two [kv][k] pick lists, `own` the [kv][n] score
+// sums b was ranked from: how many heads' sets are identical.
+int identical_sets(const std::vector<int32_t>& a, const std::vector<int32_t>& b,
+                   const std::vector<float>& own, int kv, int n, int k) {
+  int equal = 0;
+  for (int h = 0; h < kv; ++h) {
+    const auto set = [&](const std::vector<int32_t>& picks) {
+      return std::vector<int32_t>(picks.begin() + size_t(h) * k, picks.begin() + size_t(h + 1) * k);
+    };
+    equal += same_set_but_near_ties(set(a), set(b),
+                                    std::span(own).subspan(size_t(h) * n, size_t(n)), k, h);
+  }
+  return equal;
+}
+
+// Score-sum parameters over the pool's K for a prefix of n_cache keys at their positions in
+// `pages` (the pool's pages of 16), selection rows `rows`, sums into `scores`; q and lse are
+// the caller's.
+cuda::ScoreSumParams pool_score_sums(const Pool& pool, int n_cache, const int32_t* pages,
+                                     const int32_t* rows, int n_rows, float* scores) {
+  cuda::ScoreSumParams sp;
+  sp.k_cache = reinterpret_cast<const bf16*>(pool.dk.get());
+  sp.prefix = {pages, 4};
+  sp.rows_used = rows;
+  sp.scores = scores;
+  sp.n_rows_used = n_rows;
+  sp.n_prefix = n_cache;
+  sp.heads = pool.shape.heads;
+  sp.kv_heads = pool.shape.kv_heads;
+  sp.head_dim = pool.shape.head_dim;
+  sp.scale = pool.shape.scale;
+  return sp;
+}
+
 // The selection from the handed-over LSE (score sums, top-k) picks the very sets the selection's
 // own LSE pass picks, on fresh random inputs: all of a block's queries and a few of them, both
 // kernels, head_dim 128 / 64 / 16. The two LSEs agree to fp32 rounding (and with the host's
@@ -937,18 +971,9 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
     auto drows = test::to_device(rows);
     auto dpages = test::to_device(s.page_table);  // the prefix's keys sit at their positions
     cuda::DeviceBuffer<float> scores(size_t(c.kv) * c.n_cache, "scores");
-    cuda::ScoreSumParams sp;
+    cuda::ScoreSumParams sp =
+        pool_score_sums(pool, c.n_cache, dpages.get(), drows.get(), int(rows.size()), scores.get());
     sp.q = reinterpret_cast<const bf16*>(run.q.get());
-    sp.k_cache = reinterpret_cast<const bf16*>(pool.dk.get());
-    sp.prefix = {dpages.get(), 4};  // the pool's pages of 16
-    sp.rows_used = drows.get();
-    sp.scores = scores.get();
-    sp.n_rows_used = int(rows.size());
-    sp.n_prefix = c.n_cache;
-    sp.heads = c.heads;
-    sp.kv_heads = c.kv;
-    sp.head_dim = c.d;
-    sp.scale = pool.shape.scale;
     // Both ways to the LSE (rows not used stay NaN), then the same score sums and top-k.
     cuda::DeviceBuffer<int32_t> topk_ws(cuda::top_k_workspace_ints(c.n_cache, c.kv),
                                         "top-k workspace");
@@ -986,15 +1011,8 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
       }
     // The same sets — but for a key whose score ties the k-th within the two LSEs' fp32 rounding
     // (~1e-6 relative), which either side may take; printed, and at most one per set.
-    for (int h = 0; h < c.kv; ++h) {
-      const auto a = std::vector<int32_t>(picks[0].begin() + size_t(h) * c.k,
-                                          picks[0].begin() + size_t(h + 1) * c.k);
-      const auto b = std::vector<int32_t>(picks[1].begin() + size_t(h) * c.k,
-                                          picks[1].begin() + size_t(h + 1) * c.k);
-      ++sets;
-      equal_sets += same_set_but_near_ties(
-          a, b, std::span(sums[1]).subspan(size_t(h) * c.n_cache, size_t(c.n_cache)), c.k, h);
-    }
+    sets += c.kv;
+    equal_sets += identical_sets(picks[0], picks[1], sums[1], c.kv, c.n_cache, c.k);
   }
   std::printf("  hand-over vs own LSE pass: %d of %d sets identical (others: a near-tie swap)\n",
               equal_sets, sets);
@@ -1060,19 +1078,10 @@ TEST(CudaAttentionBatch, HandedOverScoresSumAsThePassOverKeys) {
     auto draw = test::to_device(with.scores[0]);
     auto dml = test::to_device(with.prefix_ml);
     cuda::DeviceBuffer<float> scores(size_t(c.kv) * n, "scores");
-    cuda::ScoreSumParams sp;
+    cuda::ScoreSumParams sp = pool_score_sums(pool, n, dpages.get(), drows.get(),
+                                              int(s.score_queries.size()), scores.get());
     sp.q = reinterpret_cast<const bf16*>(dq.get());
     sp.lse = dlse.get();
-    sp.k_cache = reinterpret_cast<const bf16*>(pool.dk.get());
-    sp.prefix = {dpages.get(), 4};  // the pool's pages of 16
-    sp.rows_used = drows.get();
-    sp.scores = scores.get();
-    sp.n_rows_used = int(s.score_queries.size());
-    sp.n_prefix = n;
-    sp.heads = c.heads;
-    sp.kv_heads = c.kv;
-    sp.head_dim = c.d;
-    sp.scale = pool.shape.scale;
     cuda::DeviceBuffer<int32_t> topk_ws(cuda::top_k_workspace_ints(n, c.kv), "top-k workspace");
     std::vector<std::vector<float>> sums;
     std::vector<std::vector<int32_t>> picks;
@@ -1097,15 +1106,8 @@ TEST(CudaAttentionBatch, HandedOverScoresSumAsThePassOverKeys) {
     }
     EXPECT_EQ(sums[0], sums[1]) << "the lse merged in the sums != the merge kernel's";
     EXPECT_LE(rel_error(sums[0], sums[2]), 1e-5) << "score sums from the scores vs over K";
-    for (int h = 0; h < c.kv; ++h) {
-      const std::vector<int32_t> a(picks[0].begin() + size_t(h) * c.k,
-                                   picks[0].begin() + size_t(h + 1) * c.k);
-      const std::vector<int32_t> b(picks[2].begin() + size_t(h) * c.k,
-                                   picks[2].begin() + size_t(h + 1) * c.k);
-      ++sets;
-      equal_sets += same_set_but_near_ties(
-          a, b, std::span(sums[2]).subspan(size_t(h) * n, size_t(n)), c.k, h);
-    }
+    sets += c.kv;
+    equal_sets += identical_sets(picks[0], picks[2], sums[2], c.kv, n, c.k);
   }
   std::printf("  scores handed over vs a pass over K: %d of %d sets identical\n", equal_sets, sets);
   EXPECT_GE(equal_sets, sets - 3);

@@ -189,8 +189,8 @@ class CudaBackend final : public Backend {
   void enqueue_sparse_top_k(const PlannedSequence& p, int64_t from, int64_t to);
   void enqueue_layer_run_top_k(const ForwardPlan& plan, int64_t layer);
   void enqueue_remaining_top_k(const ForwardPlan& plan);
-  bool top_k_in_runs(const ForwardPlan& plan) const;
-  // The layers of a top-k run during the forward (top_k_in_runs; DLLM_MAGE_TOPK_LAYERS, which also
+  bool top_k_runs_for(const ForwardPlan& plan) const;  // ForwardPlan::top_k_in_runs
+  // The layers of a top-k run during the forward (top_k_runs_for; DLLM_MAGE_TOPK_LAYERS, which also
   // sets top_k_runs_forced_; 0: one call after the outputs).
   int64_t top_k_layers_ = 8;
   bool top_k_runs_forced_ = false;

@@ -125,6 +125,9 @@ struct ForwardPlan {
   size_t scratch_sets = 0;                    // sel_sets_ ints of the selections not kept
   size_t select_scores = 0, select_topk = 0;  // sel_layer_scores_ floats, sel_layer_topk_ ints
   int select_lanes = 0;                       // the selection lanes its sequences use
+  // Top-k of the handed-over selections in runs of layers during the forward
+  // (CudaBackend::enqueue_layer_run_top_k), decided once per plan.
+  bool top_k_in_runs = false;
   bool graphable = false;  // one captured CUDA graph can replay it (see cuda_forward.cpp)
 };
 

@@ -204,6 +204,7 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     ints.insert(ints.end(), p.select_rows.begin(), p.select_rows.end());
     stage_prefix_pages(p, ints);
   }
+  plan.top_k_in_runs = top_k_runs_for(plan);
   // Quest: the prefix's physical slots, and the sequence's pages and slots of this forward.
   for (PlannedSequence& p : plan.seqs) {
     if (!p.quest_select) continue;
@@ -505,7 +506,7 @@ void CudaBackend::enqueue_sparse_top_k(const PlannedSequence& p, int64_t from, i
 // ~0.25 ms of SDAR-8B's 128K step 1 (15.25 -> 14.97 ms with runs of 4 or 8 layers; 32K unchanged),
 // but with 32 such sequences (FDv2-7B, 32K) runs cost their launches: step 1 116.9 -> 119.9 ms
 // (2026-11-30). DLLM_MAGE_TOPK_LAYERS set: runs for any number (tests); 0: none.
-bool CudaBackend::top_k_in_runs(const ForwardPlan& plan) const {
+bool CudaBackend::top_k_runs_for(const ForwardPlan& plan) const {
   if (top_k_layers_ <= 0) return false;
   const auto handed = std::count_if(plan.seqs.begin(), plan.seqs.end(),
                                     [](const PlannedSequence& p) { return p.select_from_scores; });
@@ -513,7 +514,7 @@ bool CudaBackend::top_k_in_runs(const ForwardPlan& plan) const {
 }
 
 void CudaBackend::enqueue_layer_run_top_k(const ForwardPlan& plan, int64_t layer) {
-  if (!top_k_in_runs(plan) || (layer + 1) % top_k_layers_ != 0) return;
+  if (!plan.top_k_in_runs || (layer + 1) % top_k_layers_ != 0) return;
   for (const PlannedSequence& p : plan.seqs)
     if (p.select_from_scores) enqueue_sparse_top_k(p, layer + 1 - top_k_layers_, layer + 1);
 }
@@ -521,7 +522,7 @@ void CudaBackend::enqueue_layer_run_top_k(const ForwardPlan& plan, int64_t layer
 // After the outputs: the layers no run covered.
 void CudaBackend::enqueue_remaining_top_k(const ForwardPlan& plan) {
   const int64_t layers = config_.num_layers;
-  const int64_t runs_end = top_k_in_runs(plan) ? layers / top_k_layers_ * top_k_layers_ : 0;
+  const int64_t runs_end = plan.top_k_in_runs ? layers / top_k_layers_ * top_k_layers_ : 0;
   for (const PlannedSequence& p : plan.seqs)
     enqueue_sparse_top_k(p, p.select_from_scores ? runs_end : 0, layers);
 }
