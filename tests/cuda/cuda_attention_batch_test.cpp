@@ -921,6 +921,17 @@ int identical_sets(const std::vector<int32_t>& a, const std::vector<int32_t>& b,
   return equal;
 }
 
+// A selection over one sequence of the pool: heads / KV heads, head_dim, queries, cached keys,
+// top-k and the selection's queries.
+struct SelectCase {
+  int heads, kv, d, n_q, n_cache, k, select;
+  std::string name() const {
+    return "heads " + std::to_string(heads) + "/" + std::to_string(kv) + " d " + std::to_string(d) +
+           ", " + std::to_string(n_q) + " queries, " + std::to_string(n_cache) + " cached, k " +
+           std::to_string(k) + ", select " + std::to_string(select);
+  }
+};
+
 // Score-sum parameters over the pool's K for a prefix of n_cache keys at their positions in
 // `pages` (the pool's pages of 16), selection rows `rows`, sums into `scores`; q and lse are
 // the caller's.
@@ -946,16 +957,12 @@ cuda::ScoreSumParams pool_score_sums(const Pool& pool, int n_cache, const int32_
 // double), so a set may differ only by a key tied with the k-th within that rounding.
 TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
   std::mt19937 rng(106);
-  struct Case {
-    int heads, kv, d, n_q, n_cache, k, select;
-  };
   int sets = 0, equal_sets = 0;
-  for (const Case c : {Case{32, 8, 128, 32, 6000, 1024, 0}, Case{32, 8, 128, 32, 3000, 256, 4},
-                       Case{32, 8, 128, 8, 2000, 100, 0}, Case{8, 2, 64, 32, 2500, 300, 0},
-                       Case{32, 8, 16, 32, 4000, 512, 0}, Case{4, 1, 16, 16, 1200, 64, 5}}) {
-    SCOPED_TRACE(testing::Message()
-                 << "heads " << c.heads << "/" << c.kv << " d " << c.d << ", " << c.n_q
-                 << " queries, " << c.n_cache << " cached, k " << c.k << ", select " << c.select);
+  for (const SelectCase c :
+       {SelectCase{32, 8, 128, 32, 6000, 1024, 0}, SelectCase{32, 8, 128, 32, 3000, 256, 4},
+        SelectCase{32, 8, 128, 8, 2000, 100, 0}, SelectCase{8, 2, 64, 32, 2500, 300, 0},
+        SelectCase{32, 8, 16, 32, 4000, 512, 0}, SelectCase{4, 1, 16, 16, 1200, 64, 5}}) {
+    SCOPED_TRACE(c.name());
     Pool pool(c.heads, c.kv, c.d, 16, (c.n_cache + c.n_q) / 16 + 16, rng);
     Seq s = make_seq({c.n_q, c.n_cache, AttentionKind::kBlockCausal, c.n_q}, pool, rng);
     pool.upload_positions();
@@ -1027,16 +1034,12 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
 // on the same LSE up to fp32 summation order — so the same sets, but for a near-tie at the k-th.
 TEST(CudaAttentionBatch, HandedOverScoresSumAsThePassOverKeys) {
   std::mt19937 rng(107);
-  struct Case {
-    int heads, kv, d, n_q, n_cache, k, select;
-  };
   int sets = 0, equal_sets = 0, multi_split = 0;
-  for (const Case c : {Case{32, 8, 128, 32, 6000, 512, 1}, Case{32, 8, 128, 32, 20000, 1024, 4},
-                       Case{32, 8, 128, 8, 3000, 256, 2}, Case{8, 2, 64, 32, 2500, 300, 3},
-                       Case{32, 8, 16, 32, 4000, 512, 1}, Case{4, 1, 16, 16, 1200, 64, 4}}) {
-    SCOPED_TRACE(testing::Message()
-                 << "heads " << c.heads << "/" << c.kv << " d " << c.d << ", " << c.n_q
-                 << " queries, " << c.n_cache << " cached, k " << c.k << ", select " << c.select);
+  for (const SelectCase c :
+       {SelectCase{32, 8, 128, 32, 6000, 512, 1}, SelectCase{32, 8, 128, 32, 20000, 1024, 4},
+        SelectCase{32, 8, 128, 8, 3000, 256, 2}, SelectCase{8, 2, 64, 32, 2500, 300, 3},
+        SelectCase{32, 8, 16, 32, 4000, 512, 1}, SelectCase{4, 1, 16, 16, 1200, 64, 4}}) {
+    SCOPED_TRACE(c.name());
     const int group = c.heads / c.kv;
     Pool pool(c.heads, c.kv, c.d, 16, (2 * c.n_cache + 2 * c.n_q) / 16 + 32, rng);
     Seq s = make_seq({c.n_q, c.n_cache, AttentionKind::kBlockCausal, c.n_q}, pool, rng);
