@@ -37,13 +37,13 @@ __device__ __forceinline__ void issue_scores(float (&s_flat)[KT / 2], uint32_t q
 #pragma unroll
   for (int i = 0; i < KT / 2; ++i) s_flat[i] = 0.0f;
   wgmma::fence();
+  const uint64_t q_desc = wgmma::desc_sw128(q_addr, 16, 1024);
+  const uint64_t k_desc = wgmma::desc_sw128(k_addr, 16, 1024);
 #pragma unroll
   for (int kk = 0; kk < kD / 16; ++kk) {
     // Dims 16kk..16kk+15: which half, and 32 bytes per step inside it.
-    const uint64_t da =
-        wgmma::desc_sw128(q_addr + (kk >> 2) * half_bytes(64) + (kk & 3) * 32, 16, 1024);
-    const uint64_t db =
-        wgmma::desc_sw128(k_addr + (kk >> 2) * half_bytes(KT) + (kk & 3) * 32, 16, 1024);
+    const uint64_t da = wgmma::desc_advance(q_desc, (kk >> 2) * half_bytes(64) + (kk & 3) * 32);
+    const uint64_t db = wgmma::desc_advance(k_desc, (kk >> 2) * half_bytes(KT) + (kk & 3) * 32);
     if constexpr (KT == 64)
       wgmma::mma_m64n64k16_ss(s_flat, da, db, kk > 0);
     else
@@ -95,11 +95,11 @@ __device__ __forceinline__ void pack_probabilities(const float (&s)[KT / 8][4],
 template <int KT>
 __device__ __forceinline__ void issue_values(float (&o_flat)[64], const uint32_t (&a)[KT / 16][4],
                                              uint32_t v_addr) {
+  const uint64_t v_desc = wgmma::desc_sw128(v_addr, half_bytes(KT), 1024);
   wgmma::fence();
 #pragma unroll
   for (int t = 0; t < KT / 16; ++t)  // keys 16t..: two 8-key atoms; the dim halves LBO apart
-    wgmma::mma_m64n128k16_rs(o_flat, a[t],
-                             wgmma::desc_sw128(v_addr + t * 16 * 128, half_bytes(KT), 1024));
+    wgmma::mma_m64n128k16_rs(o_flat, a[t], wgmma::desc_advance(v_desc, t * 16 * 128));
 }
 
 // After the wgmma reading `a` completed: keeps the compiler from reusing its registers earlier.

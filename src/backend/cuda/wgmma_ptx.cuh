@@ -18,6 +18,15 @@ __device__ __forceinline__ uint64_t desc_sw128(uint32_t smem_addr, uint32_t lbo,
          static_cast<uint64_t>((sbo & 0x3FFFF) >> 4) << 32 | 1ull << 62;
 }
 
+// The descriptor of the matrix `bytes` further on in shared memory (a compile-time constant at the
+// callers): the start address field (the low 14 bits) is the address >> 4 and holds any shared
+// address, so moving it is one 32-bit addition — no carry into the high word — instead of a new
+// descriptor's masks and shifts before every wgmma.
+__device__ __forceinline__ uint64_t desc_advance(uint64_t desc, uint32_t bytes) {
+  const uint32_t lo = static_cast<uint32_t>(desc) + (bytes >> 4);
+  return (desc & 0xFFFFFFFF00000000ull) | lo;
+}
+
 __device__ __forceinline__ void fence() {  // orders register accesses before wgmma reads them
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }
