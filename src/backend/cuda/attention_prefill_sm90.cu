@@ -190,7 +190,7 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
     wgmma::commit();
     wgmma::wait<0>();
     softmax(0);
-    rescale_output(o, alpha);
+    rescale_output_unless_settled(o, alpha);
     sm90::pack_probabilities<kTileKeys>(s, a);
   }
   for (int it = 1; it < n_tiles; ++it) {
@@ -205,7 +205,7 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
     wgmma::fence_registers(o_flat);
     sm90::keep_fragments<kTileKeys>(a);
     release(it - 1);
-    rescale_output(o, alpha);
+    rescale_output_unless_settled(o, alpha);
     sm90::pack_probabilities<kTileKeys>(s, a);
   }
   if (n_tiles > 0) {
