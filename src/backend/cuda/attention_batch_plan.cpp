@@ -353,10 +353,14 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
       }
     } else {
       const int per_item = may_group(q, kind) ? group : 1;
-      auto& list = items[takes_sm90_prefill(q, kind, splits, shape) ? L::kSm90Prefill : kind];
+      const bool prefill = takes_sm90_prefill(q, kind, splits, shape);
+      auto& list = items[prefill ? L::kSm90Prefill : kind];
+      // The prefill kernel's row blocks last first: under a causal rule the longest blocks start
+      // in the first wave, and the last wave holds short ones instead of a tail of the longest.
       for (int sp = 0; sp < splits && attended; sp += per_item)
-        for (int rb = 0; rb < row_blocks[i]; ++rb)
-          append_item(list, rb, sp, std::min(sp + per_item, splits) - 1);
+        for (int b = 0; b < row_blocks[i]; ++b)
+          append_item(list, prefill ? row_blocks[i] - 1 - b : b, sp,
+                      std::min(sp + per_item, splits) - 1);
     }
     if (kind == L::kSm90 && attended) pairs += row_blocks[i];
     q_row += q.n_q;
