@@ -37,14 +37,27 @@ __device__ __forceinline__ void reset_flash_state(float (&m)[2], float (&l)[2], 
 // this tile's P V joins it — a kernel that overlaps the previous tile's P V with this softmax
 // rescales once that has landed. A row that has seen no visible key keeps m = -inf and offsets by
 // 0.
+// The largest of a lane's 2 NT scores of one row (h2), -inf if all are NaN. By halves, not one
+// running max: log2 of the dependent steps instead of NT — the same value (the max of the non-NaN
+// values does not depend on the order; fmaxf drops a NaN beside a number).
+template <int NT>
+__device__ __forceinline__ float row_tile_max(const float (&s)[NT][4], int h2) {
+  float v[NT];
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) v[nt] = fmaxf(s[nt][2 * h2], s[nt][2 * h2 + 1]);
+#pragma unroll
+  for (int width = 1; width < NT; width *= 2)
+#pragma unroll
+    for (int i = 0; i + width < NT; i += 2 * width) v[i] = fmaxf(v[i], v[i + width]);
+  return fmaxf(-INFINITY, v[0]);
+}
+
 template <int NT>
 __device__ __forceinline__ void softmax_tile_scores(float (&s)[NT][4], float (&m)[2], float (&l)[2],
                                                     float scale_log2, float (&alpha)[2]) {
 #pragma unroll
   for (int h2 = 0; h2 < 2; ++h2) {
-    float mx = -INFINITY;
-#pragma unroll
-    for (int nt = 0; nt < NT; ++nt) mx = fmaxf(mx, fmaxf(s[nt][2 * h2], s[nt][2 * h2 + 1]));
+    float mx = row_tile_max(s, h2);
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
     mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
     const float m_new = fmaxf(m[h2], mx * scale_log2);

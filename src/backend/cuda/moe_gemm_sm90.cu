@@ -67,14 +67,16 @@ struct Loader : moe_tile::ChunkSources<kTileRows, kTileCols, kRowStep, kVecsPerR
 // a time in order. The caller waits for the wgmma.
 __device__ __forceinline__ void issue_chunk(uint32_t rows_addr, uint32_t cols_addr,
                                             float (&acc)[2][32]) {
+  const uint64_t rows_desc = wgmma::desc_sw128(rows_addr, 16, 1024);
+  const uint64_t cols_desc = wgmma::desc_sw128(cols_addr, 16, 1024);
   wgmma::fence();
 #pragma unroll
   for (int kk = 0; kk < kKChunk / 16; ++kk) {
-    const uint64_t da = wgmma::desc_sw128(rows_addr + kk * 32, 16, 1024);
+    const uint64_t da = wgmma::desc_advance(rows_desc, kk * 32);
 #pragma unroll
     for (int h = 0; h < 2; ++h)
-      wgmma::mma_m64n64k16_ss(
-          acc[h], da, wgmma::desc_sw128(cols_addr + h * 64 * 128 + kk * 32, 16, 1024), true);
+      wgmma::mma_m64n64k16_ss(acc[h], da, wgmma::desc_advance(cols_desc, h * 64 * 128 + kk * 32),
+                              true);
   }
   wgmma::commit();
 }
