@@ -30,16 +30,10 @@ __device__ __forceinline__ void reset_flash_state(float (&m)[2], float (&l)[2], 
   l[0] = l[1] = 0.0f;
 }
 
-// One tile's online softmax over the lane's two rows, in base 2 with the scale folded in:
-// p = 2^(s * scale_log2 - m), one FFMA and one ex2 per score (scale_log2 = scale * log2 e). s holds
-// unscaled scores, -inf where the mask hides the key; it receives p. m (base-2, scaled) and l are
-// the running max and sum; alpha receives the factor o must be rescaled by (rescale_output) before
-// this tile's P V joins it — a kernel that overlaps the previous tile's P V with this softmax
-// rescales once that has landed. A row that has seen no visible key keeps m = -inf and offsets by
-// 0.
 // The largest of a lane's 2 NT scores of one row (h2), -inf if all are NaN. By halves, not one
 // running max: log2 of the dependent steps instead of NT — the same value (the max of the non-NaN
-// values does not depend on the order; fmaxf drops a NaN beside a number).
+// values does not depend on the order; fmaxf drops a NaN beside a number), up to the sign of a
+// zero max, which no exponent or output depends on.
 template <int NT>
 __device__ __forceinline__ float row_tile_max(const float (&s)[NT][4], int h2) {
   float v[NT];
@@ -52,6 +46,13 @@ __device__ __forceinline__ float row_tile_max(const float (&s)[NT][4], int h2) {
   return fmaxf(-INFINITY, v[0]);
 }
 
+// One tile's online softmax over the lane's two rows, in base 2 with the scale folded in:
+// p = 2^(s * scale_log2 - m), one FFMA and one ex2 per score (scale_log2 = scale * log2 e). s holds
+// unscaled scores, -inf where the mask hides the key; it receives p. m (base-2, scaled) and l are
+// the running max and sum; alpha receives the factor o must be rescaled by (rescale_output) before
+// this tile's P V joins it — a kernel that overlaps the previous tile's P V with this softmax
+// rescales once that has landed. A row that has seen no visible key keeps m = -inf and offsets by
+// 0.
 template <int NT>
 __device__ __forceinline__ void softmax_tile_scores(float (&s)[NT][4], float (&m)[2], float (&l)[2],
                                                     float scale_log2, float (&alpha)[2]) {
