@@ -168,12 +168,18 @@ nlohmann::json sparse_prefill_bench(const BenchArgs& a, const std::string& devic
   }
   std::printf("\n%s sparse prefill attention, one layer (%d/%d heads, head_dim %d), block %d\n\n",
               a.shape.c_str(), heads, kv_heads, d, a.prefill_block);
+  // The floor of a row: its computed FLOPs at the rate a large bf16 GEMM reaches on this GPU.
+  const double gemm_rate = measure_gemm_rate(device);
+  auto floor_ms = [&](double flops) { return flops / gemm_rate * 1e3; };
   std::printf(
       "(dense: the faster of the sparse kernel's dense plan and the forward's batched dense\n"
-      "attention, dense_batched — the Hopper wgmma kernel at head_dim 128)\n\n");
+      "attention, dense_batched — the Hopper wgmma kernel at head_dim 128; floor: the computed\n"
+      "FLOPs at the %.0f TFLOP/s of a bf16 8192^3 cuBLAS GEMM here)\n\n",
+      gemm_rate / 1e12);
   std::printf(
-      "| tokens | pattern | computed density | ms | TFLOP/s (computed) | speed-up vs dense |\n"
-      "|---|---|---|---|---|---|\n");
+      "| tokens | pattern | computed density | ms | TFLOP/s (computed) | floor ms | x floor | "
+      "speed-up vs dense |\n"
+      "|---|---|---|---|---|---|---|---|\n");
   nlohmann::json rows = nlohmann::json::array();
   for (int32_t n : lengths) {
     if (n < 1) fail("--prefill-lengths values must be positive (got ", n, ")");
@@ -189,14 +195,17 @@ nlohmann::json sparse_prefill_bench(const BenchArgs& a, const std::string& devic
     {  // the forward's own dense attention on the same prefill
       const int reps = n > 65536 ? 1 : std::min(a.reps, 3);
       const double ms = time_cuda_dense_prefill(n, a.prefill_block, heads, kv_heads, d, reps) / 1e3;
-      const double tflops = 4.0 * d * heads * causal_pairs / (ms * 1e-3) / 1e12;
-      std::printf("| %d | dense_batched | 1.000 | %.2f | %.0f | - |\n", n, ms, tflops);
+      const double flops = 4.0 * d * heads * causal_pairs;
+      const double tflops = flops / (ms * 1e-3) / 1e12;
+      std::printf("| %d | dense_batched | 1.000 | %.2f | %.0f | %.2f | %.2fx | - |\n", n, ms,
+                  tflops, floor_ms(flops), ms / floor_ms(flops));
       rows.push_back({{"tokens", n},
                       {"pattern", "dense_batched"},
                       {"layers", 1},
                       {"computed_density", 1.0},
                       {"ms", ms},
-                      {"tflops", tflops}});
+                      {"tflops", tflops},
+                      {"floor_ms", floor_ms(flops)}});
       dense_ms = ms;
     }
     for (const NamedPattern& np : patterns) {
@@ -209,9 +218,10 @@ nlohmann::json sparse_prefill_bench(const BenchArgs& a, const std::string& devic
       const int reps = density <= 0.5 ? a.reps : n > 65536 ? 1 : std::min(a.reps, 3);
       const double ms = time_cuda_sparse_prefill(plan, heads, kv_heads, d, reps) / 1e3;
       if (np.name == "dense") dense_ms = std::min(dense_ms, ms);  // the baseline: the faster
-      const double tflops = 4.0 * d * heads * causal_pairs * density / (ms * 1e-3) / 1e12;
-      std::printf("| %d | %s | %.3f | %.2f | %.0f | %.2fx |\n", n, np.name.c_str(), density, ms,
-                  tflops, dense_ms / ms);
+      const double flops = 4.0 * d * heads * causal_pairs * density;
+      const double tflops = flops / (ms * 1e-3) / 1e12;
+      std::printf("| %d | %s | %.3f | %.2f | %.0f | %.2f | %.2fx | %.2fx |\n", n, np.name.c_str(),
+                  density, ms, tflops, floor_ms(flops), ms / floor_ms(flops), dense_ms / ms);
       std::fflush(stdout);
       rows.push_back({{"tokens", n},
                       {"pattern", np.name},
@@ -219,20 +229,25 @@ nlohmann::json sparse_prefill_bench(const BenchArgs& a, const std::string& devic
                       {"computed_density", density},
                       {"ms", ms},
                       {"tflops", tflops},
+                      {"floor_ms", floor_ms(flops)},
                       {"speedup_vs_dense", dense_ms / ms}});
     }
     if (config) {
       double density = 0;
       const double ms = time_config_layers(*config, layers, heads, kv_heads, d, layout, qk,
                                            std::min(a.reps, 3), density);
-      std::printf("| %d | config, %d layers (vs dense x %d) | %.3f | %.2f | - | %.2fx |\n", n,
-                  layers, layers, density, ms, dense_ms * layers / ms);
+      const double flops = 4.0 * d * heads * causal_pairs * density * layers;
+      std::printf(
+          "| %d | config, %d layers (vs dense x %d) | %.3f | %.2f | - | %.2f | %.2fx | %.2fx |\n",
+          n, layers, layers, density, ms, floor_ms(flops), ms / floor_ms(flops),
+          dense_ms * layers / ms);
       std::fflush(stdout);
       rows.push_back({{"tokens", n},
                       {"pattern", "config"},
                       {"layers", layers},
                       {"computed_density", density},
                       {"ms", ms},
+                      {"floor_ms", floor_ms(flops)},
                       {"speedup_vs_dense", dense_ms * layers / ms}});
     }
   }
