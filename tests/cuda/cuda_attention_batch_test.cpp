@@ -759,6 +759,43 @@ TEST(CudaAttentionBatch, PrefillKernelGivesTheSplitKernelsBits) {
 #endif
 }
 
+// The warp-specialised kernel's split blocks (a denoising block over a long cache: splits of
+// >= 1024 keys, attention_batch_plan.cpp) give the split kernel's bits, merged by the combine pass
+// where the single-sequence split kernel merges its splits itself.
+TEST(CudaAttentionBatch, WarpSpecialisedSplitBlocksGiveTheSplitKernelsBits) {
+#ifndef DLLM_HAVE_SM90A
+  GTEST_SKIP() << "built without sm_90a: no warp-specialised kernel";
+#else
+  if (!cuda::sm90_prefill_attention_enabled())
+    GTEST_SKIP() << "the warp-specialised kernel runs on compute capability 9.0";
+  std::mt19937 rng(112);
+  struct Case {
+    int n_q, n_cache;
+    AttentionKind kind;
+    int block, heads, kv;
+  };
+  using K = AttentionKind;
+  for (const Case c : {Case{32, 40000, K::kBlockCausal, 32, 32, 8},
+                       Case{16, 80000, K::kBidirectional, 0, 32, 4}}) {
+    SCOPED_TRACE(testing::Message() << c.n_q << " queries after " << c.n_cache << ", kind "
+                                    << int(c.kind) << ", heads " << c.heads << "/" << c.kv);
+    const int n_keys = c.n_cache + c.n_q;
+    Pool pool(c.heads, c.kv, 128, 16, (n_keys + 15) / 16 + 2, rng);
+    std::iota(pool.free_pages.rbegin(), pool.free_pages.rend(), 0);  // contiguous: pages 0, 1, ..
+    Seq s = make_seq({c.n_q, c.n_cache, c.kind, c.block}, pool, rng);
+    pool.upload_positions();
+    cuda::AttentionBatchPlan plan;
+    const auto batched =
+        run_batch(pool, {&s}, 0, &plan, cuda::AttentionBatchSplitMode::kParallel);
+    ASSERT_GT(plan.splits[0], 1);
+    EXPECT_GT(plan.need.sm90_prefill_items, 0);
+    EXPECT_EQ(plan.need.sm90_items, 0);
+    EXPECT_TRUE(run_single_sequence(pool, s, plan.splits[0]) == batched[0])
+        << "warp-specialised split blocks != split kernel, " << plan.splits[0] << " splits";
+  }
+#endif
+}
+
 // MAGE's hand-over (method-specs §1.6 step 1): a batched call run with prefix_lse sequences,
 // each one's prefix-only log-sum-exp merged on the device from the call's split partials
 // (mage_prefix_lse_from_attention, every row used), and the outputs.

@@ -267,7 +267,7 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
     fail("attention_batch: Hopper work items in a build without sm_90a");
 #endif
   }
-  if (c.sm90_prefill_items > 0) {  // one split each: nothing of it for the merge or combine
+  if (c.sm90_prefill_items > 0) {  // split blocks among them: the combine pass merges them
 #ifdef DLLM_HAVE_SM90A
     sm90_prefill_attention_batch(a, c.sm90_prefill_items, stream);
 #else

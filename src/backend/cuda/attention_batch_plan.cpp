@@ -51,13 +51,25 @@ int resident_blocks(int kind, const AttentionBatchShape& s) {
   return attention_batch_mma_resident_blocks(s.head_dim);
 }
 
-// Whether a sequence's items go to the warp-specialised prefill kernel (batch_layout::kSm90Prefill)
-// instead of the Hopper split kernel: same tiles, same bits, faster over long prompts.
+// Keys a split needs before its blocks go to the warp-specialised kernel; the environment
+// overrides it for tuning experiments only.
+int ws_min_split_keys() {
+  static const int v = env_int("DLLM_ATTN_WS_MIN_SPLIT_KEYS", 1024);
+  return v;
+}
+
+// Whether a sequence's items go to the warp-specialised kernel (batch_layout::kSm90Prefill)
+// instead of the Hopper split kernel: same tiles, same bits, faster over long key ranges — a long
+// prompt of one split, or a denoising block's split blocks over a long cache (never a serial item:
+// the caller asks only for split blocks). A function of the sequence's own shape, as its splits are.
 bool takes_sm90_prefill(const AttentionBatchSeq& q, int kind, int splits,
                         const AttentionBatchShape& s) {
 #ifdef DLLM_HAVE_SM90A
-  return kind == L::kSm90 && splits == 1 && !q.prefix_lse &&
-         rows_per_kv_head(q.n_q, s) >= L::kSm90PrefillMinRows && sm90_prefill_attention_enabled();
+  if (kind != L::kSm90 || q.prefix_lse || !sm90_prefill_attention_enabled()) return false;
+  const int rows = rows_per_kv_head(q.n_q, s);
+  if (splits == 1) return rows >= L::kSm90PrefillMinRows;
+  const int64_t split_keys = (int64_t{q.n_keys} + splits - 1) / splits;
+  return rows >= L::kSm90Rows && split_keys >= ws_min_split_keys();
 #else
   (void)q, (void)kind, (void)splits, (void)s;
   return false;
@@ -307,7 +319,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     int64_t keys;
     size_t at;  // its first int in serial_ints[kind]
   };
-  std::vector<SerialItem> serial_items[L::kKinds];  // none for kSm90Prefill (one split each)
+  std::vector<SerialItem> serial_items[L::kKinds];  // none for kSm90Prefill (split blocks only)
   std::vector<int32_t> items[L::kKinds], serial_ints[L::kKinds], combine_rows;
   int64_t q_row = 0, partial_row = 0, prefix_row = 0, prefix_scores = 0;
   int32_t pairs = 0;  // (sequence, row block) pairs of the Hopper kernel

@@ -5,6 +5,9 @@
 // with the previous tile's P V: it issues S = Q Kᵀ of tile j and P V of tile j - 1 back to back,
 // waits for S alone, and rescales O only once P V has landed.
 //
+// It also takes the split blocks of a denoising block over a long cache (attention_batch_plan.cpp:
+// splits of >= DLLM_ATTN_WS_MIN_SPLIT_KEYS keys), which write partials for the combine pass.
+//
 // Why: the split kernel (attention_sm90.cu) stops both warpgroups of a block at a barrier every
 // tile and runs its softmax, then its P V, one after the other; over a 32K prompt (SDAR-8B
 // heads) Nsight Compute put its tensor pipe at 38 % and the warps' stalls at that barrier and
@@ -17,7 +20,10 @@
 //
 // Tried and measured (H200, 32K causal, SDAR-8B heads; docs/benchmarks.md): the two consumers
 // taking turns to issue (FlashAttention-3's ping-pong) — no gain; Q's fragments in registers
-// (wgmma RS: the same bits) — 12 % slower; 128-key tiles (two stages fit) — 10 % slower.
+// (wgmma RS: the same bits) — 12 % slower; 128-key tiles (two stages fit) — 10 % slower; 128-key
+// tiles with S by one n128 wgmma, K and V rings of their own (3 / 2 stages), stages handed over by
+// cp.async mbarrier arrivals and setmaxnreg 64 / 216 — the same bits, 17 % slower (64K causal
+// 91.9 ms against 75.8, 2026-11-30).
 #include <algorithm>
 
 #include "backend/cuda/attention_dispatch.h"
@@ -84,13 +90,13 @@ struct Pipe {
   __device__ uint32_t empty_bar(int tile) const { return sbase + empty + 8 * stage(tile); }
 };
 
-// The producer warpgroup: tiles 0 .. n_tiles - 1 of keys [0, k_end) into the ring, by cp.async.
+// The producer warpgroup: the n_tiles tiles of keys [k_begin, k_end) into the ring, by cp.async.
 // Warp w copies keys kTileKeys/4 w .. of a tile, two whole key rows a warp-wide copy; lane l
 // resolves the slot of its key l % (kTileKeys / 4) one tile ahead (a global load, behind the copies
 // in flight) and shuffles it to the copies. A tile is handed over (full barrier) kLag tiles later,
 // once this thread's copies of it have landed and are fenced for wgmma's async proxy.
-__device__ __forceinline__ void produce(const AttentionSeqView& p, const Pipe& ring, int n_tiles,
-                                        int k_end) {
+__device__ __forceinline__ void produce(const AttentionSeqView& p, const Pipe& ring, int k_begin,
+                                        int n_tiles, int k_end) {
   using R = Pipe;
   constexpr int kKeysPerWarp = kTileKeys / 4;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, lane_chunk = lane & 15;
@@ -103,9 +109,9 @@ __device__ __forceinline__ void produce(const AttentionSeqView& p, const Pipe& r
     const int own = t0 + first + lane % kKeysPerWarp;
     return own < k_end ? key_slot(p, own) : 0;  // 0 past the keys: never read
   };
-  int own_slot = slot_of(0);
+  int own_slot = slot_of(k_begin);
   for (int it = 0; it < n_tiles; ++it) {
-    const int t0 = it * kTileKeys;
+    const int t0 = k_begin + it * kTileKeys;
     if (it >= R::kStages) mbarrier::wait(ring.empty_bar(it), R::use_parity(it) ^ 1);
     unsigned char* kd = ring.k_tile(it);
     unsigned char* vd = kd + R::kv_tile;
@@ -133,12 +139,12 @@ __device__ __forceinline__ void produce(const AttentionSeqView& p, const Pipe& r
   for (int it = max(0, n_tiles - R::kLag); it < n_tiles; ++it) mbarrier::arrive(ring.full_bar(it));
 }
 
-// A consumer warpgroup: its 64 rows over every tile, then their output (one split: the output
-// itself, write_split_partials()). It issues S of tile j and P V of tile j - 1 back to back,
+// A consumer warpgroup: its 64 rows over the split's tiles, then their partial result
+// (write_split_partials(); one split: the output itself). It issues S of tile j and P V of tile j - 1 back to back,
 // waits for S alone, runs the softmax while P V runs, and rescales O once P V has landed — the
 // same multiplications in the same order as one tile after the other.
-__device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& ring, int n_tiles,
-                                        int k_end) {
+__device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& ring, int k_begin,
+                                        int n_tiles, int k_end) {
   const int ct = threadIdx.x - 128;  // 0 .. 128 kConsumers - 1
   const int wg = ct >> 7, warp = ct >> 5, lane = ct & 31;
   const int group = p.heads / p.kv_heads;
@@ -179,8 +185,8 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
   // The softmax of tile `it`, whose S has landed: masked, exponentiated, (m, l) updated.
   auto softmax = [&](int it) {
     wgmma::fence_registers(s_flat);
-    sm90::mask_scores<kTileKeys>(p, s_flat, ring.positions(it), it * kTileKeys, k_end, n_cache,
-                                 n_keys, row_a, row_b, lane);
+    sm90::mask_scores<kTileKeys>(p, s_flat, ring.positions(it), k_begin + it * kTileKeys, k_end,
+                                 n_cache, n_keys, row_a, row_b, lane);
     softmax_tile_scores(s, m, l, scale_log2, alpha);
   };
 
@@ -216,7 +222,7 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
     sm90::keep_fragments<kTileKeys>(a);
   }
   trigger_dependent_launch();
-  write_split_partials(p, 0, g, R, ra, m, l, o, lane);
+  write_split_partials(p, p.split, g, R, ra, m, l, o, lane);
 }
 
 // Grid attention_batch_grid() over the kSm90Prefill list's capacity; padding items exit at once.
@@ -241,14 +247,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   const AttentionSeqView& p = view;
   const int group = p.heads / p.kv_heads;
   const int R = p.n_q * group, n_keys = p.n_keys;
-  // The block's rows see no key past k_end (one split: keys from 0).
+  // The item's split of the keys, in the split kernel's tiles; the block's rows see no key past
+  // k_end.
+  const SplitSpan span = split_span(n_keys, p.splits, p.split, p.split, kTileKeys);
   const int last_row = min(R, (p.row_block + 1) * 64 * kConsumers) - 1;
-  const int k_end = min(n_keys, visible_keys_end(p, last_row, group, n_keys - p.n_q, n_keys));
-  const int n_tiles = k_end > 0 ? (k_end + kTileKeys - 1) / kTileKeys : 0;
+  const int k_begin = span.k_begin;
+  const int k_end = min(span.k_end, visible_keys_end(p, last_row, group, n_keys - p.n_q, n_keys));
+  const int n_tiles = k_begin < k_end ? (k_end - k_begin + kTileKeys - 1) / kTileKeys : 0;
   if (threadIdx.x < 128)
-    produce(p, ring, n_tiles, k_end);
+    produce(p, ring, k_begin, n_tiles, k_end);
   else
-    consume(p, ring, n_tiles, k_end);
+    consume(p, ring, k_begin, n_tiles, k_end);
 #endif
 }
 
