@@ -57,6 +57,11 @@ int ws_min_split_keys() {
   static const int v = env_int("DLLM_ATTN_WS_MIN_SPLIT_KEYS", 1024);
   return v;
 }
+// Blocks an SM of the warp-specialised kernel that its split count fills (it holds one).
+int ws_resident_blocks() {
+  static const int v = std::max(env_int("DLLM_ATTN_WS_RESIDENT", 1), 1);
+  return v;
+}
 
 // Whether a sequence's items go to the warp-specialised kernel (batch_layout::kSm90Prefill)
 // instead of the Hopper split kernel: same tiles, same bits, faster over long key ranges — a long
@@ -244,31 +249,40 @@ int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& s) {
   const bool sm90 = takes_sm90(n_q, s);
   const int rows_per_block = sm90 ? L::kSm90Rows : L::kMmaWarps * 16;
   const int tile_keys = sm90 ? L::kSm90TileKeys : L::kMmaTileKeys;
-#ifdef DLLM_HAVE_SM90A
-  const int resident = sm90 ? sm90_attention_batch_resident_blocks()
-                            : attention_batch_mma_resident_blocks(s.head_dim);
-#else
-  const int resident = attention_batch_mma_resident_blocks(s.head_dim);
-#endif
   const int64_t blocks =
       static_cast<int64_t>((R + rows_per_block - 1) / rows_per_block) * s.kv_heads;
-  // As attention_splits(): splits of >= 4 tiles, no more blocks than one wave holds — now also
-  // >= keys_per_row() keys per row, since a big batch pays every split's partials.
-  const int64_t split_keys =
-      std::max<int64_t>(int64_t{min_tiles()} * tile_keys, int64_t{keys_per_row()} * R);
-  const int64_t by_keys = (n_keys + split_keys - 1) / split_keys;
-  const int64_t by_wave =
-      static_cast<int64_t>(resident) * device_sm_count() / std::max<int64_t>(blocks, 1);
-  int64_t splits = std::clamp<int64_t>(std::min(by_keys, by_wave), 1, L::kMaxSplits);
-  // The kernels share the keys out in whole tiles (split_keys() of attention_seq.cuh): drop the
-  // splits that rounding would leave without keys (they cost a block and a partial each).
-  for (int i = 0; i < 4; ++i) {
-    const int64_t chunk = ((n_keys + splits - 1) / splits + tile_keys - 1) / tile_keys * tile_keys;
-    const int64_t used = std::max<int64_t>((n_keys + chunk - 1) / chunk, 1);
-    if (used == splits) break;
-    splits = used;
+  // As attention_splits(): splits of >= 4 tiles, no more blocks than `resident` a SM hold — now
+  // also >= keys_per_row() keys per row, since a big batch pays every split's partials.
+  auto splits_for = [&](int resident) {
+    const int64_t split_keys =
+        std::max<int64_t>(int64_t{min_tiles()} * tile_keys, int64_t{keys_per_row()} * R);
+    const int64_t by_keys = (n_keys + split_keys - 1) / split_keys;
+    const int64_t by_wave =
+        static_cast<int64_t>(resident) * device_sm_count() / std::max<int64_t>(blocks, 1);
+    int64_t splits = std::clamp<int64_t>(std::min(by_keys, by_wave), 1, L::kMaxSplits);
+    // The kernels share the keys out in whole tiles (split_keys() of attention_seq.cuh): drop the
+    // splits that rounding would leave without keys (they cost a block and a partial each).
+    for (int i = 0; i < 4; ++i) {
+      const int64_t chunk =
+          ((n_keys + splits - 1) / splits + tile_keys - 1) / tile_keys * tile_keys;
+      const int64_t used = std::max<int64_t>((n_keys + chunk - 1) / chunk, 1);
+      if (used == splits) break;
+      splits = used;
+    }
+    return static_cast<int>(splits);
+  };
+#ifdef DLLM_HAVE_SM90A
+  // Split blocks long enough for the warp-specialised kernel (one block an SM) fill one wave of
+  // it; the split kernel's fill two blocks an SM.
+  if (sm90 && R >= L::kSm90Rows && sm90_prefill_attention_enabled()) {
+    const int ws = splits_for(ws_resident_blocks());
+    if (ws > 1 && (int64_t{n_keys} + ws - 1) / ws >= ws_min_split_keys()) return ws;
   }
-  return static_cast<int>(splits);
+  return splits_for(sm90 ? sm90_attention_batch_resident_blocks()
+                         : attention_batch_mma_resident_blocks(s.head_dim));
+#else
+  return splits_for(attention_batch_mma_resident_blocks(s.head_dim));
+#endif
 }
 
 AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
