@@ -27,8 +27,8 @@ constexpr int kMma = 0;   // mma.sync kernel (attention_mma.cuh)
 constexpr int kSm90 = 1;  // Hopper wgmma kernel (attention_sm90.cu)
 // The warp-specialised Hopper prefill kernel (attention_prefill_sm90.cu): the kSm90 tiles and
 // rows per block, so a sequence's bits do not depend on which of the two runs it. It takes the
-// Hopper sequences without prefix-only (m, l): of one split and at least kSm90PrefillMinRows rows,
-// or split blocks of whole row blocks over long key ranges (attention_batch_plan.cpp).
+// Hopper sequences of one split and at least kSm90PrefillMinRows rows, and split blocks of whole
+// row blocks over long key ranges (attention_batch_plan.cpp), MAGE's hand-over included.
 constexpr int kSm90Prefill = 2;
 constexpr int kKinds = 3;
 

@@ -70,7 +70,7 @@ int ws_resident_blocks() {
 bool takes_sm90_prefill(const AttentionBatchSeq& q, int kind, int splits,
                         const AttentionBatchShape& s) {
 #ifdef DLLM_HAVE_SM90A
-  if (kind != L::kSm90 || q.prefix_lse || !sm90_prefill_attention_enabled()) return false;
+  if (kind != L::kSm90 || !sm90_prefill_attention_enabled()) return false;
   const int rows = rows_per_kv_head(q.n_q, s);
   if (splits == 1) return rows >= L::kSm90PrefillMinRows;
   const int64_t split_keys = (int64_t{q.n_keys} + splits - 1) / splits;

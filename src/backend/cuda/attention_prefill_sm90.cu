@@ -143,6 +143,7 @@ __device__ __forceinline__ void produce(const AttentionSeqView& p, const Pipe& r
 // (write_split_partials(); one split: the output itself). It issues S of tile j and P V of tile j - 1 back to back,
 // waits for S alone, runs the softmax while P V runs, and rescales O once P V has landed — the
 // same multiplications in the same order as one tile after the other.
+template <bool PREFIX>
 __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& ring, int k_begin,
                                         int n_tiles, int k_end) {
   const int ct = threadIdx.x - 128;  // 0 .. 128 kConsumers - 1
@@ -178,15 +179,28 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
   float s[kTileKeys / 8][4];
   float(&s_flat)[kTileKeys / 2] = reinterpret_cast<float(&)[kTileKeys / 2]>(s);
   uint32_t a[kTileKeys / 16][4];  // P of the tile whose P V is next
+  // MAGE's hand-over (PREFIX: flash_tile.cuh), as the split kernel does it: the raw prefix scores
+  // of the rows that write them, and the prefix-only (m, l) at the tile holding the prefix's end.
+  __shared__ ScoreRowsSmem<PREFIX ? 4 * kConsumers : 1> score_rows;
+  if constexpr (PREFIX) stage_score_rows(p, score_rows, row0 + warp * 16, R, group, warp, lane);
+  auto hand_over = [&](int t0) {
+    if (t0 < n_cache && warp_writes_scores(score_rows, warp))
+      write_prefix_scores(s, p, score_rows, warp, g, group, t0, n_cache, lane);
+    if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kTileKeys)
+      prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, p.split,
+                           p.kv_heads, g, R, ra);
+  };
   auto release = [&](int tile) {
     __syncwarp();
     if (lane == 0) mbarrier::arrive(ring.empty_bar(tile));
   };
   // The softmax of tile `it`, whose S has landed: masked, exponentiated, (m, l) updated.
   auto softmax = [&](int it) {
+    const int t0 = k_begin + it * kTileKeys;
     wgmma::fence_registers(s_flat);
-    sm90::mask_scores<kTileKeys>(p, s_flat, ring.positions(it), k_begin + it * kTileKeys, k_end,
-                                 n_cache, n_keys, row_a, row_b, lane);
+    sm90::mask_scores<kTileKeys>(p, s_flat, ring.positions(it), t0, k_end, n_cache, n_keys, row_a,
+                                 row_b, lane);
+    if constexpr (PREFIX) hand_over(t0);
     softmax_tile_scores(s, m, l, scale_log2, alpha);
   };
 
@@ -223,9 +237,16 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
   }
   trigger_dependent_launch();
   write_split_partials(p, p.split, g, R, ra, m, l, o, lane);
+  if constexpr (PREFIX)
+    if (p.prefix_ml)
+      prefix_stats_after_loop(m, l, k_begin, n_tiles, kTileKeys, n_cache, lane, p.prefix_ml,
+                              p.split, p.kv_heads, g, R, ra);
 }
 
 // Grid attention_batch_grid() over the kSm90Prefill list's capacity; padding items exit at once.
+// PREFIX: the launch holds a sequence that wants MAGE's hand-over (AttentionBatchKernelArgs::
+// prefix_ml); its other sequences skip it.
+template <bool PREFIX>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_prefill_sm90_kernel(AttentionBatchKernelArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -257,7 +278,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x < 128)
     produce(p, ring, k_begin, n_tiles, k_end);
   else
-    consume(p, ring, k_begin, n_tiles, k_end);
+    consume<PREFIX>(p, ring, k_begin, n_tiles, k_end);
 #endif
 }
 
@@ -272,13 +293,14 @@ void sm90_prefill_attention_batch(AttentionBatchKernelArgs a, int items, cudaStr
   if (items <= 0) return;
   static PerDevice<bool> configured;
   configured.get([] {
-    DLLM_CUDA_CHECK(cudaFuncSetAttribute(attention_prefill_sm90_kernel,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(Pipe::bytes)));
+    for (auto* kernel : {attention_prefill_sm90_kernel<false>, attention_prefill_sm90_kernel<true>})
+      DLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           static_cast<int>(Pipe::bytes)));
     return true;
   });
   const dim3 grid = attention_batch_grid(items, a);
-  launch_pdl(attention_prefill_sm90_kernel, grid, dim3(kThreads), Pipe::bytes, stream, a);
+  launch_pdl(a.prefix_ml ? attention_prefill_sm90_kernel<true> : attention_prefill_sm90_kernel<false>,
+             grid, dim3(kThreads), Pipe::bytes, stream, a);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
