@@ -787,8 +787,7 @@ TEST(CudaAttentionBatch, WarpSpecialisedSplitBlocksGiveTheSplitKernelsBits) {
     Seq s = make_seq({c.n_q, c.n_cache, c.kind, c.block}, pool, rng);
     pool.upload_positions();
     cuda::AttentionBatchPlan plan;
-    const auto batched =
-        run_batch(pool, {&s}, 0, &plan, cuda::AttentionBatchSplitMode::kParallel);
+    const auto batched = run_batch(pool, {&s}, 0, &plan, cuda::AttentionBatchSplitMode::kParallel);
     ASSERT_GT(plan.splits[0], 1);
     EXPECT_GT(plan.need.sm90_prefill_items, 0);
     EXPECT_EQ(plan.need.sm90_items, 0);

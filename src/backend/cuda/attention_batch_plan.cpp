@@ -66,7 +66,8 @@ int ws_resident_blocks() {
 // Whether a sequence's items go to the warp-specialised kernel (batch_layout::kSm90Prefill)
 // instead of the Hopper split kernel: same tiles, same bits, faster over long key ranges — a long
 // prompt of one split, or a denoising block's split blocks over a long cache (never a serial item:
-// the caller asks only for split blocks). A function of the sequence's own shape, as its splits are.
+// the caller asks only for split blocks). A function of the sequence's own shape, as its splits
+// are.
 bool takes_sm90_prefill(const AttentionBatchSeq& q, int kind, int splits,
                         const AttentionBatchShape& s) {
 #ifdef DLLM_HAVE_SM90A

@@ -140,9 +140,9 @@ __device__ __forceinline__ void produce(const AttentionSeqView& p, const Pipe& r
 }
 
 // A consumer warpgroup: its 64 rows over the split's tiles, then their partial result
-// (write_split_partials(); one split: the output itself). It issues S of tile j and P V of tile j - 1 back to back,
-// waits for S alone, runs the softmax while P V runs, and rescales O once P V has landed — the
-// same multiplications in the same order as one tile after the other.
+// (write_split_partials(); one split: the output itself). It issues S of tile j and P V of tile j -
+// 1 back to back, waits for S alone, runs the softmax while P V runs, and rescales O once P V has
+// landed — the same multiplications in the same order as one tile after the other.
 template <bool PREFIX>
 __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& ring, int k_begin,
                                         int n_tiles, int k_end) {
@@ -187,8 +187,8 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
     if (t0 < n_cache && warp_writes_scores(score_rows, warp))
       write_prefix_scores(s, p, score_rows, warp, g, group, t0, n_cache, lane);
     if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kTileKeys)
-      prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, p.split,
-                           p.kv_heads, g, R, ra);
+      prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, p.split, p.kv_heads,
+                           g, R, ra);
   };
   auto release = [&](int tile) {
     __syncwarp();
@@ -299,8 +299,9 @@ void sm90_prefill_attention_batch(AttentionBatchKernelArgs a, int items, cudaStr
     return true;
   });
   const dim3 grid = attention_batch_grid(items, a);
-  launch_pdl(a.prefix_ml ? attention_prefill_sm90_kernel<true> : attention_prefill_sm90_kernel<false>,
-             grid, dim3(kThreads), Pipe::bytes, stream, a);
+  launch_pdl(
+      a.prefix_ml ? attention_prefill_sm90_kernel<true> : attention_prefill_sm90_kernel<false>,
+      grid, dim3(kThreads), Pipe::bytes, stream, a);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

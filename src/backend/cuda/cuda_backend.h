@@ -203,6 +203,8 @@ class CudaBackend final : public Backend {
   void plan_sparse_prefill(PlannedSequence& p);
   void enqueue_sparse_prefill(const ForwardPlan& plan, int64_t layer);
   const cuda::AttentionBatchPlan& layer_attention(const ForwardPlan& plan, int64_t layer) const;
+  // The capacity of that layer's attention call (LayerAttention::capacity).
+  const cuda::AttentionBatchCapacity& layer_capacity(const ForwardPlan& plan, int64_t layer) const;
   // collect (cuda_outputs.cpp): S2D2 verification and kept rows, host copies, results.
   std::vector<SequenceResult> collect(ForwardPlan& plan,
                                       std::span<const cuda::DeviceRowSums> stats);

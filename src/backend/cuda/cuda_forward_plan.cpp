@@ -263,13 +263,20 @@ void CudaBackend::stage(ForwardPlan& plan) {
   // A kernel kind without work items keeps a capacity of 0 (its launch is left out; the graph
   // key holds the capacities): a decoding step's empty mma.sync and prefill grids cost ~2 µs of
   // launch a layer each, and an mma.sync launch rules out the Hopper kernel's in-kernel merge.
+  auto items = [&](int n) { return n == 0 || !plan.graphable ? n : static_cast<int>(bucket(n)); };
   if (plan.graphable) {
-    auto items = [](int n) { return n == 0 ? 0 : static_cast<int>(bucket(n)); };
     plan.capacity.mma_items = items(plan.capacity.mma_items);
     plan.capacity.sm90_items = items(plan.capacity.sm90_items);
     plan.capacity.sm90_prefill_items = items(plan.capacity.sm90_prefill_items);
     plan.capacity.partial_rows = bucket(plan.capacity.partial_rows);
     ints.resize(static_cast<size_t>(bucket(static_cast<int64_t>(ints.size()))), 0);
+  }
+  for (LayerAttention& la : plan.layer_attentions) {
+    la.capacity = plan.capacity;
+    la.capacity.mma_items = items(la.plan.need.mma_items);
+    la.capacity.sm90_items = items(la.plan.need.sm90_items);
+    la.capacity.sm90_prefill_items = items(la.plan.need.sm90_prefill_items);
+    la.capacity.combine = la.plan.need.combine;
   }
 }
 

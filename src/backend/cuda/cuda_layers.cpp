@@ -113,7 +113,7 @@ void CudaBackend::enqueue_attention(ForwardPlan& plan, int64_t layer, const Laye
   ap.shape = attention_shape();
   if (rows.all) {  // the plan staged with the step (the layer's own with sparse attention)
     ap.plan = lane_->ints.get() + layer_attention(plan, layer).offset;
-    ap.capacity = plan.capacity;
+    ap.capacity = layer_capacity(plan, layer);
     ap.prefix_ml = layer_prefix_ml(plan, layer);
     ap.prefix_scores = layer_prefix_scores(plan, layer);
   } else {  // dLLM-Cache in the batch: this layer's rows, planned and staged now

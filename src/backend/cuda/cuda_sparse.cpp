@@ -144,6 +144,12 @@ const cuda::AttentionBatchPlan& CudaBackend::layer_attention(const ForwardPlan& 
   return plan.layer_attentions[static_cast<size_t>(plan.attention_of_layer[layer])].plan;
 }
 
+const cuda::AttentionBatchCapacity& CudaBackend::layer_capacity(const ForwardPlan& plan,
+                                                                int64_t layer) const {
+  if (plan.attention_of_layer.empty()) return plan.capacity;
+  return plan.layer_attentions[static_cast<size_t>(plan.attention_of_layer[layer])].capacity;
+}
+
 float* CudaBackend::layer_prefix_ml(const ForwardPlan& plan, int64_t layer) {
   if (plan.capacity.prefix_rows == 0) return nullptr;
   return sel_prefix_ml_.get() + layer * plan.capacity.prefix_rows * 2;
