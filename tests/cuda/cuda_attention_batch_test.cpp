@@ -198,7 +198,7 @@ cuda::AttentionBatchCapacity padded(cuda::AttentionBatchCapacity c, int extra) {
   c.q_rows += extra;
   c.mma_items += extra ? 2 * extra : 0;
   c.sm90_items += extra;
-  c.sm90_prefill_items += extra;
+  c.sm90_ws_items += extra;
   c.partial_rows += extra * 1000;
   return c;
 }
@@ -714,17 +714,18 @@ TEST(CudaAttentionBatch, SingleSequenceCallGivesTheBatchedBits) {
   }
 }
 
-// The warp-specialised prefill kernel (batch_layout::kSm90Prefill) gives the Hopper split
+// The warp-specialised kernel on prompts (batch_layout::kSm90Ws) gives the Hopper split
 // kernel's bits: prompts of >= 512 rows per KV head (one split), cold and after a cached prefix,
 // causal, bidirectional and block-causal (B = 4, 32), GQA 1 and 4, ragged last row blocks —
 // against the single-sequence call (the split kernel with the same tiles) and the reference,
 // alone, skipping hidden tiles, and batched beside a decoding step (which the split kernel takes).
 TEST(CudaAttentionBatch, PrefillKernelGivesTheSplitKernelsBits) {
 #ifndef DLLM_HAVE_SM90A
-  GTEST_SKIP() << "built without sm_90a: no prefill kernel";
+  GTEST_SKIP() << "built without sm_90a: no warp-specialised kernel";
 #else
-  if (!cuda::sm90_prefill_attention_enabled())
-    GTEST_SKIP() << "the prefill kernel runs on compute capability 9.0 (DLLM_ATTN_SM90_PREFILL on)";
+  if (!cuda::sm90_ws_attention_enabled())
+    GTEST_SKIP()
+        << "the warp-specialised kernel runs on compute capability 9.0 (DLLM_ATTN_SM90_WS on)";
   std::mt19937 rng(111);
   struct Case {
     int n_q, n_cache;
@@ -748,7 +749,7 @@ TEST(CudaAttentionBatch, PrefillKernelGivesTheSplitKernelsBits) {
     cuda::AttentionBatchPlan plan;
     const auto alone = run_batch(pool, {&s}, 0, &plan);
     ASSERT_EQ(plan.splits[0], 1);
-    EXPECT_GT(plan.need.sm90_prefill_items, 0);
+    EXPECT_GT(plan.need.sm90_ws_items, 0);
     EXPECT_EQ(plan.need.sm90_items, 0);
     expect_matches_reference(s, alone[0], "prefill kernel");
     EXPECT_TRUE(run_single_sequence(pool, s, 1) == alone[0]) << "prefill kernel != split kernel";
@@ -768,7 +769,7 @@ TEST(CudaAttentionBatch, WarpSpecialisedSplitBlocksGiveTheSplitKernelsBits) {
 #ifndef DLLM_HAVE_SM90A
   GTEST_SKIP() << "built without sm_90a: no warp-specialised kernel";
 #else
-  if (!cuda::sm90_prefill_attention_enabled())
+  if (!cuda::sm90_ws_attention_enabled())
     GTEST_SKIP() << "the warp-specialised kernel runs on compute capability 9.0";
   std::mt19937 rng(112);
   struct Case {
@@ -789,7 +790,7 @@ TEST(CudaAttentionBatch, WarpSpecialisedSplitBlocksGiveTheSplitKernelsBits) {
     cuda::AttentionBatchPlan plan;
     const auto batched = run_batch(pool, {&s}, 0, &plan, cuda::AttentionBatchSplitMode::kParallel);
     ASSERT_GT(plan.splits[0], 1);
-    EXPECT_GT(plan.need.sm90_prefill_items, 0);
+    EXPECT_GT(plan.need.sm90_ws_items, 0);
     EXPECT_EQ(plan.need.sm90_items, 0);
     EXPECT_TRUE(run_single_sequence(pool, s, plan.splits[0]) == batched[0])
         << "warp-specialised split blocks != split kernel, " << plan.splits[0] << " splits";

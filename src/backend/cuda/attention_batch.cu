@@ -267,11 +267,11 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
     fail("attention_batch: Hopper work items in a build without sm_90a");
 #endif
   }
-  if (c.sm90_prefill_items > 0) {  // split blocks among them: the combine pass merges them
+  if (c.sm90_ws_items > 0) {  // split blocks among them: the combine pass merges them
 #ifdef DLLM_HAVE_SM90A
-    sm90_prefill_attention_batch(a, c.sm90_prefill_items, stream);
+    sm90_ws_attention_batch(a, c.sm90_ws_items, stream);
 #else
-    fail("attention_batch: Hopper prefill work items in a build without sm_90a");
+    fail("attention_batch: warp-specialised Hopper work items in a build without sm_90a");
 #endif
   }
   if (merged) return;      // the Hopper kernel merged every row (no other kernel ran)

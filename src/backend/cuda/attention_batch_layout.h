@@ -17,7 +17,7 @@ namespace batch_layout {
 constexpr int kSeqCount = 0;
 constexpr int kCombineRows = 1;  // query rows the combine pass merges (of sequences of several
                                  // splits: with one, the kernel writes the output itself)
-constexpr int kItemCount = 2;    // + kind: work items of kernel kind (kMma, kSm90, kSm90Prefill)
+constexpr int kItemCount = 2;    // + kind: work items of kernel kind (kMma, kSm90, kSm90Ws)
 constexpr int kItemsAt = 5;      // + kind: their list
 constexpr int kSeqsAt = 8;       // sequence descriptors, kSeqInts each
 constexpr int kCombineAt = 9;    // the combine pass's rows: (query row, sequence) each
@@ -25,11 +25,11 @@ constexpr int kHeaderInts = 10;
 // Kernel kinds (work lists).
 constexpr int kMma = 0;   // mma.sync kernel (attention_mma.cuh)
 constexpr int kSm90 = 1;  // Hopper wgmma kernel (attention_sm90.cu)
-// The warp-specialised Hopper prefill kernel (attention_prefill_sm90.cu): the kSm90 tiles and
+// The warp-specialised Hopper kernel (attention_ws_sm90.cu): the kSm90 tiles and
 // rows per block, so a sequence's bits do not depend on which of the two runs it. It takes the
-// Hopper sequences of one split and at least kSm90PrefillMinRows rows, and split blocks of whole
+// Hopper sequences of one split and at least kSm90WsMinPromptRows rows, and split blocks of whole
 // row blocks over long key ranges (attention_batch_plan.cpp), MAGE's hand-over included.
-constexpr int kSm90Prefill = 2;
+constexpr int kSm90Ws = 2;
 constexpr int kKinds = 3;
 
 // A sequence descriptor.
@@ -105,11 +105,11 @@ constexpr int kMmaWarps = 1;
 constexpr int kMmaTileKeys = 32;
 constexpr int kSm90Rows = 128;
 constexpr int kSm90TileKeys = 64;
-// Rows per KV head from which a one-split Hopper sequence goes to the prefill kernel: four row
-// blocks, a prompt of 128 queries at GQA 4. Shorter one-split sequences (a denoising block over a
-// short cache) stay with the split kernel, whose step times are the measured ones; the threshold
-// itself is not tuned.
-constexpr int kSm90PrefillMinRows = 4 * kSm90Rows;
+// Rows per KV head from which a one-split Hopper sequence (a prompt) goes to the warp-specialised
+// kernel: four row blocks, a prompt of 128 queries at GQA 4. Shorter one-split sequences (a
+// denoising block over a short cache) stay with the split kernel, whose step times are the
+// measured ones; the threshold itself is not tuned.
+constexpr int kSm90WsMinPromptRows = 4 * kSm90Rows;
 }  // namespace batch_layout
 
 // Pages of the pool are a power of two of slots, 2^shift: logical slot j of a sequence lives at

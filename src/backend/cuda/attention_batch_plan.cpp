@@ -63,17 +63,16 @@ int ws_resident_blocks() {
   return v;
 }
 
-// Whether a sequence's items go to the warp-specialised kernel (batch_layout::kSm90Prefill)
+// Whether a sequence's items go to the warp-specialised kernel (batch_layout::kSm90Ws)
 // instead of the Hopper split kernel: same tiles, same bits, faster over long key ranges — a long
 // prompt of one split, or a denoising block's split blocks over a long cache (never a serial item:
 // the caller asks only for split blocks). A function of the sequence's own shape, as its splits
 // are.
-bool takes_sm90_prefill(const AttentionBatchSeq& q, int kind, int splits,
-                        const AttentionBatchShape& s) {
+bool takes_sm90_ws(const AttentionBatchSeq& q, int kind, int splits, const AttentionBatchShape& s) {
 #ifdef DLLM_HAVE_SM90A
-  if (kind != L::kSm90 || !sm90_prefill_attention_enabled()) return false;
+  if (kind != L::kSm90 || !sm90_ws_attention_enabled()) return false;
   const int rows = rows_per_kv_head(q.n_q, s);
-  if (splits == 1) return rows >= L::kSm90PrefillMinRows;
+  if (splits == 1) return rows >= L::kSm90WsMinPromptRows;
   const int64_t split_keys = (int64_t{q.n_keys} + splits - 1) / splits;
   return rows >= L::kSm90Rows && split_keys >= ws_min_split_keys();
 #else
@@ -275,7 +274,7 @@ int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& s) {
 #ifdef DLLM_HAVE_SM90A
   // Split blocks long enough for the warp-specialised kernel (one block an SM) fill one wave of
   // it; the split kernel's fill two blocks an SM.
-  if (sm90 && R >= L::kSm90Rows && sm90_prefill_attention_enabled()) {
+  if (sm90 && R >= L::kSm90Rows && sm90_ws_attention_enabled()) {
     const int ws = splits_for(ws_resident_blocks());
     if (ws > 1 && (int64_t{n_keys} + ws - 1) / ws >= ws_min_split_keys()) return ws;
   }
@@ -334,7 +333,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     int64_t keys;
     size_t at;  // its first int in serial_ints[kind]
   };
-  std::vector<SerialItem> serial_items[L::kKinds];  // none for kSm90Prefill (split blocks only)
+  std::vector<SerialItem> serial_items[L::kKinds];  // none for kSm90Ws (split blocks only)
   std::vector<int32_t> items[L::kKinds], serial_ints[L::kKinds], combine_rows;
   int64_t q_row = 0, partial_row = 0, prefix_row = 0, prefix_scores = 0;
   int32_t pairs = 0;  // (sequence, row block) pairs of the Hopper kernel
@@ -380,13 +379,14 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
       }
     } else {
       const int per_item = may_group(q, kind) ? group : 1;
-      const bool prefill = takes_sm90_prefill(q, kind, splits, shape);
-      auto& list = items[prefill ? L::kSm90Prefill : kind];
-      // The prefill kernel's row blocks last first: under a causal rule the longest blocks start
-      // in the first wave, and the last wave holds short ones instead of a tail of the longest.
+      const bool ws = takes_sm90_ws(q, kind, splits, shape);
+      auto& list = items[ws ? L::kSm90Ws : kind];
+      // The warp-specialised kernel's row blocks last first: under a causal rule the longest blocks
+      // start in the first wave, and the last wave holds short ones instead of a tail of the
+      // longest.
       for (int sp = 0; sp < splits && attended; sp += per_item)
         for (int b = 0; b < row_blocks[i]; ++b)
-          append_item(list, prefill ? row_blocks[i] - 1 - b : b, sp,
+          append_item(list, ws ? row_blocks[i] - 1 - b : b, sp,
                       std::min(sp + per_item, splits) - 1);
     }
     if (kind == L::kSm90 && attended) pairs += row_blocks[i];
@@ -417,7 +417,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   plan.need.q_rows = static_cast<int>(q_row);
   plan.need.mma_items = st[base + L::kItemCount + L::kMma];
   plan.need.sm90_items = st[base + L::kItemCount + L::kSm90];
-  plan.need.sm90_prefill_items = st[base + L::kItemCount + L::kSm90Prefill];
+  plan.need.sm90_ws_items = st[base + L::kItemCount + L::kSm90Ws];
   plan.need.partial_rows = partial_row;
   plan.need.prefix_rows = prefix_row;
   plan.need.prefix_score_floats = prefix_scores;

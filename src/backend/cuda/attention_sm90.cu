@@ -398,7 +398,7 @@ bool sm90_attention_batch_merges(const AttentionBatchCapacity& c, int kv_heads) 
   // the whole grid one wave (a sequence's splits x KV heads are at most the grid, so wave /
   // kv_heads bounds its splits), at least 3/4 of one, and no mma.sync launch before it.
   // No warp-specialised items either: theirs may be split blocks, which the combine pass merges.
-  return enabled && c.mma_items == 0 && c.sm90_prefill_items == 0 && c.sm90_items > 0 &&
+  return enabled && c.mma_items == 0 && c.sm90_ws_items == 0 && c.sm90_items > 0 &&
          blocks <= wave && 4 * blocks >= 3 * wave && wave / kv_heads <= sm90::kMaxMergedSplits &&
          2 * blocks <= batch_layout::kMergeCounters;
 }

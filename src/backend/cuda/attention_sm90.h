@@ -41,12 +41,11 @@ bool sm90_attention_batch_merges(const AttentionBatchCapacity& c, int kv_heads);
 // Blocks of the batched kernel that fit on one SM.
 int sm90_attention_batch_resident_blocks();
 
-// The warp-specialised prefill kernel (attention_prefill_sm90.cu) over the plan's kSm90Prefill
-// work list: one block per (item, KV head) for `items` items (the capacity), each writing its
-// rows' output (its sequences have one split). Same bits as the split kernel.
-void sm90_prefill_attention_batch(AttentionBatchKernelArgs a, int items, cudaStream_t stream);
-// Whether the planner may give sequences to it: on unless DLLM_ATTN_SM90_PREFILL=0
-// (comparisons).
-bool sm90_prefill_attention_enabled();
+// The warp-specialised kernel (attention_ws_sm90.cu) over the plan's kSm90Ws work list: one block
+// per (item, KV head) for `items` items (the capacity), each writing its rows' output (one split)
+// or its split's partials for the combine pass. Same bits as the split kernel.
+void sm90_ws_attention_batch(AttentionBatchKernelArgs a, int items, cudaStream_t stream);
+// Whether the planner may give sequences to it: on unless DLLM_ATTN_SM90_WS=0 (comparisons).
+bool sm90_ws_attention_enabled();
 
 }  // namespace dllm::cuda

@@ -267,7 +267,7 @@ void CudaBackend::stage(ForwardPlan& plan) {
   if (plan.graphable) {
     plan.capacity.mma_items = items(plan.capacity.mma_items);
     plan.capacity.sm90_items = items(plan.capacity.sm90_items);
-    plan.capacity.sm90_prefill_items = items(plan.capacity.sm90_prefill_items);
+    plan.capacity.sm90_ws_items = items(plan.capacity.sm90_ws_items);
     plan.capacity.partial_rows = bucket(plan.capacity.partial_rows);
     ints.resize(static_cast<size_t>(bucket(static_cast<int64_t>(ints.size()))), 0);
   }
@@ -275,7 +275,7 @@ void CudaBackend::stage(ForwardPlan& plan) {
     la.capacity = plan.capacity;
     la.capacity.mma_items = items(la.plan.need.mma_items);
     la.capacity.sm90_items = items(la.plan.need.sm90_items);
-    la.capacity.sm90_prefill_items = items(la.plan.need.sm90_prefill_items);
+    la.capacity.sm90_ws_items = items(la.plan.need.sm90_ws_items);
     la.capacity.combine = la.plan.need.combine;
   }
 }

@@ -284,8 +284,7 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     plan.capacity.q_rows = std::max(plan.capacity.q_rows, n.q_rows);
     plan.capacity.mma_items = std::max(plan.capacity.mma_items, n.mma_items);
     plan.capacity.sm90_items = std::max(plan.capacity.sm90_items, n.sm90_items);
-    plan.capacity.sm90_prefill_items =
-        std::max(plan.capacity.sm90_prefill_items, n.sm90_prefill_items);
+    plan.capacity.sm90_ws_items = std::max(plan.capacity.sm90_ws_items, n.sm90_ws_items);
     plan.capacity.partial_rows = std::max(plan.capacity.partial_rows, n.partial_rows);
     plan.capacity.prefix_rows = std::max(plan.capacity.prefix_rows, n.prefix_rows);
     plan.capacity.prefix_score_floats =

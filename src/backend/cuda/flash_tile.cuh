@@ -93,8 +93,8 @@ __device__ __forceinline__ void rescale_output(float (&o)[DN][4], const float (&
 
 // rescale_output() where most tiles leave the rows' running max where it was (a long prompt's
 // rows past their first tiles): the factor is then exactly 1, and a warp whose rows all have 1
-// skips the 4 DN multiplications — the same bits. The Hopper prefill kernel skips ~80 % of its
-// rescales so; in the decoding split kernel the vote and branch cost more than they saved
+// skips the 4 DN multiplications — the same bits. The warp-specialised Hopper kernel skips ~80 % of
+// its rescales so; in the decoding split kernel the vote and branch cost more than they saved
 // (SDAR-8B attention at 32K 2.59 -> 2.77 ms), so it keeps rescale_output().
 template <int DN>
 __device__ __forceinline__ void rescale_output_unless_settled(float (&o)[DN][4],

@@ -180,7 +180,7 @@ struct AttentionBatchCapacity {
   int q_rows = 0;                   // query rows (the combine grid)
   int mma_items = 0;                // work items of the mma.sync kernel (its grid x KV heads)
   int sm90_items = 0;               // work items of the Hopper kernel
-  int sm90_prefill_items = 0;       // work items of the Hopper prefill kernel
+  int sm90_ws_items = 0;            // work items of the warp-specialised Hopper kernel
   int64_t partial_rows = 0;         // split partial rows (the workspace)
   int64_t prefix_rows = 0;          // prefix-only (m, l) rows (AttentionBatchParams::prefix_ml)
   int64_t prefix_score_floats = 0;  // raw prefix scores (AttentionBatchParams::prefix_scores)
@@ -189,7 +189,7 @@ struct AttentionBatchCapacity {
   bool combine = true;
   bool covers(const AttentionBatchCapacity& need) const {
     return q_rows >= need.q_rows && mma_items >= need.mma_items && sm90_items >= need.sm90_items &&
-           sm90_prefill_items >= need.sm90_prefill_items && partial_rows >= need.partial_rows &&
+           sm90_ws_items >= need.sm90_ws_items && partial_rows >= need.partial_rows &&
            prefix_rows >= need.prefix_rows && prefix_score_floats >= need.prefix_score_floats &&
            (combine || !need.combine);
   }

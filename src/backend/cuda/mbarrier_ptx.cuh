@@ -1,5 +1,5 @@
 // Shared-memory barriers (mbarrier, sm_90) and named block barriers: how the producer and consumer
-// warpgroups of attention_prefill_sm90.cu hand pipeline stages to each other without stopping the
+// warpgroups of attention_ws_sm90.cu hand pipeline stages to each other without stopping the
 // whole block. Addresses are shared-memory (cvta) addresses of 8-byte-aligned words.
 #pragma once
 

@@ -1,12 +1,12 @@
-// Warp-specialised flash attention for long prompts on Hopper (sm_90a), FlashAttention-3 style:
+// Warp-specialised flash attention for long key ranges on Hopper (sm_90a) — long prompts, and the
+// split blocks of denoising steps over long caches — FlashAttention-3 style:
 // one producer warpgroup streams K/V tiles through the paged pool into a ring of shared-memory
 // stages, two consumer warpgroups (64 query rows each) run the wgmma, and full / empty mbarriers
 // hand the stages over — no block-wide barrier per tile. Each consumer overlaps a tile's softmax
 // with the previous tile's P V: it issues S = Q Kᵀ of tile j and P V of tile j - 1 back to back,
-// waits for S alone, and rescales O only once P V has landed.
-//
-// It also takes the split blocks of a denoising block over a long cache (attention_batch_plan.cpp:
-// splits of >= DLLM_ATTN_WS_MIN_SPLIT_KEYS keys), which write partials for the combine pass.
+// waits for S alone, and rescales O only once P V has landed. Split blocks (splits of >=
+// DLLM_ATTN_WS_MIN_SPLIT_KEYS keys, attention_batch_plan.cpp) write partials for the combine pass;
+// at 128K keys a decoding step's attention runs 9 % faster here than in the split kernel.
 //
 // Why: the split kernel (attention_sm90.cu) stops both warpgroups of a block at a barrier every
 // tile and runs its softmax, then its P V, one after the other; over a 32K prompt (SDAR-8B
@@ -15,8 +15,8 @@
 //
 // Same bits as the split kernel: the same 64-key tiles, 128 rows a block, and per tile the same
 // steps (attention_sm90_tile.cuh) in the same order on every row — the overlap moves when O's
-// rescale happens, never what it multiplies. The planner gives it the Hopper sequences of one
-// split (batch_layout::kSm90Prefill), so a sequence's result does not depend on which kernel ran.
+// rescale happens, never what it multiplies. The planner picks it by a sequence's own shape
+// (batch_layout::kSm90Ws), and a sequence's result does not depend on which kernel ran.
 //
 // Tried and measured (H200, 32K causal, SDAR-8B heads; docs/benchmarks.md): the two consumers
 // taking turns to issue (FlashAttention-3's ping-pong) — no gain; Q's fragments in registers
@@ -243,16 +243,16 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
                               p.split, p.kv_heads, g, R, ra);
 }
 
-// Grid attention_batch_grid() over the kSm90Prefill list's capacity; padding items exit at once.
+// Grid attention_batch_grid() over the kSm90Ws list's capacity; padding items exit at once.
 // PREFIX: the launch holds a sequence that wants MAGE's hand-over (AttentionBatchKernelArgs::
 // prefix_ml); its other sequences skip it.
 template <bool PREFIX>
 __global__ void __launch_bounds__(kThreads, 1)
-    attention_prefill_sm90_kernel(AttentionBatchKernelArgs a) {
+    attention_ws_sm90_kernel(AttentionBatchKernelArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   __shared__ AttentionSeqView view;
   __shared__ int32_t key_stage[kKeyStage];
-  if (!load_seq_view<kTileKeys, kKeyStage>(a, batch_layout::kSm90Prefill, view, key_stage)) return;
+  if (!load_seq_view<kTileKeys, kKeyStage>(a, batch_layout::kSm90Ws, view, key_stage)) return;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t pad = (1024u - (raw_addr & 1023u)) & 1023u;
@@ -284,24 +284,23 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-bool sm90_prefill_attention_enabled() {
-  static const bool enabled = env_switch_on("DLLM_ATTN_SM90_PREFILL");
+bool sm90_ws_attention_enabled() {
+  static const bool enabled = env_switch_on("DLLM_ATTN_SM90_WS");
   return enabled && device_compute_capability() == 90;
 }
 
-void sm90_prefill_attention_batch(AttentionBatchKernelArgs a, int items, cudaStream_t stream) {
+void sm90_ws_attention_batch(AttentionBatchKernelArgs a, int items, cudaStream_t stream) {
   if (items <= 0) return;
   static PerDevice<bool> configured;
   configured.get([] {
-    for (auto* kernel : {attention_prefill_sm90_kernel<false>, attention_prefill_sm90_kernel<true>})
+    for (auto* kernel : {attention_ws_sm90_kernel<false>, attention_ws_sm90_kernel<true>})
       DLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(Pipe::bytes)));
     return true;
   });
   const dim3 grid = attention_batch_grid(items, a);
-  launch_pdl(
-      a.prefix_ml ? attention_prefill_sm90_kernel<true> : attention_prefill_sm90_kernel<false>,
-      grid, dim3(kThreads), Pipe::bytes, stream, a);
+  launch_pdl(a.prefix_ml ? attention_ws_sm90_kernel<true> : attention_ws_sm90_kernel<false>, grid,
+             dim3(kThreads), Pipe::bytes, stream, a);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
