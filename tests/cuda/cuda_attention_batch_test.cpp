@@ -15,6 +15,7 @@
 #include <iterator>
 #include <numeric>
 #include <span>
+#include <string>
 
 #include "attention/attention_rule.h"
 #include "attention/sparse_attention.h"
@@ -714,6 +715,18 @@ TEST(CudaAttentionBatch, SingleSequenceCallGivesTheBatchedBits) {
   }
 }
 
+// A sequence of the warp-specialised kernel's tests (head_dim 128).
+struct WsCase {
+  int n_q, n_cache;
+  AttentionKind kind;
+  int block, heads, kv;
+};
+std::string describe(const WsCase& c) {
+  return std::to_string(c.n_q) + " queries after " + std::to_string(c.n_cache) + ", kind " +
+         std::to_string(int(c.kind)) + " block " + std::to_string(c.block) + ", heads " +
+         std::to_string(c.heads) + "/" + std::to_string(c.kv);
+}
+
 // The warp-specialised kernel on prompts (batch_layout::kSm90Ws) gives the Hopper split
 // kernel's bits: prompts of >= 512 rows per KV head (one split), cold and after a cached prefix,
 // causal, bidirectional and block-causal (B = 4, 32), GQA 1 and 4, ragged last row blocks —
@@ -727,19 +740,12 @@ TEST(CudaAttentionBatch, PrefillKernelGivesTheSplitKernelsBits) {
     GTEST_SKIP()
         << "the warp-specialised kernel runs on compute capability 9.0 (DLLM_ATTN_SM90_WS on)";
   std::mt19937 rng(111);
-  struct Case {
-    int n_q, n_cache;
-    AttentionKind kind;
-    int block, heads, kv;
-  };
   using K = AttentionKind;
-  for (const Case c :
-       {Case{1000, 0, K::kCausal, 0, 32, 8}, Case{333, 0, K::kBlockCausal, 4, 32, 8},
-        Case{700, 0, K::kBidirectional, 0, 16, 4}, Case{257, 900, K::kBlockCausal, 32, 32, 8},
-        Case{1500, 1500, K::kCausal, 0, 8, 8}, Case{130, 64, K::kBlockCausal, 4, 16, 4}}) {
-    SCOPED_TRACE(testing::Message()
-                 << c.n_q << " queries after " << c.n_cache << ", kind " << int(c.kind) << " block "
-                 << c.block << ", heads " << c.heads << "/" << c.kv);
+  for (const WsCase c :
+       {WsCase{1000, 0, K::kCausal, 0, 32, 8}, WsCase{333, 0, K::kBlockCausal, 4, 32, 8},
+        WsCase{700, 0, K::kBidirectional, 0, 16, 4}, WsCase{257, 900, K::kBlockCausal, 32, 32, 8},
+        WsCase{1500, 1500, K::kCausal, 0, 8, 8}, WsCase{130, 64, K::kBlockCausal, 4, 16, 4}}) {
+    SCOPED_TRACE(describe(c));
     const int n_keys = c.n_cache + c.n_q, decode_cache = 3000;
     Pool pool(c.heads, c.kv, 128, 16, (n_keys + 15) / 16 + (decode_cache + 64) / 16 + 2, rng);
     std::iota(pool.free_pages.rbegin(), pool.free_pages.rend(), 0);  // the prompt: pages 0, 1, ..
@@ -772,16 +778,10 @@ TEST(CudaAttentionBatch, WarpSpecialisedSplitBlocksGiveTheSplitKernelsBits) {
   if (!cuda::sm90_ws_attention_enabled())
     GTEST_SKIP() << "the warp-specialised kernel runs on compute capability 9.0";
   std::mt19937 rng(112);
-  struct Case {
-    int n_q, n_cache;
-    AttentionKind kind;
-    int block, heads, kv;
-  };
   using K = AttentionKind;
-  for (const Case c : {Case{32, 40000, K::kBlockCausal, 32, 32, 8},
-                       Case{16, 80000, K::kBidirectional, 0, 32, 4}}) {
-    SCOPED_TRACE(testing::Message() << c.n_q << " queries after " << c.n_cache << ", kind "
-                                    << int(c.kind) << ", heads " << c.heads << "/" << c.kv);
+  for (const WsCase c : {WsCase{32, 40000, K::kBlockCausal, 32, 32, 8},
+                         WsCase{16, 80000, K::kBidirectional, 0, 32, 4}}) {
+    SCOPED_TRACE(describe(c));
     const int n_keys = c.n_cache + c.n_q;
     Pool pool(c.heads, c.kv, 128, 16, (n_keys + 15) / 16 + 2, rng);
     std::iota(pool.free_pages.rbegin(), pool.free_pages.rend(), 0);  // contiguous: pages 0, 1, ..
