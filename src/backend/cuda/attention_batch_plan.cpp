@@ -51,6 +51,7 @@ int resident_blocks(int kind, const AttentionBatchShape& s) {
   return attention_batch_mma_resident_blocks(s.head_dim);
 }
 
+#ifdef DLLM_HAVE_SM90A
 // Keys a split needs before its blocks go to the warp-specialised kernel; the environment
 // overrides it for tuning experiments only.
 int ws_min_split_keys() {
@@ -62,6 +63,13 @@ int ws_resident_blocks() {
   static const int v = std::max(env_int("DLLM_ATTN_WS_RESIDENT", 1), 1);
   return v;
 }
+// Whether a Hopper sequence's `splits` (> 1) split blocks go to the warp-specialised kernel:
+// whole row blocks, each split long enough.
+bool ws_takes_split_blocks(int rows, int64_t n_keys, int splits) {
+  return rows >= L::kSm90Rows && splits > 1 && sm90_ws_attention_enabled() &&
+         (n_keys + splits - 1) / splits >= ws_min_split_keys();
+}
+#endif
 
 // Whether a sequence's items go to the warp-specialised kernel (batch_layout::kSm90Ws)
 // instead of the Hopper split kernel: same tiles, same bits, faster over long key ranges — a long
@@ -70,11 +78,10 @@ int ws_resident_blocks() {
 // are.
 bool takes_sm90_ws(const AttentionBatchSeq& q, int kind, int splits, const AttentionBatchShape& s) {
 #ifdef DLLM_HAVE_SM90A
-  if (kind != L::kSm90 || !sm90_ws_attention_enabled()) return false;
+  if (kind != L::kSm90) return false;
   const int rows = rows_per_kv_head(q.n_q, s);
-  if (splits == 1) return rows >= L::kSm90WsMinPromptRows;
-  const int64_t split_keys = (int64_t{q.n_keys} + splits - 1) / splits;
-  return rows >= L::kSm90Rows && split_keys >= ws_min_split_keys();
+  if (splits == 1) return rows >= L::kSm90WsMinPromptRows && sm90_ws_attention_enabled();
+  return ws_takes_split_blocks(rows, q.n_keys, splits);
 #else
   (void)q, (void)kind, (void)splits, (void)s;
   return false;
@@ -275,9 +282,9 @@ int attention_batch_splits(int n_q, int n_keys, const AttentionBatchShape& s) {
 #ifdef DLLM_HAVE_SM90A
   // Split blocks long enough for the warp-specialised kernel fill one wave of it (one block an
   // SM: two waves were slower, 1 x 128K keys 185.5 -> 192.5 µs); the split kernel holds two.
-  if (sm90 && R >= L::kSm90Rows && sm90_ws_attention_enabled()) {
+  if (sm90) {
     const int ws = splits_for(ws_resident_blocks());
-    if (ws > 1 && (int64_t{n_keys} + ws - 1) / ws >= ws_min_split_keys()) return ws;
+    if (ws_takes_split_blocks(R, n_keys, ws)) return ws;
   }
   return splits_for(sm90 ? sm90_attention_batch_resident_blocks()
                          : attention_batch_mma_resident_blocks(s.head_dim));

@@ -184,12 +184,9 @@ __device__ __forceinline__ void attention_sm90_block(const P& p, int row_block, 
                           lane);
 
     if constexpr (PREFIX)
-      if (t0 < n_cache && warp_writes_scores(score_rows, warp))
-        write_prefix_scores(s, p, score_rows, warp, g, group, t0, n_cache, lane);
-    if constexpr (PREFIX)  // the tile holding the prefix's last key
-      if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kKeys)
-        prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split, p.kv_heads,
-                             g, R, ra);
+      hand_over_tile(
+          s, m, l, p, score_rows, warp, [&] { return split; }, g, group, R, ra, t0, n_cache,
+          scale_log2, lane);
     online_softmax_tile(s, o, m, l, scale_log2);
 
     // O += P V: P's fragments straight from S's; they must stay untouched until the wgmmas

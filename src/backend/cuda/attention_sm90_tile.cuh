@@ -1,5 +1,5 @@
 // One key tile of the Hopper flash-attention kernels (attention_sm90.cu: split / decode blocks,
-// attention_ws_sm90.cu: the warp-specialised prefill): the shared-memory layout wgmma reads,
+// attention_ws_sm90.cu: the warp-specialised kernel): the shared-memory layout wgmma reads,
 // S = Q Kᵀ, the mask, P's register fragments and O += P V. Both kernels run a row's tiles
 // through these same steps, so they give the same bits; they differ only in who loads the tiles
 // and how the steps overlap. Only compiled into the sm_90a object.

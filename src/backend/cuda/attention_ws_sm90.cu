@@ -179,17 +179,9 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
   float s[kTileKeys / 8][4];
   float(&s_flat)[kTileKeys / 2] = reinterpret_cast<float(&)[kTileKeys / 2]>(s);
   uint32_t a[kTileKeys / 16][4];  // P of the tile whose P V is next
-  // MAGE's hand-over (PREFIX: flash_tile.cuh), as the split kernel does it: the raw prefix scores
-  // of the rows that write them, and the prefix-only (m, l) at the tile holding the prefix's end.
+  // MAGE's hand-over (PREFIX: flash_tile.cuh), as the split kernel does it.
   __shared__ ScoreRowsSmem<PREFIX ? 4 * kConsumers : 1> score_rows;
   if constexpr (PREFIX) stage_score_rows(p, score_rows, row0 + warp * 16, R, group, warp, lane);
-  auto hand_over = [&](int t0) {
-    if (t0 < n_cache && warp_writes_scores(score_rows, warp))
-      write_prefix_scores(s, p, score_rows, warp, g, group, t0, n_cache, lane);
-    if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= kTileKeys)
-      prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, p.split, p.kv_heads,
-                           g, R, ra);
-  };
   auto release = [&](int tile) {
     __syncwarp();
     if (lane == 0) mbarrier::arrive(ring.empty_bar(tile));
@@ -200,7 +192,10 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
     wgmma::fence_registers(s_flat);
     sm90::mask_scores<kTileKeys>(p, s_flat, ring.positions(it), t0, k_end, n_cache, n_keys, row_a,
                                  row_b, lane);
-    if constexpr (PREFIX) hand_over(t0);
+    if constexpr (PREFIX)
+      hand_over_tile(
+          s, m, l, p, score_rows, warp, [&] { return p.split; }, g, group, R, ra, t0, n_cache,
+          scale_log2, lane);
     softmax_tile_scores(s, m, l, scale_log2, alpha);
   };
 

@@ -259,6 +259,23 @@ __device__ __forceinline__ void write_prefix_scores(const float (&s)[NT][4], con
   }
 }
 
+// MAGE's hand-over at one tile of keys [t0, t0 + 8 NT), between the tile's mask and its online
+// softmax (both Hopper kernels): the raw prefix scores of the warp's rows that write them, and the
+// prefix-only (m, l) if the tile holds the prefix's last key. split_of() gives the split; it is
+// called only there (once a split), so a kernel holding it in shared memory loads it only then.
+template <int NT, int WARPS, class P, class SplitOf>
+__device__ __forceinline__ void hand_over_tile(const float (&s)[NT][4], const float (&m)[2],
+                                               const float (&l)[2], const P& p,
+                                               const ScoreRowsSmem<WARPS>& score_rows, int warp,
+                                               SplitOf split_of, int g, int group, int rows, int ra,
+                                               int t0, int n_cache, float scale_log2, int lane) {
+  if (t0 < n_cache && warp_writes_scores(score_rows, warp))
+    write_prefix_scores(s, p, score_rows, warp, g, group, t0, n_cache, lane);
+  if (p.prefix_ml && n_cache > t0 && n_cache - t0 <= 8 * NT)
+    prefix_stats_at_tile(s, m, l, t0, n_cache, scale_log2, lane, p.prefix_ml, split_of(),
+                         p.kv_heads, g, rows, ra);
+}
+
 // This split's partial result for the lane's rows ra and ra + 8 of KV head g (rows past `rows`
 // are padding): (m in natural-log units, l) and O / l in bf16, the layout combine_kernel reads.
 // With one split, O / l in bf16 is the output itself: it goes there, and nothing merges it (no
