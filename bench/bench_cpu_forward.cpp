@@ -4,7 +4,7 @@
 // denoising step (4-64 rows: every weight byte read once per step).
 //
 //   build/bench_cpu_forward [--config configs/qwen3-0.6b-sdar.json] [--tokens 128,512] [--reps 3]
-//                           [--rows 4,8,16,32,64] [--threads N]
+//                           [--rows 4,8,16,32,64] [--threads N] [--cpu-matmul amx|fp32|bf16]
 #include <cblas.h>
 #include <omp.h>
 
@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 
 #include "backend/backend.h"
+#include "backend/cpu/matmul_precision.h"
 #include "core/thread_pool.h"
 #include "io/json_file.h"
 #include "model/random_model.h"
@@ -111,9 +112,13 @@ int main(int argc, char** argv) {
     if (k == "--rows") step_rows = parse_list(argv[i + 1]);
     if (k == "--reps") reps = std::stoi(argv[i + 1]);
     if (k == "--threads") set_num_threads(std::stoi(argv[i + 1]));
+    if (k == "--cpu-matmul")
+      dllm::cpu::set_matmul_precision(dllm::cpu::parse_matmul_precision(argv[i + 1]));
   }
   std::printf("threads: %d (dllm pool), %d (OpenMP: OpenBLAS, bandwidth probe), OpenBLAS: %s\n",
               num_threads(), omp_get_max_threads(), openblas_get_config());
+  static const char* const kPrecision[] = {"fp32", "amx", "bf16"};
+  std::printf("--cpu-matmul %s\n", kPrecision[static_cast<int>(dllm::cpu::matmul_precision())]);
 
   const double peak = sgemm_peak_gflops(2048, 5);
   std::printf("OpenBLAS SGEMM 2048^3 peak: %.1f GFLOP/s\n", peak);
@@ -186,8 +191,8 @@ int main(int argc, char** argv) {
     const double cpu_s = (cpu_seconds() - cpu0) / (reps + 2);
     const double floor_s = weight_bytes / (bw * 1e9);
     const double gflop = (2.0 * b * layer_params + b * head_flops) / 1e9;
-    std::printf("| 512 cached | %d | %.1f | %.1f | %.1f | %.2f | %.1f |\n", b, s * 1e3,
-                cpu_s * 1e3, floor_s * 1e3, s / floor_s, gflop / s);
+    std::printf("| 512 cached | %d | %.1f | %.1f | %.1f | %.2f | %.1f |\n", b, s * 1e3, cpu_s * 1e3,
+                floor_s * 1e3, s / floor_s, gflop / s);
   }
   rusage usage{};
   getrusage(RUSAGE_SELF, &usage);

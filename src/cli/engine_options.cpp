@@ -1,6 +1,6 @@
 #include "cli/engine_options.h"
 
-#include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/matmul_precision.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -51,9 +51,12 @@ CLI::Option* add_cpu_matmul_option(CLI::App& cmd) {
       [](const std::string& text) {
         cpu::set_matmul_precision(cpu::parse_matmul_precision(text.c_str()));
       },
-      "CPU products with bf16 weights: fp32 (default: exact, batch invariant, the parity "
-      "contract) | bf16 (activations rounded to bf16, AVX512-BF16 dot products: ~2x the "
-      "multiply-adds per cycle, bf16 accuracy; backend/cpu/gemm_bf16.h)");
+      "CPU products with bf16 weights: amx (default where the CPU has AMX-BF16: exact fp32 "
+      "products on tiles for matrices of >= 2^20 weights, fp32 accuracy, batch invariant; "
+      "backend/cpu/gemm_amx.h) | fp32 (the "
+      "default elsewhere: exact products on FMA kernels, the same bits on every CPU) | bf16 "
+      "(activations rounded to bf16, AVX512-BF16 dot products: bf16 accuracy; "
+      "backend/cpu/gemm_bf16.h)");
 }
 
 CLI::Option* add_tensor_parallel_option(CLI::App& cmd, int32_t& world) {

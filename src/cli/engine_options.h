@@ -20,7 +20,7 @@ CLI::Option* add_threads_option(CLI::App& cmd, int32_t& threads);
 CLI::Option* add_tensor_parallel_option(CLI::App& cmd, int32_t& world);
 CLI::Option* add_expert_parallel_option(CLI::App& cmd, bool& on);
 
-// --cpu-matmul fp32|bf16 (backend/cpu/gemm_bf16.h), applied process-wide when parsed.
+// --cpu-matmul amx|fp32|bf16 (backend/cpu/matmul_precision.h), applied process-wide when parsed.
 CLI::Option* add_cpu_matmul_option(CLI::App& cmd);
 
 // -m/--model, --device, --tensor-parallel, --kv-cache-memory, --gpu-memory-utilization,

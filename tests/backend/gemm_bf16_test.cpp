@@ -3,6 +3,7 @@
 // random inputs and odd shapes; batch invariance (a row's bits alone, in any batch, at any
 // position, on 1 or 2 threads); matmul_nt's dispatch under --cpu-matmul; the option's errors.
 #include "backend/cpu/gemm_bf16.h"
+#include "backend/cpu/matmul_precision.h"
 
 #include <gtest/gtest.h>
 
@@ -147,6 +148,8 @@ TEST_F(GemmBf16, MatmulUsesItOnlyWhenChosenAndOnlyForBf16Weights) {
   w.data = p.w.data();
   w.rows = p.n;
   w.cols = p.k;
+  const cpu::MatmulPrecision before = cpu::matmul_precision();
+  cpu::set_matmul_precision(cpu::MatmulPrecision::kFp32);
   std::vector<float> fp32(static_cast<size_t>(p.m * p.n)), bf16(fp32.size());
   cpu::matmul_nt(p.a.data(), p.k, w, fp32.data(), p.n, p.m);
   cpu::set_matmul_precision(cpu::MatmulPrecision::kBf16);
@@ -156,17 +159,20 @@ TEST_F(GemmBf16, MatmulUsesItOnlyWhenChosenAndOnlyForBf16Weights) {
   EXPECT_NE(bf16, fp32) << "activations rounded to bf16 change some bits";
   std::vector<float> again(fp32.size());
   cpu::matmul_nt(p.a.data(), p.k, w, again.data(), p.n, p.m);
+  cpu::set_matmul_precision(before);
   EXPECT_EQ(again, fp32) << "fp32 is back";
 }
 
 TEST(GemmBf16Option, BadValuesNameTheOption) {
   EXPECT_EQ(cpu::parse_matmul_precision("fp32"), cpu::MatmulPrecision::kFp32);
   EXPECT_EQ(cpu::parse_matmul_precision("bf16"), cpu::MatmulPrecision::kBf16);
+  EXPECT_EQ(cpu::parse_matmul_precision("amx"), cpu::MatmulPrecision::kAmx);
   try {
     cpu::parse_matmul_precision("fp16");
     FAIL() << "fp16 accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("--cpu-matmul must be fp32 or bf16"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("--cpu-matmul must be fp32, amx or bf16"),
+              std::string::npos)
         << e.what();
   }
 }

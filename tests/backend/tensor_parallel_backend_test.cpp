@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cstdio>
 #include <filesystem>
 
 #include "backend/cpu/cpu_backend.h"
@@ -12,6 +13,7 @@
 #include "backend/tensor_parallel_backend.h"
 #include "core/error.h"
 #include "engine/engine_core.h"
+#include "support/decision_trace.h"
 #include "support/engine_runs.h"
 #include "support/rel_error.h"
 #include "support/tensor_parallel_forwards.h"
@@ -76,7 +78,11 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 // LLaDA2.x (MoE split inside the experts, or by expert; fused QKV; the random fixture): block
-// diffusion, token editing, MAGE and S2D2 requests batched under TP 2 give one device's ids alone.
+// diffusion, token editing, MAGE and S2D2 requests batched under TP 2 give one device's ids alone
+// — or part from them at a near-tie, shown in one device's numbers: a row-parallel product sums
+// each rank's part of k and then the parts, another order of additions than one device's. (Every
+// request keeps its ids on this fixture today; with its matrices on AMX tiles one sampled S2D2
+// request of 28 parted, at a decision 0.44 % from its boundary.)
 TEST(TensorParallelEngine, Llada2MoeRequestsGiveOneDevicesIds) {
   auto model = Model::load(test::model_fixture("llada2-tiny"));
   const auto cases = test::llada2_cases(*model);
@@ -86,13 +92,17 @@ TEST(TensorParallelEngine, Llada2MoeRequestsGiveOneDevicesIds) {
     auto group = make_tensor_parallel_backend(*model, "cpu", 2, split);
     EngineCore core(*model, *group);
     const auto together = test::run_together(core, cases);
+    int same = 0;
     for (size_t i = 0; i < alone.size(); ++i) {
-      SCOPED_TRACE(group->name() + " request " + std::to_string(i) + " " +
-                   cases[i].params.strategy);
-      EXPECT_EQ(together[i].error, "");
-      EXPECT_FALSE(alone[i].ids.empty());
-      EXPECT_EQ(together[i].ids, alone[i].ids);
+      const std::string what =
+          group->name() + " request " + std::to_string(i) + " " + cases[i].params.strategy;
+      EXPECT_EQ(together[i].error, "") << what;
+      EXPECT_FALSE(alone[i].ids.empty()) << what;
+      same += test::expect_same_or_near_tie(what, together[i].ids, together[i].trace, alone[i].ids,
+                                            alone[i].trace, cases[i].params);
     }
+    std::printf("  %s: %d of %zu requests = one device's ids\n", group->name().c_str(), same,
+                cases.size());
   }
 }
 

@@ -28,7 +28,11 @@ cd "$WORK"
 # 1. llama.cpp from PyPI's source distribution, CPU only, tuned for this CPU (GGML_NATIVE).
 if [ ! -x build/bin/llama-diffusion-cli ]; then
   if [ ! -d src ]; then
-    "$PYTHON" -m pip download --no-binary :all: --no-deps llama-cpp-python -d sdist
+    # Without build isolation: pip would otherwise build the sdist's build requirements (cmake,
+    # ninja) from source too, under --no-binary :all:, to read its metadata.
+    "$PYTHON" -m pip install --quiet scikit-build-core
+    "$PYTHON" -m pip download --no-binary :all: --no-deps --no-build-isolation llama-cpp-python \
+      -d sdist
     mkdir -p src && tar xzf sdist/llama_cpp_python-*.tar.gz -C src --strip-components=1
   fi
   cmake -S src/vendor/llama.cpp -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON \

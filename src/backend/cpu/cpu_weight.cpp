@@ -2,8 +2,10 @@
 
 #include <cstring>
 
+#include "backend/cpu/gemm_amx.h"
 #include "backend/cpu/gemm_bf16.h"
 #include "backend/cpu/gemm_f32.h"
+#include "backend/cpu/matmul_precision.h"
 #include "core/error.h"
 #include "io/safetensors.h"
 
@@ -46,10 +48,19 @@ void WeightMatrix::row_to_f32(int64_t r, float* out) const {
 
 void matmul_nt(const float* a, int64_t lda, const WeightMatrix& w, float* out, int64_t ldo,
                int64_t m, bool accumulate) {
-  if (w.dtype == DType::kBF16 && matmul_precision() == MatmulPrecision::kBf16) {  // opt-in
-    gemm_nt_bf16(a, lda, static_cast<const uint16_t*>(w.data), w.cols, out, ldo, m, w.rows, w.cols,
-                 accumulate);
-    return;
+  if (w.dtype == DType::kBF16) {
+    const auto* w16 = static_cast<const uint16_t*>(w.data);
+    switch (matmul_precision()) {
+      case MatmulPrecision::kAmx:  // the default where the CPU has AMX-BF16
+        if (!amx_pays_off(w.rows, w.cols)) break;
+        gemm_nt_amx(a, lda, w16, w.cols, out, ldo, m, w.rows, w.cols, accumulate);
+        return;
+      case MatmulPrecision::kBf16:  // opt-in
+        gemm_nt_bf16(a, lda, w16, w.cols, out, ldo, m, w.rows, w.cols, accumulate);
+        return;
+      case MatmulPrecision::kFp32:
+        break;
+    }
   }
   gemm_nt(a, lda, w.dtype, w.data, w.cols, out, ldo, m, w.rows, w.cols, accumulate);
 }

@@ -2,13 +2,10 @@
 // then runs the AVX512-BF16 tile kernel over gemm_f32's cache blocks and threads.
 #include "backend/cpu/gemm_bf16.h"
 
-#include <atomic>
-#include <cstring>
 #include <vector>
 
 #include "backend/cpu/gemm_f32.h"
 #include "backend/cpu/gemm_f32_tiles.h"
-#include "core/error.h"
 
 namespace dllm::cpu {
 namespace gemm_detail {
@@ -21,8 +18,6 @@ void tile_bf16(bool wide, const uint16_t* a, int64_t lda, const uint16_t* w, int
 
 namespace {
 
-std::atomic<MatmulPrecision> g_precision{MatmulPrecision::kFp32};
-
 constexpr int64_t kChunk = 16;  // bf16 values per dot-product vector
 
 }  // namespace
@@ -31,22 +26,6 @@ bool gemm_bf16_available() {
   static const bool ok = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16");
   return ok;
-}
-
-void set_matmul_precision(MatmulPrecision precision, const char* what) {
-  if (precision == MatmulPrecision::kBf16 && !gemm_bf16_available())
-    fail(what, " bf16 needs a CPU with AVX512-BF16 (this one has none); use fp32");
-  g_precision.store(precision, std::memory_order_relaxed);
-}
-
-MatmulPrecision matmul_precision() {
-  return g_precision.load(std::memory_order_relaxed);
-}
-
-MatmulPrecision parse_matmul_precision(const char* text, const char* what) {
-  if (std::strcmp(text, "fp32") == 0) return MatmulPrecision::kFp32;
-  if (std::strcmp(text, "bf16") == 0) return MatmulPrecision::kBf16;
-  fail(what, " must be fp32 or bf16 (got '", text, "')");
 }
 
 void gemm_nt_bf16(const float* a, int64_t lda, const uint16_t* w, int64_t ldw, float* out,

@@ -21,21 +21,8 @@
 
 namespace dllm::cpu {
 
-// How matmul_nt multiplies bf16 weights (process-wide, like the thread count).
-enum class MatmulPrecision {
-  kFp32,  // exact fp32 products (gemm_f32.h): the default, the parity / trajectory contract
-  kBf16,  // activations rounded to bf16, AVX512-BF16 dot products (this file)
-};
-
 // True when this CPU has AVX-512 F / VL / BW and AVX512-BF16.
 bool gemm_bf16_available();
-
-// Sets the precision; kBf16 on a CPU without AVX512-BF16 is an Error naming `what`. fp32 and f16
-// weights (and attention's fp32 products) always stay on the exact fp32 GEMM.
-void set_matmul_precision(MatmulPrecision precision, const char* what = "--cpu-matmul");
-MatmulPrecision matmul_precision();
-// "fp32" / "bf16" -> the precision; anything else an Error naming `what` and the choices.
-MatmulPrecision parse_matmul_precision(const char* text, const char* what = "--cpu-matmul");
 
 // The product above; w is bf16 (raw uint16 bits), ldw in elements. Needs gemm_bf16_available().
 // Runs 512-bit tiles (two output elements' partial sums a register) unless DLLM_CPU_GEMM_KERNEL

@@ -1,0 +1,206 @@
+// The AMX GEMM (backend/cpu/gemm_amx.h): exact products (one-hot weights pick activations out bit
+// for bit, so no part of the three-way split is lost), fp32 sums against a double-precision
+// product on fresh random inputs and odd shapes (k, n, m off the tile sizes), batch invariance (a
+// row's bits alone, in any batch, at any position, on 1 or 2 threads), accumulation, and
+// matmul_nt's dispatch under --cpu-matmul.
+#include "backend/cpu/gemm_amx.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <bit>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "backend/cpu/cpu_weight.h"
+#include "backend/cpu/gemm_f32.h"
+#include "backend/cpu/matmul_precision.h"
+#include "core/thread_pool.h"
+
+namespace dllm {
+namespace {
+
+uint16_t to_bf16(float f) {  // round to nearest even (finite f)
+  const uint32_t u = std::bit_cast<uint32_t>(f);
+  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+double widen(uint16_t b) {
+  return static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(b) << 16));
+}
+
+struct Problem {
+  int64_t m, n, k;
+  std::vector<float> a;
+  std::vector<uint16_t> w;
+};
+
+Problem random_problem(int64_t m, int64_t n, int64_t k, std::mt19937& rng) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  Problem p{m, n, k, std::vector<float>(static_cast<size_t>(m * k)),
+            std::vector<uint16_t>(static_cast<size_t>(n * k))};
+  for (float& v : p.a) v = d(rng);
+  for (uint16_t& v : p.w) v = to_bf16(d(rng));
+  return p;
+}
+
+std::vector<float> run(const Problem& p, int64_t first_row = 0, int64_t rows = -1) {
+  if (rows < 0) rows = p.m;
+  std::vector<float> out(static_cast<size_t>(rows * p.n), -1.0f);
+  cpu::gemm_nt_amx(p.a.data() + first_row * p.k, p.k, p.w.data(), p.k, out.data(), p.n, rows, p.n,
+                   p.k, false);
+  return out;
+}
+
+class GemmAmx : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu::gemm_amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-BF16";
+  }
+};
+
+// Weight row j is one-hot at k = j: out[i][j] must be a[i][j] itself, every bit — the three bf16
+// parts of each activation sum back to it exactly. Activations with full 24-bit significands and
+// exponents from 2^-60 to 2^60.
+TEST_F(GemmAmx, OneHotWeightsPickActivationsOutExactly) {
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> mantissa(1.0f, 2.0f);
+  std::uniform_int_distribution<int> exponent(-60, 60);
+  for (const int64_t k : {1, 31, 33, 100}) {
+    const int64_t m = 19, n = k;
+    Problem p{m, n, k, std::vector<float>(static_cast<size_t>(m * k)),
+              std::vector<uint16_t>(static_cast<size_t>(n * k), 0)};
+    for (float& v : p.a) v = std::ldexp(mantissa(rng), exponent(rng)) * (rng() % 2 ? 1.0f : -1.0f);
+    for (int64_t j = 0; j < n; ++j) p.w[static_cast<size_t>(j * k + j)] = to_bf16(1.0f);
+    const std::vector<float> out = run(p);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        ASSERT_EQ(std::bit_cast<uint32_t>(out[static_cast<size_t>(i * n + j)]),
+                  std::bit_cast<uint32_t>(p.a[static_cast<size_t>(i * k + j)]))
+            << "k " << k << " at " << i << "," << j;
+  }
+}
+
+TEST_F(GemmAmx, MatchesDoubleProduct) {
+  std::mt19937 rng(22);
+  for (const auto [m, n, k] : {std::array<int64_t, 3>{1, 1, 1},
+                               {4, 7, 15},
+                               {5, 64, 32},
+                               {16, 65, 33},
+                               {17, 130, 256},
+                               {40, 9, 303},
+                               {7, 70, 1024},
+                               {33, 200, 96}}) {
+    const Problem p = random_problem(m, n, k, rng);
+    const std::vector<float> out = run(p);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double ref = 0, mag = 0;
+        for (int64_t t = 0; t < k; ++t) {
+          const double prod = double(p.a[static_cast<size_t>(i * k + t)]) *
+                              widen(p.w[static_cast<size_t>(j * k + t)]);
+          ref += prod;
+          mag += std::fabs(prod);
+        }
+        // Exact products, 3 k fp32 additions in sequence (hi, mid and lo of each pair), each
+        // rounding by at most 2^-24 of a partial sum bounded by mag.
+        const double tol = double(3 * k + 8) * std::ldexp(mag, -24) + 1e-30;
+        ASSERT_NEAR(out[static_cast<size_t>(i * n + j)], ref, tol)
+            << "m " << m << " n " << n << " k " << k << " at " << i << "," << j;
+      }
+  }
+}
+
+TEST_F(GemmAmx, RowsAreBatchAndThreadInvariant) {
+  std::mt19937 rng(23);
+  const Problem p = random_problem(70, 300, 257, rng);  // 5 m tiles, 5 column blocks
+  const int threads = num_threads();
+  set_num_threads(1);
+  const std::vector<float> one_thread = run(p);
+  set_num_threads(2);
+  const std::vector<float> all = run(p);
+  set_num_threads(threads);
+  EXPECT_EQ(all, one_thread) << "1 vs 2 threads";
+  for (int64_t first : {0, 1, 5, 16, 30, 63})
+    for (int64_t rows : {1, 2, 4, 7, 16, 17}) {
+      if (first + rows > p.m) continue;
+      const std::vector<float> part = run(p, first, rows);
+      for (size_t e = 0; e < part.size(); ++e)
+        ASSERT_EQ(std::bit_cast<uint32_t>(part[e]),
+                  std::bit_cast<uint32_t>(all[static_cast<size_t>(first * p.n) + e]))
+            << "rows " << first << ".." << first + rows << " element " << e;
+    }
+}
+
+TEST_F(GemmAmx, AccumulateAddsTheSumToOut) {
+  std::mt19937 rng(24);
+  const Problem p = random_problem(6, 70, 40, rng);
+  const std::vector<float> plain = run(p);
+  std::vector<float> out(plain.size());
+  for (size_t e = 0; e < out.size(); ++e) out[e] = static_cast<float>(e) * 0.25f;
+  const std::vector<float> before = out;
+  cpu::gemm_nt_amx(p.a.data(), p.k, p.w.data(), p.k, out.data(), p.n, p.m, p.n, p.k, true);
+  for (size_t e = 0; e < out.size(); ++e) EXPECT_EQ(out[e], before[e] + plain[e]);
+}
+
+// Under amx (the default on this CPU) a matrix that amx_pays_off() goes to the tiles and a smaller
+// one to the FMA kernels; under --cpu-matmul fp32 both to the FMA kernels; tiles and FMA within
+// fp32 rounding of each other.
+TEST_F(GemmAmx, MatmulUsesItForLargeMatricesUnderAmx) {
+  EXPECT_TRUE(cpu::amx_pays_off(1024, 1024));
+  EXPECT_TRUE(cpu::amx_pays_off(512, 2048));
+  EXPECT_FALSE(cpu::amx_pays_off(4096, 256)) << "k < 512";
+  EXPECT_FALSE(cpu::amx_pays_off(768, 768)) << "fewer than 2^20 weights";
+  std::mt19937 rng(25);
+  const cpu::MatmulPrecision before = cpu::matmul_precision();
+  for (const auto [n, k] : {std::array<int64_t, 2>{1024, 1024}, {48, 600}}) {
+    const Problem p = random_problem(5, n, k, rng);
+    cpu::WeightMatrix w;
+    w.dtype = DType::kBF16;
+    w.data = p.w.data();
+    w.rows = p.n;
+    w.cols = p.k;
+    std::vector<float> amx(static_cast<size_t>(p.m * p.n)), fp32(amx.size()), fma(amx.size());
+    cpu::set_matmul_precision(cpu::MatmulPrecision::kAmx);
+    cpu::matmul_nt(p.a.data(), p.k, w, amx.data(), p.n, p.m);
+    cpu::set_matmul_precision(cpu::MatmulPrecision::kFp32);
+    cpu::matmul_nt(p.a.data(), p.k, w, fp32.data(), p.n, p.m);
+    cpu::set_matmul_precision(before);
+    cpu::gemm_nt(p.a.data(), p.k, DType::kBF16, p.w.data(), p.k, fma.data(), p.n, p.m, p.n, p.k,
+                 false);
+    EXPECT_EQ(fp32, fma) << n << " x " << k;
+    EXPECT_EQ(amx, cpu::amx_pays_off(n, k) ? run(p) : fma) << n << " x " << k;
+    if (cpu::amx_pays_off(n, k)) EXPECT_NE(amx, fma) << "the tiles add in another order";
+    for (int64_t i = 0; i < p.m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double mag = 0;  // both sums' rounding is bounded by their additions times this
+        for (int64_t t = 0; t < k; ++t)
+          mag += std::fabs(double(p.a[static_cast<size_t>(i * k + t)]) *
+                           widen(p.w[static_cast<size_t>(j * k + t)]));
+        ASSERT_NEAR(amx[static_cast<size_t>(i * n + j)], fp32[static_cast<size_t>(i * n + j)],
+                    double(4 * k + 16) * std::ldexp(mag, -24))
+            << i << "," << j;
+      }
+  }
+}
+
+// Every test that sets the precision restores it, so this holds in any order of tests.
+TEST(MatmulPrecisionDefault, IsAmxWhereTheCpuHasItElseFp32) {
+  const cpu::MatmulPrecision before = cpu::matmul_precision();
+  EXPECT_EQ(before,
+            cpu::gemm_amx_available() ? cpu::MatmulPrecision::kAmx : cpu::MatmulPrecision::kFp32);
+  EXPECT_EQ(cpu::parse_matmul_precision("amx"), cpu::MatmulPrecision::kAmx);
+  if (!cpu::gemm_amx_available()) {
+    try {
+      cpu::set_matmul_precision(cpu::MatmulPrecision::kAmx);
+      FAIL() << "amx accepted without AMX";
+    } catch (const std::exception& e) {
+      EXPECT_NE(std::string(e.what()).find("--cpu-matmul amx needs"), std::string::npos)
+          << e.what();
+    }
+  }
+  cpu::set_matmul_precision(before);
+}
+
+}  // namespace
+}  // namespace dllm
