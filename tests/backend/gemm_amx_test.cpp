@@ -17,32 +17,15 @@
 #include "backend/cpu/gemm_f32.h"
 #include "backend/cpu/matmul_precision.h"
 #include "core/thread_pool.h"
+#include "support/bf16_gemm_problem.h"
 
 namespace dllm {
 namespace {
 
-uint16_t to_bf16(float f) {  // round to nearest even (finite f)
-  const uint32_t u = std::bit_cast<uint32_t>(f);
-  return static_cast<uint16_t>((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-double widen(uint16_t b) {
-  return static_cast<double>(std::bit_cast<float>(static_cast<uint32_t>(b) << 16));
-}
-
-struct Problem {
-  int64_t m, n, k;
-  std::vector<float> a;
-  std::vector<uint16_t> w;
-};
-
-Problem random_problem(int64_t m, int64_t n, int64_t k, std::mt19937& rng) {
-  std::normal_distribution<float> d(0.0f, 1.0f);
-  Problem p{m, n, k, std::vector<float>(static_cast<size_t>(m * k)),
-            std::vector<uint16_t>(static_cast<size_t>(n * k))};
-  for (float& v : p.a) v = d(rng);
-  for (uint16_t& v : p.w) v = to_bf16(d(rng));
-  return p;
-}
+using test::random_problem;
+using test::to_bf16;
+using test::widen;
+using Problem = test::Bf16GemmProblem;
 
 std::vector<float> run(const Problem& p, int64_t first_row = 0, int64_t rows = -1) {
   if (rows < 0) rows = p.m;
