@@ -254,49 +254,51 @@ void run_block(const uint16_t* packed_a, int64_t t, int64_t m, const uint16_t* p
     }                                                                                            \
   } while (0)
 
-// One m tile (m <= 16 rows) against two tiles of 16 weight rows, [row0, row0 + rows0) into C
-// tile 0 and the next rows1 (0: none) into C tile 1: the weights read in place, each row a
-// sequential stream the hardware prefetches (32 at once; copying 64-row blocks into tile order
-// first, as the many-row path does, streamed them at 0.6-0.7x this rate, and software prefetches
-// ahead of the tile loads changed nothing measurable). Two tiles, because each element's
-// multiply-adds are one chain of dependent tile instructions (~50 cycles each): the two tiles'
-// chains interleave.
-void run_tiles_in_place(const uint16_t* packed_a, int64_t m, const uint16_t* w, int64_t ldw,
-                        int64_t row0, int64_t rows0, int64_t rows1, int64_t k, float* out,
-                        int64_t ldo, bool accumulate) {
+// Up to two m tiles (rows [16 t0, 16 t0 + 32) of m) against up to two tiles of 16 weight rows,
+// [row0, row0 + rows0) and the next rows1 (0: none): C tile 2 i + j holds m tile i against weight
+// tile j. The weights are read in place, each row a sequential stream the hardware prefetches (32
+// at once; copying 64-row blocks into tile order first, as the many-row path does, streamed them
+// at 0.6-0.7x this rate, and software prefetches ahead of the tile loads changed nothing
+// measurable). Four accumulators, because each element's multiply-adds are one chain of dependent
+// tile instructions (~50 cycles each): the chains interleave. Tile registers: C 0..3, weights 4
+// and 5, one part of each m tile's activations 6 and 7.
+void run_tiles_in_place(const uint16_t* packed_a, int64_t t0, int64_t m, const uint16_t* w,
+                        int64_t ldw, int64_t row0, int64_t rows0, int64_t rows1, int64_t k,
+                        float* out, int64_t ldo, bool accumulate) {
   configure_tiles();
   alignas(64) uint16_t stage[kPartValues];
   const int64_t chunks = (k + kChunk - 1) / kChunk;
+  const bool two_m = m > (t0 + 1) * kTile, two_w = rows1 > 0;
   const uint16_t* w0 = w + row0 * ldw;
   const uint16_t* w1 = w0 + kTile * ldw;
+  const int64_t tile_stride = chunks * kParts * kPartValues;  // one m tile's packed activations
   _tile_zero(0);
   _tile_zero(1);
-  const uint16_t* b = packed_a;
+  _tile_zero(2);
+  _tile_zero(3);
+  const uint16_t* b = packed_a + t0 * tile_stride;
   for (int64_t c = 0; c < chunks; ++c, b += kParts * kPartValues) {
     const int64_t k0 = c * kChunk, values = std::min(kChunk, k - k0);
-    _tile_loadd(5, b, 64);
-    _tile_loadd(6, b + kPartValues, 64);
-    _tile_loadd(7, b + 2 * kPartValues, 64);
-    DLLM_LOAD_WEIGHT_TILE(2, w0, ldw, rows0, k0, values, stage);
-    if (rows1 > 0) {
-      DLLM_LOAD_WEIGHT_TILE(3, w1, ldw, rows1, k0, values, stage);
-      _tile_dpbf16ps(0, 2, 5);
-      _tile_dpbf16ps(1, 3, 5);
-      _tile_dpbf16ps(0, 2, 6);
-      _tile_dpbf16ps(1, 3, 6);
-      _tile_dpbf16ps(0, 2, 7);
-      _tile_dpbf16ps(1, 3, 7);
-    } else {
-      _tile_dpbf16ps(0, 2, 5);
-      _tile_dpbf16ps(0, 2, 6);
-      _tile_dpbf16ps(0, 2, 7);
+    DLLM_LOAD_WEIGHT_TILE(4, w0, ldw, rows0, k0, values, stage);
+    if (two_w) DLLM_LOAD_WEIGHT_TILE(5, w1, ldw, rows1, k0, values, stage);
+    for (int p = 0; p < kParts; ++p) {  // hi, mid, lo: each element's order
+      _tile_loadd(6, b + p * kPartValues, 64);
+      if (two_m) _tile_loadd(7, b + tile_stride + p * kPartValues, 64);
+      _tile_dpbf16ps(0, 4, 6);
+      if (two_w) _tile_dpbf16ps(1, 5, 6);
+      if (two_m) _tile_dpbf16ps(2, 4, 7);
+      if (two_w && two_m) _tile_dpbf16ps(3, 5, 7);
     }
   }
-  alignas(64) float c_tiles[2][kTile][kTile];
-  store_c(0, &c_tiles[0][0][0]);
-  if (rows1 > 0) store_c(1, &c_tiles[1][0][0]);
-  store_transposed(c_tiles[0], out + row0, ldo, m, rows0, accumulate);
-  if (rows1 > 0) store_transposed(c_tiles[1], out + row0 + kTile, ldo, m, rows1, accumulate);
+  alignas(64) float c_tiles[4][kTile][kTile];
+  for (int i = 0; i < 4; ++i)
+    if ((i % 2 == 0 || two_w) && (i < 2 || two_m)) store_c(i, &c_tiles[i][0][0]);
+  for (int i = 0; i < (two_m ? 2 : 1); ++i) {
+    const int64_t rows = std::min(kTile, m - (t0 + i) * kTile);
+    float* o = out + (t0 + i) * kTile * ldo + row0;
+    store_transposed(c_tiles[2 * i], o, ldo, rows, rows0, accumulate);
+    if (two_w) store_transposed(c_tiles[2 * i + 1], o + kTile, ldo, rows, rows1, accumulate);
+  }
 }
 
 #undef DLLM_LOAD_WEIGHT_TILE
@@ -323,12 +325,12 @@ void gemm_nt_amx(const float* a, int64_t lda, const uint16_t* w, int64_t ldw, fl
   scratch.resize(static_cast<size_t>(m_tiles * chunks * kParts * kPartValues));
   uint16_t* packed = scratch.data();  // the pool's threads read the caller's copy
   pack_activations(a, lda, m, k, packed);
-  if (m_tiles == 1) {  // few rows: the weights stream through once, 32 rows at a time
+  if (m_tiles <= 2) {  // few rows: the weights stream through once, 32 rows at a time
     const int64_t pairs = (n + 2 * kTile - 1) / (2 * kTile);
     const auto run = [&](int64_t first, int64_t last) {
       for (int64_t i = first; i < last; ++i) {
         const int64_t row0 = i * 2 * kTile, rows = std::min(2 * kTile, n - row0);
-        run_tiles_in_place(packed, m, w, ldw, row0, std::min(kTile, rows),
+        run_tiles_in_place(packed, 0, m, w, ldw, row0, std::min(kTile, rows),
                            std::max<int64_t>(0, rows - kTile), k, out, ldo, accumulate);
       }
     };
