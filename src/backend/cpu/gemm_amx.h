@@ -34,7 +34,7 @@ bool gemm_amx_available();
 // products (the embedded tiny models: 256-wide) ran 30 % slower a step than on the FMA kernels.
 // A property of the matrix alone, never of the row count: a row's bits never depend on its batch.
 // Measured on a 2-core Xeon VM (docs/benchmarks.md, 2026-12-01): from 8 rows up the tiles are as
-// fast or faster (2.5x at 512 rows); at 4 rows a weight-streaming product runs ~1.2x slower.
+// fast or faster (2.5x at 512 rows); at 4 rows a weight-streaming product runs 1.2-1.6x slower.
 bool amx_pays_off(int64_t n, int64_t k);
 
 // The product above; w is bf16 (raw uint16 bits), ldw in elements. Needs gemm_amx_available().
