@@ -128,8 +128,8 @@ void pack_activations(const float* a, int64_t lda, int64_t m, int64_t k, uint16_
 }
 
 // GCC's tile intrinsics paste their register numbers into the instruction: literals only, hence
-// the switches (on constants once inlined). Tile registers: C 0..3, A (a weight tile) 4, B (a
-// chunk's hi, mid, lo) 5..7.
+// the switches (on constants once inlined). run_block's tile registers: C 0..3, A (a weight tile)
+// 4, B (a chunk's hi, mid, lo) 5..7.
 
 // C tile c += A · (hi, mid, lo), in that order.
 inline void multiply_parts(int c) {
@@ -307,6 +307,7 @@ void run_tiles_in_place(const uint16_t* packed_a, int64_t t0, int64_t m, const u
 
 bool gemm_amx_available() {
   static const bool ok = __builtin_cpu_supports("amx-tile") && __builtin_cpu_supports("amx-bf16") &&
+                         __builtin_cpu_supports("avx512bw") &&
                          __builtin_cpu_supports("avx512bf16") && request_tile_state();
   return ok;
 }
