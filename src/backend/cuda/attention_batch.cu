@@ -241,6 +241,7 @@ void attention_batch(const AttentionBatchParams& p, cudaStream_t stream) {
   a.head_dim = s.head_dim;
   a.page_shift = page_shift_of(s.page_size);
   a.scale = s.scale;
+  a.ws_block_causal = c.ws_block_causal;
   if (c.mma_items > 0) {
     switch (s.head_dim) {
       case 16:

@@ -145,6 +145,7 @@ struct AttentionBatchKernelArgs {
   // Grid order: (KV heads, items) — the KV heads of an item side by side — where set, else
   // (items, KV heads). attention_batch.cu says why.
   bool heads_inner = false;
+  bool ws_block_causal = false;  // AttentionBatchCapacity::ws_block_causal
 };
 
 }  // namespace dllm::cuda

@@ -388,6 +388,7 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
     } else {
       const int per_item = may_group(q, kind) ? group : 1;
       const bool ws = takes_sm90_ws(q, kind, splits, shape);
+      if (ws && attended && q.kind == MaskKind::kBlockCausal) plan.need.ws_block_causal = true;
       auto& list = items[ws ? L::kSm90Ws : kind];
       // The warp-specialised kernel's row blocks last first: under a causal rule the longest blocks
       // start in the first wave, and the last wave holds short ones instead of a tail of the

@@ -51,12 +51,37 @@ __device__ __forceinline__ void issue_scores(float (&s_flat)[KT / 2], uint32_t q
   }
 }
 
-// Sets the scores of keys [t0, t0 + KT) a lane's rows may not see to -inf (scores stay unscaled:
-// the scale folds into the exponent). kp: the tile's key positions.
+// mask_scores() under block-causal where key j sits at position j (a cold prefill): row r sees
+// keys j < (r's block + 1) * block size, the same keys key_visible() lets through — without its
+// shared-memory position load and division per key (a block-causal prefill's diagonal tiles).
 template <int KT, class P>
+__device__ __forceinline__ void mask_block_causal_by_index(const P& p, float (&s_flat)[KT / 2],
+                                                           int t0, int k_end, const MaskRow& row_a,
+                                                           const MaskRow& row_b, int lane) {
+  const int end_a = row_a.valid ? min(k_end, (row_a.qblk + 1) * p.block_size) : 0;
+  const int end_b = row_b.valid ? min(k_end, (row_b.qblk + 1) * p.block_size) : 0;
+#pragma unroll
+  for (int i = 0; i < KT / 2; ++i) {
+    const int j = t0 + (i >> 2) * 8 + (lane % 4) * 2 + (i & 1);
+    if (j >= ((i & 2) ? end_b : end_a)) s_flat[i] = -INFINITY;
+  }
+}
+
+// Sets the scores of keys [t0, t0 + KT) a lane's rows may not see to -inf (scores stay unscaled:
+// the scale folds into the exponent). kp: the tile's key positions. BY_INDEX: a cold block-causal
+// prefill's keys are masked by index (mask_block_causal_by_index(), the same mask) — in the
+// warp-specialised kernel's block-causal instance only: elsewhere it added spills or slowed causal
+// prompts.
+template <int KT, bool BY_INDEX = false, class P>
 __device__ __forceinline__ void mask_scores(const P& p, float (&s_flat)[KT / 2], const int* kp,
                                             int t0, int k_end, int n_cache, int n_keys,
                                             const MaskRow& row_a, const MaskRow& row_b, int lane) {
+  if (BY_INDEX && p.kind == MaskKind::kBlockCausal && keys_at_positions(p)) {
+    const int tile_max = (t0 + KT - 1) / p.block_size;
+    if (!tile_all_visible(p, t0, KT, k_end, n_cache, tile_max, min(row_a.qblk, row_b.qblk)))
+      mask_block_causal_by_index<KT>(p, s_flat, t0, k_end, row_a, row_b, lane);
+    return;
+  }
   int tile_max = INT_MIN;  // the largest mask value of the tile's keys (block-causal needs it)
   if (p.kind == MaskKind::kBlockCausal) {
     if (keys_at_positions(p)) {  // key j at position j: by index, no division per key

@@ -143,7 +143,7 @@ __device__ __forceinline__ void produce(const AttentionSeqView& p, const Pipe& r
 // (write_split_partials(); one split: the output itself). It issues S of tile j and P V of tile j -
 // 1 back to back, waits for S alone, runs the softmax while P V runs, and rescales O once P V has
 // landed — the same multiplications in the same order as one tile after the other.
-template <bool PREFIX>
+template <bool PREFIX, bool BY_INDEX>
 __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& ring, int k_begin,
                                         int n_tiles, int k_end) {
   const int ct = threadIdx.x - 128;  // 0 .. 128 kConsumers - 1
@@ -190,8 +190,8 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
   auto softmax = [&](int it) {
     const int t0 = k_begin + it * kTileKeys;
     wgmma::fence_registers(s_flat);
-    sm90::mask_scores<kTileKeys>(p, s_flat, ring.positions(it), t0, k_end, n_cache, n_keys, row_a,
-                                 row_b, lane);
+    sm90::mask_scores<kTileKeys, BY_INDEX>(p, s_flat, ring.positions(it), t0, k_end, n_cache,
+                                           n_keys, row_a, row_b, lane);
     if constexpr (PREFIX)
       hand_over_tile(
           s, m, l, p, score_rows, warp, [&] { return p.split; }, g, group, R, ra, t0, n_cache,
@@ -240,8 +240,12 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
 
 // Grid attention_batch_grid() over the kSm90Ws list's capacity; padding items exit at once.
 // PREFIX: the launch holds a sequence that wants MAGE's hand-over (AttentionBatchKernelArgs::
-// prefix_ml); its other sequences skip it.
-template <bool PREFIX>
+// prefix_ml); its other sequences skip it. BY_INDEX: it holds a block-causal sequence, whose cold
+// prefill is masked by index (sm90::mask_scores); every other sequence as in the plain instance.
+// An instance of its own: with the by-index mask in the instance causal prompts run, their
+// prefill came out 4 % slower (different code for the same work) while block-causal ones gained
+// 3-4 % (docs/benchmarks.md, 2026-12-01).
+template <bool PREFIX, bool BY_INDEX>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_ws_sm90_kernel(AttentionBatchKernelArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -273,7 +277,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x < 128)
     produce(p, ring, k_begin, n_tiles, k_end);
   else
-    consume<PREFIX>(p, ring, k_begin, n_tiles, k_end);
+    consume<PREFIX, BY_INDEX>(p, ring, k_begin, n_tiles, k_end);
 #endif
 }
 
@@ -288,14 +292,18 @@ void sm90_ws_attention_batch(AttentionBatchKernelArgs a, int items, cudaStream_t
   if (items <= 0) return;
   static PerDevice<bool> configured;
   configured.get([] {
-    for (auto* kernel : {attention_ws_sm90_kernel<false>, attention_ws_sm90_kernel<true>})
+    for (auto* kernel :
+         {attention_ws_sm90_kernel<false, false>, attention_ws_sm90_kernel<true, false>,
+          attention_ws_sm90_kernel<false, true>})
       DLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(Pipe::bytes)));
     return true;
   });
   const dim3 grid = attention_batch_grid(items, a);
-  launch_pdl(a.prefix_ml ? attention_ws_sm90_kernel<true> : attention_ws_sm90_kernel<false>, grid,
-             dim3(kThreads), Pipe::bytes, stream, a);
+  auto* kernel = a.prefix_ml         ? attention_ws_sm90_kernel<true, false>
+                 : a.ws_block_causal ? attention_ws_sm90_kernel<false, true>
+                                     : attention_ws_sm90_kernel<false, false>;
+  launch_pdl(kernel, grid, dim3(kThreads), Pipe::bytes, stream, a);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

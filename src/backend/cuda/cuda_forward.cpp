@@ -337,12 +337,14 @@ void CudaBackend::launch(std::span<ForwardPlan> plans) {
            std::to_string(plan.padded_out) + "/" + std::to_string(plan.ints.size()) + "/" +
            std::to_string(cap.mma_items) + "/" + std::to_string(cap.sm90_items) + "/" +
            std::to_string(cap.sm90_ws_items) + "/" + std::to_string(cap.partial_rows) + "/" +
-           std::to_string(cap.combine) + "/" + std::to_string(plan.attention.offset);
+           std::to_string(cap.combine) + "/" + std::to_string(cap.ws_block_causal) + "/" +
+           std::to_string(plan.attention.offset);
     for (const LayerAttention& la : plan.layer_attentions)  // sparse layers' plans
       key += "/" + std::to_string(la.plan.offset) + ":" + std::to_string(la.sparse_table_at) + ":" +
              std::to_string(la.sparse_count) + ":" + std::to_string(la.capacity.mma_items) + ":" +
              std::to_string(la.capacity.sm90_items) + ":" +
-             std::to_string(la.capacity.sm90_ws_items) + ":" + std::to_string(la.capacity.combine);
+             std::to_string(la.capacity.sm90_ws_items) + ":" + std::to_string(la.capacity.combine) +
+             ":" + std::to_string(la.capacity.ws_block_causal);
   }
   auto it = graphs_.find(key);
   if (seen_shapes_.size() > 4096) seen_shapes_.clear();  // a bound: shapes seen once each

@@ -276,6 +276,7 @@ void CudaBackend::stage(ForwardPlan& plan) {
     la.capacity.mma_items = items(la.plan.need.mma_items);
     la.capacity.sm90_items = items(la.plan.need.sm90_items);
     la.capacity.sm90_ws_items = items(la.plan.need.sm90_ws_items);
+    la.capacity.ws_block_causal = la.plan.need.ws_block_causal;
     la.capacity.combine = la.plan.need.combine;
   }
 }

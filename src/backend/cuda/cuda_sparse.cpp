@@ -290,6 +290,7 @@ void CudaBackend::stage_sparse(ForwardPlan& plan) {
     plan.capacity.prefix_score_floats =
         std::max(plan.capacity.prefix_score_floats, n.prefix_score_floats);
     plan.capacity.combine = plan.capacity.combine || n.combine;
+    plan.capacity.ws_block_causal = plan.capacity.ws_block_causal || n.ws_block_causal;
     plan.layer_attentions.push_back(std::move(la));
   }
 }

@@ -187,6 +187,10 @@ struct AttentionBatchCapacity {
   // Whether the call launches the combine pass: not where every sequence of several splits is a
   // serial item (batch_layout::kSerialSplit), which merges its own splits.
   bool combine = true;
+  // Some warp-specialised items are a block-causal sequence's: that kernel's instance that masks
+  // a cold block-causal prefill by index runs (attention_ws_sm90.cu). A launch choice only, not
+  // a capacity: both instances compute every sequence, with the same bits.
+  bool ws_block_causal = false;
   bool covers(const AttentionBatchCapacity& need) const {
     return q_rows >= need.q_rows && mma_items >= need.mma_items && sm90_items >= need.sm90_items &&
            sm90_ws_items >= need.sm90_ws_items && partial_rows >= need.partial_rows &&
