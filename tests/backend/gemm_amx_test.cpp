@@ -24,7 +24,6 @@ namespace {
 
 using test::random_problem;
 using test::to_bf16;
-using test::widen;
 using Problem = test::Bf16GemmProblem;
 
 std::vector<float> run(const Problem& p, int64_t first_row = 0, int64_t rows = -1) {
@@ -78,17 +77,11 @@ TEST_F(GemmAmx, MatchesDoubleProduct) {
     const std::vector<float> out = run(p);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        double ref = 0, mag = 0;
-        for (int64_t t = 0; t < k; ++t) {
-          const double prod = double(p.a[static_cast<size_t>(i * k + t)]) *
-                              widen(p.w[static_cast<size_t>(j * k + t)]);
-          ref += prod;
-          mag += std::fabs(prod);
-        }
+        const test::DoubleProduct ref = test::double_product(p, i, j, [](float x) { return x; });
         // Exact products, 3 k fp32 additions in sequence (hi, mid and lo of each pair), each
-        // rounding by at most 2^-24 of a partial sum bounded by mag.
-        const double tol = double(3 * k + 8) * std::ldexp(mag, -24) + 1e-30;
-        ASSERT_NEAR(out[static_cast<size_t>(i * n + j)], ref, tol)
+        // rounding by at most 2^-24 of a partial sum bounded by the magnitude.
+        const double tol = double(3 * k + 8) * std::ldexp(ref.magnitude, -24) + 1e-30;
+        ASSERT_NEAR(out[static_cast<size_t>(i * n + j)], ref.value, tol)
             << "m " << m << " n " << n << " k " << k << " at " << i << "," << j;
       }
   }
@@ -156,10 +149,8 @@ TEST_F(GemmAmx, MatmulUsesItForLargeMatricesUnderAmx) {
     if (cpu::amx_pays_off(n, k)) EXPECT_NE(amx, fma) << "the tiles add in another order";
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        double mag = 0;  // both sums' rounding is bounded by their additions times this
-        for (int64_t t = 0; t < k; ++t)
-          mag += std::fabs(double(p.a[static_cast<size_t>(i * k + t)]) *
-                           widen(p.w[static_cast<size_t>(j * k + t)]));
+        // Both sums' rounding is bounded by their additions times the products' magnitude.
+        const double mag = test::double_product(p, i, j, [](float x) { return x; }).magnitude;
         ASSERT_NEAR(amx[static_cast<size_t>(i * n + j)], fp32[static_cast<size_t>(i * n + j)],
                     double(4 * k + 16) * std::ldexp(mag, -24))
             << i << "," << j;

@@ -52,16 +52,11 @@ TEST_F(GemmBf16, MatchesDoubleProductOfRoundedActivations) {
     const std::vector<float> out = run(p);
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        double ref = 0, mag = 0;
-        for (int64_t t = 0; t < k; ++t) {
-          const double prod = widen(to_bf16(p.a[static_cast<size_t>(i * k + t)])) *
-                              widen(p.w[static_cast<size_t>(j * k + t)]);
-          ref += prod;
-          mag += std::fabs(prod);
-        }
+        const test::DoubleProduct ref =
+            test::double_product(p, i, j, [](float x) { return widen(to_bf16(x)); });
         // fp32 accumulation: k / 8 additions per lane and the 3-level tree, each <= 2^-24.
-        const double tol = (double(k) / 8 + 8) * std::ldexp(mag, -24) + 1e-30;
-        ASSERT_NEAR(out[static_cast<size_t>(i * n + j)], ref, tol)
+        const double tol = (double(k) / 8 + 8) * std::ldexp(ref.magnitude, -24) + 1e-30;
+        ASSERT_NEAR(out[static_cast<size_t>(i * n + j)], ref.value, tol)
             << "m " << m << " n " << n << " k " << k << " at " << i << "," << j;
       }
   }

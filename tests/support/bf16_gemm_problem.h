@@ -4,6 +4,7 @@
 #pragma once
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -32,6 +33,25 @@ inline Bf16GemmProblem random_problem(int64_t m, int64_t n, int64_t k, std::mt19
   for (float& v : p.a) v = d(rng);
   for (uint16_t& v : p.w) v = to_bf16(d(rng));
   return p;
+}
+
+// Row i of a times weight row j in double precision, and the sum of the products' magnitudes
+// (which bounds an fp32 sum's rounding); `activation` maps each activation first (the identity, or
+// the bf16 rounding of a bf16-product kernel).
+struct DoubleProduct {
+  double value = 0, magnitude = 0;
+};
+template <class Activation>
+DoubleProduct double_product(const Bf16GemmProblem& p, int64_t i, int64_t j,
+                             Activation activation) {
+  DoubleProduct d;
+  for (int64_t t = 0; t < p.k; ++t) {
+    const double prod = double(activation(p.a[static_cast<size_t>(i * p.k + t)])) *
+                        widen(p.w[static_cast<size_t>(j * p.k + t)]);
+    d.value += prod;
+    d.magnitude += std::fabs(prod);
+  }
+  return d;
 }
 
 }  // namespace dllm::test
