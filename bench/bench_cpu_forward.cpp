@@ -117,8 +117,7 @@ int main(int argc, char** argv) {
   }
   std::printf("threads: %d (dllm pool), %d (OpenMP: OpenBLAS, bandwidth probe), OpenBLAS: %s\n",
               num_threads(), omp_get_max_threads(), openblas_get_config());
-  static const char* const kPrecision[] = {"fp32", "amx", "bf16"};
-  std::printf("--cpu-matmul %s\n", kPrecision[static_cast<int>(dllm::cpu::matmul_precision())]);
+  std::printf("--cpu-matmul %s\n", dllm::cpu::matmul_precision_name(dllm::cpu::matmul_precision()));
 
   const double peak = sgemm_peak_gflops(2048, 5);
   std::printf("OpenBLAS SGEMM 2048^3 peak: %.1f GFLOP/s\n", peak);

@@ -18,6 +18,7 @@
 #include "backend/cpu/matmul_precision.h"
 #include "core/thread_pool.h"
 #include "support/bf16_gemm_problem.h"
+#include "support/scoped_matmul.h"
 
 namespace dllm {
 namespace {
@@ -128,7 +129,6 @@ TEST_F(GemmAmx, MatmulUsesItForLargeMatricesUnderAmx) {
   EXPECT_FALSE(cpu::amx_pays_off(4096, 256)) << "k < 512";
   EXPECT_FALSE(cpu::amx_pays_off(768, 768)) << "fewer than 2^20 weights";
   std::mt19937 rng(25);
-  const cpu::MatmulPrecision before = cpu::matmul_precision();
   for (const auto [n, k] : {std::array<int64_t, 2>{1024, 1024}, {48, 600}}) {
     const Problem p = random_problem(5, n, k, rng);
     cpu::WeightMatrix w;
@@ -137,16 +137,25 @@ TEST_F(GemmAmx, MatmulUsesItForLargeMatricesUnderAmx) {
     w.rows = p.n;
     w.cols = p.k;
     std::vector<float> amx(static_cast<size_t>(p.m * p.n)), fp32(amx.size()), fma(amx.size());
-    cpu::set_matmul_precision(cpu::MatmulPrecision::kAmx);
-    cpu::matmul_nt(p.a.data(), p.k, w, amx.data(), p.n, p.m);
-    cpu::set_matmul_precision(cpu::MatmulPrecision::kFp32);
-    cpu::matmul_nt(p.a.data(), p.k, w, fp32.data(), p.n, p.m);
-    cpu::set_matmul_precision(before);
+    std::vector<float> amx_for_all(amx.size());
+    {
+      test::ScopedMatmul tiles(cpu::MatmulPrecision::kAmx);
+      cpu::matmul_nt(p.a.data(), p.k, w, amx.data(), p.n, p.m);
+    }
+    {
+      test::ScopedMatmul tiles(cpu::MatmulPrecision::kAmx, test::kAmxForAll);
+      cpu::matmul_nt(p.a.data(), p.k, w, amx_for_all.data(), p.n, p.m);
+    }
+    {
+      test::ScopedMatmul fma_kernels(cpu::MatmulPrecision::kFp32);
+      cpu::matmul_nt(p.a.data(), p.k, w, fp32.data(), p.n, p.m);
+    }
     cpu::gemm_nt(p.a.data(), p.k, DType::kBF16, p.w.data(), p.k, fma.data(), p.n, p.m, p.n, p.k,
                  false);
     EXPECT_EQ(fp32, fma) << n << " x " << k;
     EXPECT_EQ(amx, cpu::amx_pays_off(n, k) ? run(p) : fma) << n << " x " << k;
     if (cpu::amx_pays_off(n, k)) EXPECT_NE(amx, fma) << "the tiles add in another order";
+    EXPECT_EQ(amx_for_all, run(p)) << n << " x " << k << ": a zero threshold takes every matrix";
     for (int64_t i = 0; i < p.m; ++i)
       for (int64_t j = 0; j < n; ++j) {
         // Both sums' rounding is bounded by their additions times the products' magnitude.

@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/thread_pool.h"
 #include "support/bf16_gemm_problem.h"
+#include "support/scoped_matmul.h"
 
 namespace dllm {
 namespace {
@@ -125,18 +126,17 @@ TEST_F(GemmBf16, MatmulUsesItOnlyWhenChosenAndOnlyForBf16Weights) {
   w.data = p.w.data();
   w.rows = p.n;
   w.cols = p.k;
-  const cpu::MatmulPrecision before = cpu::matmul_precision();
-  cpu::set_matmul_precision(cpu::MatmulPrecision::kFp32);
+  test::ScopedMatmul fma_kernels(cpu::MatmulPrecision::kFp32);
   std::vector<float> fp32(static_cast<size_t>(p.m * p.n)), bf16(fp32.size());
   cpu::matmul_nt(p.a.data(), p.k, w, fp32.data(), p.n, p.m);
-  cpu::set_matmul_precision(cpu::MatmulPrecision::kBf16);
-  cpu::matmul_nt(p.a.data(), p.k, w, bf16.data(), p.n, p.m);
-  cpu::set_matmul_precision(cpu::MatmulPrecision::kFp32);
+  {
+    test::ScopedMatmul dot(cpu::MatmulPrecision::kBf16);
+    cpu::matmul_nt(p.a.data(), p.k, w, bf16.data(), p.n, p.m);
+  }
   EXPECT_EQ(bf16, run(p));
   EXPECT_NE(bf16, fp32) << "activations rounded to bf16 change some bits";
   std::vector<float> again(fp32.size());
   cpu::matmul_nt(p.a.data(), p.k, w, again.data(), p.n, p.m);
-  cpu::set_matmul_precision(before);
   EXPECT_EQ(again, fp32) << "fp32 is back";
 }
 
@@ -144,6 +144,9 @@ TEST(GemmBf16Option, BadValuesNameTheOption) {
   EXPECT_EQ(cpu::parse_matmul_precision("fp32"), cpu::MatmulPrecision::kFp32);
   EXPECT_EQ(cpu::parse_matmul_precision("bf16"), cpu::MatmulPrecision::kBf16);
   EXPECT_EQ(cpu::parse_matmul_precision("amx"), cpu::MatmulPrecision::kAmx);
+  for (const auto p :
+       {cpu::MatmulPrecision::kFp32, cpu::MatmulPrecision::kAmx, cpu::MatmulPrecision::kBf16})
+    EXPECT_EQ(cpu::parse_matmul_precision(cpu::matmul_precision_name(p)), p);
   try {
     cpu::parse_matmul_precision("fp16");
     FAIL() << "fp16 accepted";

@@ -16,6 +16,7 @@
 #include "backend/cpu/matmul_precision.h"
 #include "core/dtype.h"
 #include "io/safetensors.h"
+#include "support/scoped_matmul.h"
 
 namespace dllm {
 namespace {
@@ -188,10 +189,10 @@ TEST(GemmWeights, WeightMatrixViewsATensorInPlace) {
   std::vector<float> got(size_t(batch * 5)), want(got.size());
   // The FMA kernels: the bits of the fp32 GEMM over the widened slice (the AMX default where the
   // CPU has it adds in another order: gemm_amx_test.cpp).
-  const cpu::MatmulPrecision before = cpu::matmul_precision();
-  cpu::set_matmul_precision(cpu::MatmulPrecision::kFp32);
-  cpu::matmul_nt(a.data(), cols, slice, got.data(), 5, batch);
-  cpu::set_matmul_precision(before);
+  {
+    test::ScopedMatmul fma_kernels(cpu::MatmulPrecision::kFp32);
+    cpu::matmul_nt(a.data(), cols, slice, got.data(), 5, batch);
+  }
   cpu::gemm_nt_f32(a.data(), cols, &w.widened[size_t(4 * cols)], cols, want.data(), 5, batch, 5,
                    cols, false);
   EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0);

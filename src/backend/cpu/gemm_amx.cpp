@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -312,8 +313,23 @@ bool gemm_amx_available() {
   return ok;
 }
 
+namespace {
+std::atomic<int64_t> g_amx_weights{AmxThreshold{}.weights}, g_amx_min_k{AmxThreshold{}.min_k};
+}  // namespace
+
+void set_amx_threshold(AmxThreshold threshold) {
+  g_amx_weights.store(threshold.weights, std::memory_order_relaxed);
+  g_amx_min_k.store(threshold.min_k, std::memory_order_relaxed);
+}
+
+AmxThreshold amx_threshold() {
+  return {g_amx_weights.load(std::memory_order_relaxed),
+          g_amx_min_k.load(std::memory_order_relaxed)};
+}
+
 bool amx_pays_off(int64_t n, int64_t k) {
-  return n * k >= (int64_t{1} << 20) && k >= 512;
+  const AmxThreshold t = amx_threshold();
+  return n * k >= t.weights && k >= t.min_k;
 }
 
 void gemm_nt_amx(const float* a, int64_t lda, const uint16_t* w, int64_t ldw, float* out,

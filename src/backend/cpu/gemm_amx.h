@@ -29,12 +29,20 @@ namespace dllm::cpu {
 // True when this CPU has AMX-TILE and AMX-BF16 and the kernel let this process use them.
 bool gemm_amx_available();
 
-// Whether an [n, k] bf16 weight matrix goes to the tiles: at least 2^20 weights and k >= 512. The
-// split of the activations into tiles and the tiles' transposed stores cost per call; smaller
-// products (the embedded tiny models: 256-wide) ran 30 % slower a step than on the FMA kernels.
-// A property of the matrix alone, never of the row count: a row's bits never depend on its batch.
-// Measured on a 2-core Xeon VM (docs/benchmarks.md, 2026-12-01): from 8 rows up the tiles are as
-// fast or faster (2.5x at 512 rows); at 4 rows a weight-streaming product runs 1.2-1.6x slower.
+// Which [n, k] bf16 weight matrices go to the tiles: at least `weights` values and k >= `min_k`.
+// The split of the activations into tiles and the tiles' transposed stores cost per call;
+// smaller products (the embedded tiny models: 256-wide) ran 30 % slower a step than on the FMA
+// kernels. A property of the matrix alone, never of the row count: a row's bits never depend on
+// its batch. Measured on a 2-core Xeon VM (docs/benchmarks.md, 2026-12-01): from 8 rows up the
+// tiles are as fast or faster (2.5x at 512 rows); at 4 rows a weight-streaming product runs
+// 1.2-1.6x slower.
+struct AmxThreshold {
+  int64_t weights = int64_t{1} << 20;
+  int64_t min_k = 512;
+};
+// Process-wide, like the precision: tests set {0, 0} to run the tiny fixtures' matrices on tiles.
+void set_amx_threshold(AmxThreshold threshold);
+AmxThreshold amx_threshold();
 bool amx_pays_off(int64_t n, int64_t k);
 
 // The product above; w is bf16 (raw uint16 bits), ldw in elements. Needs gemm_amx_available().

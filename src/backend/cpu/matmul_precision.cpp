@@ -41,4 +41,16 @@ MatmulPrecision parse_matmul_precision(const char* text, const char* what) {
   fail(what, " must be fp32, amx or bf16 (got '", text, "')");
 }
 
+const char* matmul_precision_name(MatmulPrecision precision) {
+  switch (precision) {
+    case MatmulPrecision::kAmx:
+      return "amx";
+    case MatmulPrecision::kBf16:
+      return "bf16";
+    case MatmulPrecision::kFp32:
+      break;
+  }
+  return "fp32";
+}
+
 }  // namespace dllm::cpu

@@ -20,5 +20,6 @@ void set_matmul_precision(MatmulPrecision precision, const char* what = "--cpu-m
 MatmulPrecision matmul_precision();  // the one set, else the default above
 // "fp32" / "amx" / "bf16" -> the precision; anything else an Error naming `what` and the choices.
 MatmulPrecision parse_matmul_precision(const char* text, const char* what = "--cpu-matmul");
+const char* matmul_precision_name(MatmulPrecision precision);  // parse_matmul_precision's inverse
 
 }  // namespace dllm::cpu
