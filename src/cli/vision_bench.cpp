@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "io/json_file.h"
 #include "kv/kv_cache.h"
 #include "vision/image_decode.h"
@@ -37,9 +38,15 @@ std::vector<RgbImage> read_frames(const std::string& path, int64_t frames) {
     if (e.is_regular_file()) files.push_back(e.path());
   std::sort(files.begin(), files.end());
   if (files.empty()) fail("--video ", path, ": the directory holds no frame files");
-  std::vector<RgbImage> out;
-  for (int64_t i : uniform_frame_indices(static_cast<int64_t>(files.size()), frames))
-    out.push_back(read_image_file(files[static_cast<size_t>(i)]));
+  // Decoded in parallel, as FFmpeg's frame threads decode a video file.
+  const std::vector<int64_t> picked =
+      uniform_frame_indices(static_cast<int64_t>(files.size()), frames);
+  std::vector<RgbImage> out(picked.size());
+  parallel_for(static_cast<int64_t>(picked.size()), [&](int64_t first, int64_t last) {
+    for (int64_t i = first; i < last; ++i)
+      out[static_cast<size_t>(i)] =
+          read_image_file(files[static_cast<size_t>(picked[static_cast<size_t>(i)])]);
+  });
   return out;
 }
 
@@ -96,17 +103,19 @@ nlohmann::json vision_bench(const BenchArgs& a, const std::string& device) {
   if (a.images < 0) fail("--images must be >= 0 (got ", a.images, ")");
   if (a.reps < 1) fail("--reps must be >= 1 (got ", a.reps, ")");
   const double t0 = now_s();
-  const RandomVisionLanguageModel rv = make_random_vision_language_model(read_json_file(a.shape), 1234);
+  const RandomVisionLanguageModel rv =
+      make_random_vision_language_model(read_json_file(a.shape), 1234);
   if (!rv.vision)
     fail("--video / --images need a vision-language shape (model_type sdar_v); ", a.shape,
          " has none");
   const VisionModel& vision = *rv.vision;
   const VisionConfig& vc = vision.config;
   auto backend = make_backend(*rv.model, device);
-  auto encoder = device == "cuda" ? make_cuda_vision_encoder(vision) : make_cpu_vision_encoder(vision);
+  auto encoder =
+      device == "cuda" ? make_cuda_vision_encoder(vision) : make_cpu_vision_encoder(vision);
   std::fprintf(stderr, "bench: %s (%.2f B + %.2f B vision parameters) on %s, set up in %.1f s\n",
-               a.shape.c_str(), rv.model->parameter_count() / 1e9,
-               vision.parameter_count() / 1e9, backend->name().c_str(), now_s() - t0);
+               a.shape.c_str(), rv.model->parameter_count() / 1e9, vision.parameter_count() / 1e9,
+               backend->name().c_str(), now_s() - t0);
 
   const std::vector<int32_t> ids = video_prompt_ids(vc, rv.model->config().vocab_size, 32);
   const int64_t tokens = static_cast<int64_t>(ids.size()) - 1 + video_token_count(a.frames, vc);

@@ -174,7 +174,9 @@ RgbImage to_rgb(const AVFrame& f, const std::string& path, const ImageLimits& li
 
 }  // namespace
 
-bool video_decoding_available() { return true; }
+bool video_decoding_available() {
+  return true;
+}
 
 namespace {
 
@@ -191,6 +193,7 @@ DecodedVideo decode_video(const VideoSource& src, int64_t frames, const ImageLim
   const AVCodec* codec = avcodec_find_decoder(par->codec_id);
   if (!codec) fail(p, ": no decoder for the video codec (id ", par->codec_id, ")");
   std::unique_ptr<AVCodecContext, CodecCloser> ctx(avcodec_alloc_context3(codec));
+  ctx->thread_count = 0;  // as many decoder threads as FFmpeg finds cores (same frames)
   if (avcodec_parameters_to_context(ctx.get(), par) < 0 ||
       avcodec_open2(ctx.get(), codec, nullptr) < 0)
     fail(p, ": cannot open the video decoder");
