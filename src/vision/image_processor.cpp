@@ -64,19 +64,23 @@ PixelCrops preprocess_image(const RgbImage& image, const VisionConfig& vc) {
 }
 
 PixelCrops preprocess_frames(const std::vector<RgbImage>& frames, const VisionConfig& vc) {
+  PixelCrops out;
+  out.crops = static_cast<int64_t>(frames.size());
+  out.side = vc.image_size;
+  out.values.resize(static_cast<size_t>(out.crops * 3 * out.side * out.side));
+  preprocess_frames_into(frames, vc, out.values.data());
+  return out;
+}
+
+void preprocess_frames_into(std::span<const RgbImage> frames, const VisionConfig& vc, float* dst) {
   // Frames are independent: each is resized and normalised into its own slot on its own
   // thread (a 64-frame video is 64 bicubic resizes, the bulk of a video prompt's host work).
-  const int64_t s = vc.image_size, n = static_cast<int64_t>(frames.size());
-  PixelCrops out;
-  out.crops = n;
-  out.side = s;
-  out.values.resize(static_cast<size_t>(n * 3 * s * s));
-  parallel_for(n, [&](int64_t first, int64_t last) {
+  const int64_t s = vc.image_size;
+  parallel_for(static_cast<int64_t>(frames.size()), [&](int64_t first, int64_t last) {
     for (int64_t i = first; i < last; ++i)
       write_crop(resize_bicubic(frames[static_cast<size_t>(i)], s, s), 0, 0, vc,
-                 out.values.data() + i * 3 * s * s);
+                 dst + i * 3 * s * s);
   });
-  return out;
 }
 
 }  // namespace dllm

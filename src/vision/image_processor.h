@@ -7,6 +7,7 @@
 // Each crop is rescaled (1/255) and normalised with image_mean / image_std, channels first.
 #pragma once
 
+#include <span>
 #include <vector>
 
 #include "vision/anyres.h"
@@ -26,6 +27,8 @@ RgbImage anyres_canvas(const RgbImage& image, const VisionConfig& vc);
 PixelCrops preprocess_image(const RgbImage& image, const VisionConfig& vc);
 // One crop per frame.
 PixelCrops preprocess_frames(const std::vector<RgbImage>& frames, const VisionConfig& vc);
+// The same crops written to dst ([frames, 3, image_size, image_size]).
+void preprocess_frames_into(std::span<const RgbImage> frames, const VisionConfig& vc, float* dst);
 // Appends one image_size² picture (already that size) as a normalised crop.
 void append_crop(const RgbImage& picture, int64_t x0, int64_t y0, const VisionConfig& vc,
                  PixelCrops& out);

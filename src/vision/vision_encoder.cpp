@@ -15,4 +15,14 @@ std::vector<float> VisionEncoder::encode_video(const PixelCrops& frames, int64_t
   return pack_video_features(encode(frames), count, newline, config());
 }
 
+std::vector<float> VisionEncoder::encode_video_frames(std::span<const RgbImage> frames,
+                                                      std::span<const float> newline) {
+  PixelCrops crops;
+  crops.crops = static_cast<int64_t>(frames.size());
+  crops.side = config().image_size;
+  crops.values.resize(static_cast<size_t>(crops.crops * 3 * crops.side * crops.side));
+  preprocess_frames_into(frames, config(), crops.values.data());
+  return encode_video(crops, crops.crops, newline);
+}
+
 }  // namespace dllm

@@ -28,6 +28,10 @@ class VisionEncoder {
                                           std::span<const float> newline);
   virtual std::vector<float> encode_video(const PixelCrops& frames, int64_t count,
                                           std::span<const float> newline);
+  // encode_video of preprocess_frames(frames): the default preprocesses every frame first; the
+  // CUDA encoder preprocesses a chunk of frames while the GPU encodes the one before.
+  virtual std::vector<float> encode_video_frames(std::span<const RgbImage> frames,
+                                                 std::span<const float> newline);
   virtual const VisionConfig& config() const = 0;
 };
 

@@ -71,7 +71,7 @@ VisionPrompt build_vision_prompt(std::span<const int32_t> ids, const VisionItems
   }
   for (const auto& frames : items.videos) {
     const auto n = static_cast<int64_t>(frames.size());
-    video_rows.push_back(encoder.encode_video(preprocess_frames(frames, vc), n, newline));
+    video_rows.push_back(encoder.encode_video_frames(frames, newline));
     video_tokens.push_back(video_token_count(n, vc));
   }
   VisionPrompt out;

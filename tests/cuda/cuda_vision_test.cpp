@@ -46,46 +46,72 @@ std::vector<int32_t> collapse(const std::vector<int32_t>& expanded) {
 
 TEST(CudaVision, KernelsMatchTheCpuOps) {
   std::mt19937 rng(23);
-  const int rows = 37, dim = 1152, cols = 300;
-  // LayerNorm with bias (rows of an offset mean, as a residual stream has).
-  std::vector<float> x = test::random_floats(size_t(rows) * dim, rng, 3.0f);
-  for (float& v : x) v += 5.0f;
-  const std::vector<float> w = test::random_floats(dim, rng), b = test::random_floats(dim, rng);
-  std::vector<float> want(x.size());
-  cpu::layer_norm(x.data(), w.data(), b.data(), want.data(), rows, dim, 1e-6f);
-  auto dx = test::to_device(x), dw = test::to_device(w), db = test::to_device(b);
-  cuda::DeviceBuffer<cuda::bf16> out(x.size(), "test output");
-  cuda::layer_norm(dx.get(), dw.get(), db.get(), out.get(), rows, dim, 1e-6f, nullptr);
-  EXPECT_LE(rel_error(test::bf16_to_floats(test::to_host(out)), want), 4e-3);
+  const int rows = 37;
+  // LayerNorm with bias (rows of an offset mean, as a residual stream has): a warp a row for
+  // widths of whole 16-byte vectors, a block a row otherwise.
+  for (int dim : {1152, 75}) {
+    std::vector<float> x = test::random_floats(size_t(rows) * dim, rng, 3.0f);
+    for (float& v : x) v += 5.0f;
+    const std::vector<float> w = test::random_floats(dim, rng), b = test::random_floats(dim, rng);
+    std::vector<float> want(x.size());
+    cpu::layer_norm(x.data(), w.data(), b.data(), want.data(), rows, dim, 1e-6f);
+    auto dx = test::to_device(x), dw = test::to_device(w), db = test::to_device(b);
+    cuda::DeviceBuffer<cuda::bf16> out(x.size(), "test output");
+    cuda::layer_norm(dx.get(), dw.get(), db.get(), out.get(), rows, dim, 1e-6f, nullptr);
+    EXPECT_LE(rel_error(test::bf16_to_floats(test::to_host(out)), want), 4e-3) << dim;
+  }
 
-  // Bias + activation over a strided input.
-  const int stride = cols + 17;
-  const std::vector<float> in = test::random_floats(size_t(rows) * stride, rng, 2.0f);
-  const std::vector<float> bias = test::random_floats(cols, rng);
-  auto din = test::to_device(in), dbias = test::to_device(bias);
-  for (auto act :
-       {cuda::Activation::kNone, cuda::Activation::kGeluTanh, cuda::Activation::kGeluErf}) {
-    std::vector<float> ref(size_t(rows) * cols);
+  // Bias + activation over a strided input: 4 columns a thread where widths allow, else 1.
+  for (int cols : {300, 303}) {
+    const int stride = cols + 17 - cols % 4;
+    const std::vector<float> in = test::random_floats(size_t(rows) * stride, rng, 2.0f);
+    const std::vector<float> bias = test::random_floats(cols, rng);
+    auto din = test::to_device(in), dbias = test::to_device(bias);
+    for (auto act :
+         {cuda::Activation::kNone, cuda::Activation::kGeluTanh, cuda::Activation::kGeluErf}) {
+      std::vector<float> ref(size_t(rows) * cols);
+      for (int r = 0; r < rows; ++r)
+        for (int j = 0; j < cols; ++j)
+          ref[size_t(r) * cols + j] = in[size_t(r) * stride + j] + bias[j];
+      if (act == cuda::Activation::kGeluTanh) cpu::gelu_tanh(ref.data(), int64_t(ref.size()));
+      if (act == cuda::Activation::kGeluErf) cpu::gelu_erf(ref.data(), int64_t(ref.size()));
+      cuda::DeviceBuffer<cuda::bf16> o(ref.size(), "test output");
+      cuda::bias_activation(din.get(), stride, dbias.get(), act, o.get(), rows, cols, nullptr);
+      EXPECT_LE(rel_error(test::bf16_to_floats(test::to_host(o)), ref), 4e-3)
+          << cols << " " << int(act);
+    }
+  }
+
+  // Bias into padded heads (SigLIP's 72-wide heads in 128-wide slots): the pad left as it was.
+  {
+    const int heads = 3, head_dim = 72, padded = 128, stride = 3 * heads * head_dim;
+    const std::vector<float> in = test::random_floats(size_t(rows) * stride, rng, 2.0f);
+    const std::vector<float> bias = test::random_floats(heads * head_dim, rng);
+    std::vector<float> ref(size_t(rows) * heads * padded, 7.0f);  // the pad's old value
     for (int r = 0; r < rows; ++r)
-      for (int j = 0; j < cols; ++j)
-        ref[size_t(r) * cols + j] = in[size_t(r) * stride + j] + bias[j];
-    if (act == cuda::Activation::kGeluTanh) cpu::gelu_tanh(ref.data(), int64_t(ref.size()));
-    if (act == cuda::Activation::kGeluErf) cpu::gelu_erf(ref.data(), int64_t(ref.size()));
-    cuda::DeviceBuffer<cuda::bf16> o(ref.size(), "test output");
-    cuda::bias_activation(din.get(), stride, dbias.get(), act, o.get(), rows, cols, nullptr);
-    EXPECT_LE(rel_error(test::bf16_to_floats(test::to_host(o)), ref), 4e-3) << int(act);
+      for (int h = 0; h < heads; ++h)
+        for (int i = 0; i < head_dim; ++i)
+          ref[(size_t(r) * heads + h) * padded + i] =
+              in[size_t(r) * stride + h * head_dim + i] + bias[h * head_dim + i];
+    auto din = test::to_device(in), dbias = test::to_device(bias);
+    auto o = test::to_device(std::vector<cuda::bf16>(ref.size(), __float2bfloat16(7.0f)));
+    cuda::bias_to_padded_heads(din.get(), stride, dbias.get(), o.get(), rows, heads, head_dim,
+                               padded, nullptr);
+    EXPECT_LE(rel_error(test::bf16_to_floats(test::to_host(o)), ref), 4e-3);
   }
 
   // Periodic row adds.
-  const int period = 5;
-  const std::vector<float> table = test::random_floats(size_t(period) * cols, rng);
-  std::vector<float> acc = test::random_floats(size_t(rows) * cols, rng), ref = acc;
-  for (int r = 0; r < rows; ++r)
-    for (int j = 0; j < cols; ++j)
-      ref[size_t(r) * cols + j] += table[size_t(r % period) * cols + j];
-  auto dacc = test::to_device(acc), dtable = test::to_device(table);
-  cuda::add_rows_periodic(dacc.get(), dtable.get(), rows, cols, period, nullptr);
-  EXPECT_LE(rel_error(test::to_host(dacc), ref), 1e-7);
+  for (int cols : {300, 303}) {
+    const int period = 5;
+    const std::vector<float> table = test::random_floats(size_t(period) * cols, rng);
+    std::vector<float> acc = test::random_floats(size_t(rows) * cols, rng), ref = acc;
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < cols; ++j)
+        ref[size_t(r) * cols + j] += table[size_t(r % period) * cols + j];
+    auto dacc = test::to_device(acc), dtable = test::to_device(table);
+    cuda::add_rows_periodic(dacc.get(), dtable.get(), rows, cols, period, nullptr);
+    EXPECT_LE(rel_error(test::to_host(dacc), ref), 1e-7) << cols;
+  }
 
   // Patch unfolding: 2 crops of 28 x 28 in 14 x 14 patches.
   const int crops = 2, side = 28, patch = 14, per = side / patch, k = 3 * patch * patch;
@@ -249,6 +275,8 @@ TEST(CudaVision, PackedVideoRowsMatchTheHostPackingAndFrameByFrame) {
   ASSERT_EQ(got.size(), host.size());
   EXPECT_EQ(rel_error(got, host), 0.0);
   EXPECT_LE(rel_error(got, cpu->encode_video(crops, n, newline)), 1e-2);
+  // From the frames, preprocessed a chunk at a time beside the encoding: the same bits.
+  EXPECT_EQ(gpu->encode_video_frames(frames, newline), got);
   // Each frame alone: its pooled rows (up to the low bits a GEMM over other rows may differ in)
   // and the newline.
   for (int64_t f = 0; f < n; ++f) {

@@ -10,9 +10,10 @@
 //                     -> fc2 GEMM accumulated -> + bias
 //   projector         linear_1 -> bias + GELU(erf) -> linear_2 -> bias
 // The attention kernels take head_dim 16, 32, 64 or 128; SigLIP-so400m's heads are 72 wide, so
-// each head is padded with zero dimensions to the next size the kernels take: q|k|v weight rows
-// and biases of the pad are zero (q·k and the V sum are unchanged) and the out projection's
-// columns of the pad are zero (the pad's outputs, all zero, contribute nothing). The softmax
+// each head is padded with zero dimensions to the next size the kernels take: the q|k|v GEMM
+// runs on the heads' own rows and the bias kernel writes each head into its padded place, the
+// pad staying zero (q·k and the V sum are unchanged); the out projection's columns of the pad
+// are zero (the pad's outputs, all zero, contribute nothing). The softmax
 // scale stays 1/sqrt(72). Crops run in chunks of kChunkCrops, their buffers allocated once at
 // construction (before the engine sizes its KV pool from the free memory). encode_image /
 // encode_video pack each chunk's features on the device as it is done (cuda_feature_packer.h)
@@ -47,18 +48,6 @@ int padded_head_dim(int64_t head_dim, int at_least) {
   fail("CUDA vision encoder: head_dim ", head_dim, " is wider than the attention kernels' 128");
 }
 
-// Rows of a [heads * head_dim, cols] projection (or a [heads * head_dim] bias, cols = 1) spread
-// to heads * padded rows, the pad rows zero.
-std::vector<float> pad_head_rows(const HostTensor& w, int64_t heads, int64_t head_dim,
-                                 int64_t padded, int64_t cols) {
-  std::vector<float> out(static_cast<size_t>(heads * padded * cols), 0.0f);
-  for (int64_t h = 0; h < heads; ++h)
-    for (int64_t r = 0; r < head_dim; ++r)
-      std::copy_n(w.ptr() + (h * head_dim + r) * cols, cols,
-                  out.data() + (h * padded + r) * cols);
-  return out;
-}
-
 // The columns of a [rows, heads * head_dim] projection spread to heads * padded, the pad zero.
 std::vector<float> pad_head_columns(const HostTensor& w, int64_t rows, int64_t heads,
                                     int64_t head_dim, int64_t padded) {
@@ -70,19 +59,23 @@ std::vector<float> pad_head_columns(const HostTensor& w, int64_t rows, int64_t h
   return out;
 }
 
-std::vector<float> concat(std::initializer_list<const std::vector<float>*> parts) {
-  std::vector<float> out;
-  for (const auto* p : parts) out.insert(out.end(), p->begin(), p->end());
-  return out;
-}
-
 std::vector<float> host_vector(const HostTensor& t) {
   return std::vector<float>(t.ptr(), t.ptr() + t.numel());
 }
 
+// Copies a chunk of normalised crops into a pixel slot (CudaVisionEncoder::for_each_chunk).
+struct CopyCrops {
+  const PixelCrops& crops;
+  int64_t crop_values;
+  void operator()(float* slot, int64_t first, int chunk) const {
+    std::memcpy(slot, crops.values.data() + first * crop_values,
+                chunk * crop_values * sizeof(float));
+  }
+};
+
 struct GpuVisionLayer {
   DeviceBuffer<float> ln1_w, ln1_b, qkv_b, out_b, ln2_w, ln2_b, fc1_b, fc2_b;
-  DeviceBuffer<bf16> qkv_w, out_w, fc1_w, fc2_w;  // qkv and out padded per head
+  DeviceBuffer<bf16> qkv_w, out_w, fc1_w, fc2_w;  // out's columns padded per head
 };
 
 class CudaVisionEncoder final : public VisionEncoder {
@@ -114,7 +107,7 @@ class CudaVisionEncoder final : public VisionEncoder {
     const int64_t th = vc_.text_hidden_size;
     std::vector<float> out(static_cast<size_t>(crops.crops * n_ * th));
     std::lock_guard lk(mu_);  // requests are submitted from many threads; one set of buffers
-    for_each_chunk(crops, [&](int64_t first, int chunk) {
+    for_each_chunk(crops.crops, copy_from(crops), [&](int64_t first, int chunk) {
       DLLM_CUDA_CHECK(cudaMemcpyAsync(out.data() + first * n_ * th, proj_out_.get(),
                                       static_cast<size_t>(chunk) * n_ * th * sizeof(float),
                                       cudaMemcpyDeviceToHost, stream_));
@@ -127,7 +120,7 @@ class CudaVisionEncoder final : public VisionEncoder {
                                   std::span<const float> newline) override {
     std::lock_guard lk(mu_);
     packer_->start_image(image, crops.crops, newline);
-    return pack(crops);
+    return pack(crops.crops, copy_from(crops));
   }
 
   std::vector<float> encode_video(const PixelCrops& frames, int64_t count,
@@ -136,7 +129,18 @@ class CudaVisionEncoder final : public VisionEncoder {
       fail("encode_video: ", frames.crops, " crops for ", count, " frames");
     std::lock_guard lk(mu_);
     packer_->start_video(count, newline);
-    return pack(frames);
+    return pack(count, copy_from(frames));
+  }
+
+  std::vector<float> encode_video_frames(std::span<const RgbImage> frames,
+                                         std::span<const float> newline) override {
+    const auto count = static_cast<int64_t>(frames.size());
+    std::lock_guard lk(mu_);
+    packer_->start_video(count, newline);
+    return pack(count, [&](float* slot, int64_t first, int chunk) {
+      preprocess_frames_into(frames.subspan(static_cast<size_t>(first), static_cast<size_t>(chunk)),
+                             vc_, slot);
+    });
   }
 
  private:
@@ -156,15 +160,14 @@ class CudaVisionEncoder final : public VisionEncoder {
       g.ln1_b = upload_f32(l.ln1_b, "vision layer norms");
       g.ln2_w = upload_f32(l.ln2_w, "vision layer norms");
       g.ln2_b = upload_f32(l.ln2_b, "vision layer norms");
-      std::vector<float> w[3], b[3];
-      const TensorEntry* ws[3] = {l.q_w, l.k_w, l.v_w};
-      const TensorEntry* bs[3] = {l.q_b, l.k_b, l.v_b};
-      for (int i = 0; i < 3; ++i) {
-        w[i] = pad_head_rows(to_f32(ws[i]), heads_, head_dim_, hp_, d_);
-        b[i] = pad_head_rows(to_f32(bs[i]), heads_, head_dim_, hp_, 1);
+      // q|k|v unpadded: the bias kernel spreads each head into its padded place.
+      g.qkv_w = upload_bf16({l.q_w, l.k_w, l.v_w}, "vision q/k/v projections");
+      std::vector<float> qkv_b;
+      for (const TensorEntry* b : {l.q_b, l.k_b, l.v_b}) {
+        const std::vector<float> part = host_vector(to_f32(b));
+        qkv_b.insert(qkv_b.end(), part.begin(), part.end());
       }
-      g.qkv_w = upload_bf16(concat({&w[0], &w[1], &w[2]}), "vision q/k/v projections");
-      g.qkv_b = upload(concat({&b[0], &b[1], &b[2]}), "vision q/k/v biases");
+      g.qkv_b = upload(qkv_b, "vision q/k/v biases");
       g.out_w = upload_bf16(pad_head_columns(to_f32(l.out_w), d_, heads_, head_dim_, hp_),
                             "vision output projections");
       g.out_b = upload_f32(l.out_b, "vision output biases");
@@ -194,45 +197,57 @@ class CudaVisionEncoder final : public VisionEncoder {
       DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
     x_.resize(m * d_, "the vision residual stream");
     // One fp32 scratch for every GEMM output that goes through a bias kernel.
-    scratch_.resize(m * std::max({3 * hq, ff, th}), "vision GEMM outputs");
+    scratch_.resize(m * std::max({static_cast<size_t>(3 * d_), ff, th}), "vision GEMM outputs");
     xn_.resize(m * std::max({k, static_cast<size_t>(d_), ff, th}), "vision activations");
     q_.resize(m * hq, "vision queries");
     k_.resize(m * hq, "vision keys");
     v_.resize(m * hq, "vision values");
     att_.resize(m * hq, "vision attention outputs");
+    // The pad columns of q / k / v stay zero (bias_to_padded_heads writes the heads' own).
+    for (DeviceBuffer<bf16>* t : {&q_, &k_, &v_})
+      DLLM_CUDA_CHECK(cudaMemsetAsync(t->get(), 0, m * hq * sizeof(bf16), stream_));
     proj_out_.resize(m * th, "vision features");
     packer_ = std::make_unique<cuda::CudaFeaturePacker>(vc_, kChunkCrops, stream_);
     crop_attention_ = std::make_unique<cuda::CropAttention>(
         kChunkCrops, n_, heads_, hp_, 1.0f / std::sqrt(static_cast<float>(head_dim_)), stream_);
   }
 
-  // Encodes the crops a chunk at a time, `done(first, chunk)` after each: its features in
-  // proj_out_ (on the stream) until the next chunk's. Pixels go up through two pinned chunk
-  // slots: the host fills one while the GPU encodes the chunk of the other, and the upload from
-  // pinned memory neither blocks the host until the stream drains nor crawls at pageable speed.
-  template <class Done>
-  void for_each_chunk(const PixelCrops& crops, Done&& done) {
+  // Encodes `crops` crops a chunk at a time: `fill(slot, first, chunk)` writes the chunk's
+  // normalised pixels into a pinned slot, `done(first, chunk)` runs after the chunk's launches:
+  // its features in proj_out_ (on the stream) until the next chunk's. Two slots: the host fills
+  // one (copies crops, or preprocesses frames) while the GPU encodes the chunk of the other, and
+  // the upload from pinned memory neither blocks the host until the stream drains nor crawls at
+  // pageable speed.
+  template <class Fill, class Done>
+  void for_each_chunk(int64_t crops, Fill&& fill, Done&& done) {
     const int64_t crop_values = 3 * vc_.image_size * vc_.image_size;
-    if (crops.side != vc_.image_size && crops.crops > 0)
-      fail("vision encoder: crops are ", crops.side, " pixels, the tower takes ", vc_.image_size);
-    if (static_cast<int64_t>(crops.values.size()) != crops.crops * crop_values)
-      fail("vision encoder: ", crops.values.size(), " pixel values for ", crops.crops, " crops");
-    for (int64_t c0 = 0, i = 0; c0 < crops.crops; c0 += kChunkCrops, i = 1 - i) {
-      const int chunk = static_cast<int>(std::min<int64_t>(kChunkCrops, crops.crops - c0));
-      const size_t bytes = chunk * crop_values * sizeof(float);
+    for (int64_t c0 = 0, i = 0; c0 < crops; c0 += kChunkCrops, i = 1 - i) {
+      const int chunk = static_cast<int>(std::min<int64_t>(kChunkCrops, crops - c0));
       float* slot = pixel_slots_.get() + i * kChunkCrops * crop_values;
       DLLM_CUDA_CHECK(cudaEventSynchronize(slot_uploaded_[i]));  // its last upload is done
-      std::memcpy(slot, crops.values.data() + c0 * crop_values, bytes);
-      DLLM_CUDA_CHECK(cudaMemcpyAsync(pixels_.get(), slot, bytes, cudaMemcpyHostToDevice, stream_));
+      fill(slot, c0, chunk);
+      DLLM_CUDA_CHECK(cudaMemcpyAsync(pixels_.get(), slot, chunk * crop_values * sizeof(float),
+                                      cudaMemcpyHostToDevice, stream_));
       DLLM_CUDA_CHECK(cudaEventRecord(slot_uploaded_[i], stream_));
       encode_chunk(chunk);
       done(c0, chunk);
     }
   }
 
-  // The packer's rows of the crops (after its start_image / start_video).
-  std::vector<float> pack(const PixelCrops& crops) {
-    for_each_chunk(crops, [&](int64_t first, int chunk) {
+  // A fill for for_each_chunk copying crops that are normalised already.
+  CopyCrops copy_from(const PixelCrops& crops) const {
+    const int64_t crop_values = 3 * vc_.image_size * vc_.image_size;
+    if (crops.side != vc_.image_size && crops.crops > 0)
+      fail("vision encoder: crops are ", crops.side, " pixels, the tower takes ", vc_.image_size);
+    if (static_cast<int64_t>(crops.values.size()) != crops.crops * crop_values)
+      fail("vision encoder: ", crops.values.size(), " pixel values for ", crops.crops, " crops");
+    return {crops, crop_values};
+  }
+
+  // The packer's rows of `crops` crops (after its start_image / start_video).
+  template <class Fill>
+  std::vector<float> pack(int64_t crops, Fill&& fill) {
+    for_each_chunk(crops, fill, [&](int64_t first, int chunk) {
       packer_->add_crops(first, chunk, proj_out_.get());
     });
     return packer_->finish();
@@ -254,11 +269,11 @@ class CudaVisionEncoder final : public VisionEncoder {
     cuda::add_rows_periodic(x_.get(), position_.get(), m, d_, n_, stream_);
     for (const GpuVisionLayer& L : layers_) {
       cuda::layer_norm(x_.get(), L.ln1_w.get(), L.ln1_b.get(), xn_.get(), m, d_, eps, stream_);
-      gemm(xn_.get(), L.qkv_w, scratch_.get(), CUDA_R_32F, m, 3 * hq, d_, false);
+      gemm(xn_.get(), L.qkv_w, scratch_.get(), CUDA_R_32F, m, 3 * d_, d_, false);
       bf16* qkv[3] = {q_.get(), k_.get(), v_.get()};
       for (int i = 0; i < 3; ++i)
-        cuda::bias_activation(scratch_.get() + i * hq, 3 * hq, L.qkv_b.get() + i * hq,
-                              cuda::Activation::kNone, qkv[i], m, hq, stream_);
+        cuda::bias_to_padded_heads(scratch_.get() + i * d_, 3 * d_, L.qkv_b.get() + i * d_, qkv[i],
+                                   m, heads_, head_dim_, hp_, stream_);
       crop_attention_->run(q_.get(), k_.get(), v_.get(), att_.get(), crops, stream_);
       gemm(att_.get(), L.out_w, x_.get(), CUDA_R_32F, m, d_, hq, true);
       cuda::add_rows_periodic(x_.get(), L.out_b.get(), m, d_, 1, stream_);
@@ -273,8 +288,8 @@ class CudaVisionEncoder final : public VisionEncoder {
     cuda::bias_activation(x_.get(), d_, nullptr, cuda::Activation::kNone, xn_.get(), m, d_,
                           stream_);
     gemm(xn_.get(), proj1_w_, scratch_.get(), CUDA_R_32F, m, th, d_, false);
-    cuda::bias_activation(scratch_.get(), th, proj1_b_.get(), cuda::Activation::kGeluErf,
-                          xn_.get(), m, th, stream_);
+    cuda::bias_activation(scratch_.get(), th, proj1_b_.get(), cuda::Activation::kGeluErf, xn_.get(),
+                          m, th, stream_);
     gemm(xn_.get(), proj2_w_, proj_out_.get(), CUDA_R_32F, m, th, th, false);
     if (proj2_b_.get()) cuda::add_rows_periodic(proj_out_.get(), proj2_b_.get(), m, th, 1, stream_);
   }
@@ -298,7 +313,7 @@ class CudaVisionEncoder final : public VisionEncoder {
 }  // namespace
 
 std::unique_ptr<VisionEncoder> make_cuda_vision_encoder(const VisionModel& vision,
-                                                       int min_attention_head_dim) {
+                                                        int min_attention_head_dim) {
   return std::make_unique<CudaVisionEncoder>(vision, min_attention_head_dim);
 }
 

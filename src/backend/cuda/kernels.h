@@ -462,6 +462,11 @@ void layer_norm(const float* x, const float* w, const float* b, bf16* out, int r
 enum class Activation : int { kNone = 0, kGeluTanh = 1, kGeluErf = 2 };
 void bias_activation(const float* in, int in_stride, const float* bias, Activation act, bf16* out,
                      int rows, int cols, cudaStream_t stream);
+// The same without activation into heads padded to `padded` values (the attention kernels'
+// widths): out[r, h * padded + i] = bf16(in[r * in_stride + h * head_dim + i] + bias[h * head_dim
+// + i]) for i < head_dim; the pad columns are left as they are (zero, set once by the caller).
+void bias_to_padded_heads(const float* in, int in_stride, const float* bias, bf16* out, int rows,
+                          int heads, int head_dim, int padded, cudaStream_t stream);
 // x[r, :] += table[r % period, :] (a bias: period 1; position embeddings: period = patches).
 void add_rows_periodic(float* x, const float* table, int rows, int dim, int period,
                        cudaStream_t stream);
