@@ -5,6 +5,7 @@
 
 #include "backend/cuda/feature_packing_kernels.h"
 #include "core/error.h"
+#include "core/zeroed_floats.h"
 
 namespace dllm::cuda {
 
@@ -30,8 +31,9 @@ void CudaFeaturePacker::start_video(int64_t frames, std::span<const float> newli
   added_ = 0;
   pending_.n = 0;
   newline_host_ = newline;
-  out_.assign(static_cast<size_t>(video_token_count(frames, vc_) * th_), 0.0f);
-  staging_.ensure(out_.size());
+  const auto n = static_cast<size_t>(video_token_count(frames, vc_) * th_);
+  allocate_out(n);
+  staging_.ensure(n);
 }
 
 void CudaFeaturePacker::start_image(Size2 image, int64_t crops, std::span<const float> newline) {
@@ -46,9 +48,9 @@ void CudaFeaturePacker::start_image(Size2 image, int64_t crops, std::span<const 
   added_ = 0;
   pending_.n = 0;
   const size_t rows = static_cast<size_t>(image_token_count(image, vc_));
-  out_.assign(rows * th_, 0.0f);
-  staging_.ensure(out_.size());
-  image_out_.ensure(out_.size(), "packed image features");
+  allocate_out(rows * th_);
+  staging_.ensure(rows * th_);
+  image_out_.ensure(rows * th_, "packed image features");
   if (grid_.downscaled)
     image_grid_.ensure(static_cast<size_t>(grid_.rows * grid_.cols * th_), "an image's tile grid");
   DLLM_CUDA_CHECK(cudaMemcpyAsync(newline_.get(), newline.data(), th_ * sizeof(float),
@@ -101,8 +103,8 @@ std::vector<float> CudaFeaturePacker::finish() {
   if (added_ != crops_) fail("CudaFeaturePacker: ", added_, " of ", crops_, " crops packed");
   if (video_) {
     download_drain();
-    std::copy(newline_host_.begin(), newline_host_.end(), out_.end() - th_);  // one per video
-    return std::move(out_);
+    std::copy(newline_host_.begin(), newline_host_.end(), out().end() - th_);  // one per video
+    return std::move(out());
   }
   const int64_t base = vc_.patches_per_crop() * th_, row_stride = (grid_.out_cols + 1) * th_;
   float* grid_rows = image_out_.get() + base;
@@ -113,9 +115,19 @@ std::vector<float> CudaFeaturePacker::finish() {
                     {0, row_stride}, stream_);
   fill_rows(newline_.get(), static_cast<int>(th_), grid_rows + grid_.out_cols * th_,
             static_cast<int>(grid_.out_rows), row_stride, stream_);
-  download(image_out_.get(), 0, out_.size());
+  download(image_out_.get(), 0, out().size());
   download_drain();
-  return std::move(out_);
+  return std::move(out());
+}
+
+void CudaFeaturePacker::allocate_out(size_t n) {
+  out_ = {};
+  out_allocated_ = std::async(std::launch::async, zeroed_floats, n);
+}
+
+std::vector<float>& CudaFeaturePacker::out() {
+  if (out_allocated_.valid()) out_ = out_allocated_.get();
+  return out_;
 }
 
 void CudaFeaturePacker::download(const float* device, size_t offset, size_t n) {
@@ -130,7 +142,7 @@ void CudaFeaturePacker::download(const float* device, size_t offset, size_t n) {
 void CudaFeaturePacker::download_drain() {
   if (pending_.n == 0) return;
   DLLM_CUDA_CHECK(cudaEventSynchronize(pending_.copied));
-  std::memcpy(out_.data() + pending_.offset, staging_.get() + pending_.offset,
+  std::memcpy(out().data() + pending_.offset, staging_.get() + pending_.offset,
               pending_.n * sizeof(float));
   pending_.n = 0;
 }

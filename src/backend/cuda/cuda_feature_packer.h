@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <future>
 #include <span>
 #include <vector>
 
@@ -44,6 +45,10 @@ class CudaFeaturePacker {
   // host copies the previous range out meanwhile. download_drain(): the range still pending.
   void download(const float* device, size_t offset, size_t n);
   void download_drain();
+  // The result's host rows: allocated and zeroed on a helper thread from start_* on (faulting in
+  // ~200 MB of fresh pages took longer than the GPU's first chunks), waited for at first use.
+  void allocate_out(size_t n);
+  std::vector<float>& out();
 
   VisionConfig vc_;
   cudaStream_t stream_ = nullptr;
@@ -54,6 +59,7 @@ class CudaFeaturePacker {
   DeviceBuffer<float> pooled_, newline_, image_out_, image_grid_;
   PinnedBuffer<float> staging_;
   std::vector<float> out_;
+  std::future<std::vector<float>> out_allocated_;
   cudaEvent_t copied_[2] = {nullptr, nullptr};
   int downloads_ = 0;
   struct Range {  // in the staging buffer, copied there when `copied` has completed
