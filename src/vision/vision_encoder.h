@@ -35,6 +35,12 @@ class VisionEncoder {
   virtual const VisionConfig& config() const = 0;
 };
 
+// Every image's packed rows (encode_image of preprocess_image): image i + 1 is preprocessed on a
+// helper thread while image i encodes.
+std::vector<std::vector<float>> encode_images(VisionEncoder& encoder,
+                                              std::span<const RgbImage> images,
+                                              std::span<const float> newline);
+
 // fp32 on the host, weights converted once.
 std::unique_ptr<VisionEncoder> make_cpu_vision_encoder(const VisionModel& vision);
 // bf16 on the current CUDA device (backend/cuda/cuda_vision_encoder.cpp), weights uploaded once;

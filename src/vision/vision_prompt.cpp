@@ -64,11 +64,9 @@ VisionPrompt build_vision_prompt(std::span<const int32_t> ids, const VisionItems
   const std::vector<float> newline = to_f32(*vision.tensors.image_newline);
   std::vector<std::vector<float>> image_rows, video_rows;
   std::vector<int64_t> image_tokens, video_tokens;
-  for (const RgbImage& img : items.images) {
-    const Size2 size{img.height, img.width};
-    image_rows.push_back(encoder.encode_image(preprocess_image(img, vc), size, newline));
-    image_tokens.push_back(image_token_count(size, vc));
-  }
+  image_rows = encode_images(encoder, items.images, newline);
+  for (const RgbImage& img : items.images)
+    image_tokens.push_back(image_token_count({img.height, img.width}, vc));
   for (const auto& frames : items.videos) {
     const auto n = static_cast<int64_t>(frames.size());
     video_rows.push_back(encoder.encode_video_frames(frames, newline));

@@ -74,6 +74,17 @@ TEST_F(VisionParity, ImageFeaturesMatchTheReference) {
   }
 }
 
+// Several images at once (the next preprocessed while one encodes): each image's own rows.
+TEST_F(VisionParity, ImagesEncodedTogetherGiveEachImagesRows) {
+  const std::vector<std::string> names = {"wide", "tall", "square"};
+  std::vector<RgbImage> images;
+  for (const std::string& name : names) images.push_back(image(name));
+  const std::vector<std::vector<float>> rows = encode_images(*encoder_, images, newline_);
+  ASSERT_EQ(rows.size(), names.size());
+  for (size_t i = 0; i < names.size(); ++i)
+    EXPECT_EQ(rows[i], image_features(names[i])) << names[i];
+}
+
 TEST_F(VisionParity, VideoFeaturesMatchTheReference) {
   const int64_t D = vision_->config.text_hidden_size;
   if (!video_decoding_available()) {
