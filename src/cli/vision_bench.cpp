@@ -170,7 +170,10 @@ nlohmann::json vision_bench(const BenchArgs& a, const std::string& device) {
     // tiles), encode + pack; the next image preprocessed while one encodes).
     std::vector<RgbImage> images = read_frames(a.video, a.images);
     int64_t crops = 0;
-    for (const RgbImage& img : images) crops += preprocess_image(img, vc).crops;
+    for (const RgbImage& img : images) {  // the base crop and the pinpoint canvas's tiles
+      const FeatureGrid g = image_feature_grid({img.height, img.width}, vc);
+      crops += 1 + g.tiles_high * g.tiles_wide;
+    }
     std::vector<double> times;
     for (int rep = -1; rep < a.reps; ++rep) {
       const double s = now_s();

@@ -17,7 +17,7 @@
 #include "backend/cpu/gemm_f32.h"
 #include "backend/cpu/matmul_precision.h"
 #include "core/thread_pool.h"
-#include "support/bf16_gemm_problem.h"
+#include "support/bf16_gemm_checks.h"
 #include "support/scoped_matmul.h"
 
 namespace dllm {
@@ -27,12 +27,8 @@ using test::random_problem;
 using test::to_bf16;
 using Problem = test::Bf16GemmProblem;
 
-std::vector<float> run(const Problem& p, int64_t first_row = 0, int64_t rows = -1) {
-  if (rows < 0) rows = p.m;
-  std::vector<float> out(static_cast<size_t>(rows * p.n), -1.0f);
-  cpu::gemm_nt_amx(p.a.data() + first_row * p.k, p.k, p.w.data(), p.k, out.data(), p.n, rows, p.n,
-                   p.k, false);
-  return out;
+std::vector<float> run(const Problem& p) {
+  return test::run_rows(cpu::gemm_nt_amx, p);
 }
 
 class GemmAmx : public ::testing::Test {
@@ -91,33 +87,13 @@ TEST_F(GemmAmx, MatchesDoubleProduct) {
 TEST_F(GemmAmx, RowsAreBatchAndThreadInvariant) {
   std::mt19937 rng(23);
   const Problem p = random_problem(70, 300, 257, rng);  // 5 m tiles, 5 column blocks
-  const int threads = num_threads();
-  set_num_threads(1);
-  const std::vector<float> one_thread = run(p);
-  set_num_threads(2);
-  const std::vector<float> all = run(p);
-  set_num_threads(threads);
-  EXPECT_EQ(all, one_thread) << "1 vs 2 threads";
-  for (int64_t first : {0, 1, 5, 16, 30, 63})
-    for (int64_t rows : {1, 2, 4, 7, 16, 17}) {
-      if (first + rows > p.m) continue;
-      const std::vector<float> part = run(p, first, rows);
-      for (size_t e = 0; e < part.size(); ++e)
-        ASSERT_EQ(std::bit_cast<uint32_t>(part[e]),
-                  std::bit_cast<uint32_t>(all[static_cast<size_t>(first * p.n) + e]))
-            << "rows " << first << ".." << first + rows << " element " << e;
-    }
+  test::expect_rows_batch_and_thread_invariant(cpu::gemm_nt_amx, p, {0, 1, 5, 16, 30, 63},
+                                               {1, 2, 4, 7, 16, 17});
 }
 
 TEST_F(GemmAmx, AccumulateAddsTheSumToOut) {
   std::mt19937 rng(24);
-  const Problem p = random_problem(6, 70, 40, rng);
-  const std::vector<float> plain = run(p);
-  std::vector<float> out(plain.size());
-  for (size_t e = 0; e < out.size(); ++e) out[e] = static_cast<float>(e) * 0.25f;
-  const std::vector<float> before = out;
-  cpu::gemm_nt_amx(p.a.data(), p.k, p.w.data(), p.k, out.data(), p.n, p.m, p.n, p.k, true);
-  for (size_t e = 0; e < out.size(); ++e) EXPECT_EQ(out[e], before[e] + plain[e]);
+  test::expect_accumulate_adds_the_sum(cpu::gemm_nt_amx, random_problem(6, 70, 40, rng));
 }
 
 // Under amx (the default on this CPU) a matrix that amx_pays_off() goes to the tiles and a smaller

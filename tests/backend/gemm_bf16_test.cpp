@@ -16,7 +16,7 @@
 #include "backend/cpu/cpu_weight.h"
 #include "core/error.h"
 #include "core/thread_pool.h"
-#include "support/bf16_gemm_problem.h"
+#include "support/bf16_gemm_checks.h"
 #include "support/scoped_matmul.h"
 
 namespace dllm {
@@ -28,9 +28,7 @@ using test::widen;
 using Problem = test::Bf16GemmProblem;
 
 std::vector<float> run(const Problem& p) {
-  std::vector<float> out(static_cast<size_t>(p.m * p.n), -1.0f);
-  cpu::gemm_nt_bf16(p.a.data(), p.k, p.w.data(), p.k, out.data(), p.n, p.m, p.n, p.k, false);
-  return out;
+  return test::run_rows(cpu::gemm_nt_bf16, p);
 }
 
 class GemmBf16 : public ::testing::Test {
@@ -66,24 +64,8 @@ TEST_F(GemmBf16, MatchesDoubleProductOfRoundedActivations) {
 TEST_F(GemmBf16, RowsAreBatchAndThreadInvariant) {
   std::mt19937 rng(12);
   const Problem p = random_problem(37, 300, 257, rng);  // 37 x 300 x 257: parallel blocks
-  const int threads = num_threads();
-  set_num_threads(1);
-  const std::vector<float> one_thread = run(p);
-  set_num_threads(2);
-  const std::vector<float> all = run(p);
-  set_num_threads(threads);
-  EXPECT_EQ(all, one_thread) << "1 vs 2 threads";
-  for (int64_t first : {0, 1, 5, 30})
-    for (int64_t rows : {1, 2, 4, 6, 7}) {
-      if (first + rows > p.m) continue;
-      std::vector<float> part(static_cast<size_t>(rows * p.n));
-      cpu::gemm_nt_bf16(p.a.data() + first * p.k, p.k, p.w.data(), p.k, part.data(), p.n, rows, p.n,
-                        p.k, false);
-      for (size_t e = 0; e < part.size(); ++e)
-        ASSERT_EQ(std::bit_cast<uint32_t>(part[e]),
-                  std::bit_cast<uint32_t>(all[static_cast<size_t>(first * p.n) + e]))
-            << "rows " << first << ".." << first + rows << " element " << e;
-    }
+  test::expect_rows_batch_and_thread_invariant(cpu::gemm_nt_bf16, p, {0, 1, 5, 30},
+                                               {1, 2, 4, 6, 7});
 }
 
 // The 512-bit tiles (two output elements a register) give the 256-bit tiles' bits: every edge
@@ -109,13 +91,7 @@ TEST_F(GemmBf16, WideTilesGiveTheNarrowTilesBits) {
 
 TEST_F(GemmBf16, AccumulateAddsTheSumToOut) {
   std::mt19937 rng(13);
-  const Problem p = random_problem(6, 10, 40, rng);
-  const std::vector<float> plain = run(p);
-  std::vector<float> out(plain.size());
-  for (size_t e = 0; e < out.size(); ++e) out[e] = static_cast<float>(e) * 0.25f;
-  const std::vector<float> before = out;
-  cpu::gemm_nt_bf16(p.a.data(), p.k, p.w.data(), p.k, out.data(), p.n, p.m, p.n, p.k, true);
-  for (size_t e = 0; e < out.size(); ++e) EXPECT_EQ(out[e], before[e] + plain[e]);
+  test::expect_accumulate_adds_the_sum(cpu::gemm_nt_bf16, random_problem(6, 10, 40, rng));
 }
 
 TEST_F(GemmBf16, MatmulUsesItOnlyWhenChosenAndOnlyForBf16Weights) {

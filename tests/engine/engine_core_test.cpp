@@ -77,14 +77,12 @@ INSTANTIATE_TEST_SUITE_P(
       return s;
     });
 
-// The opt-in bf16 GEMM (--cpu-matmul bf16, backend/cpu/gemm_bf16.h) keeps the contract too: its
-// products have other bits than fp32's, but a row's bits still never depend on its batch.
-TEST(EngineCore, Bf16MatmulRequestsBatchedEqualRequestsAlone) {
-  if (!cpu::gemm_bf16_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+// tiny-block's mixed requests under the matmul precision in force: batched, each gets its ids
+// alone.
+void expect_tiny_block_batched_equal_alone() {
   auto model = Model::load(embedded("tiny-block"));
   auto backend = make_cpu_backend(*model);
   const auto cases = test::mixed_cases(*model, {"block", "s2d2", "ar"}, 16, 12);
-  test::ScopedMatmul dot(cpu::MatmulPrecision::kBf16);
   const auto alone = test::run_alone(*model, *backend, cases);
   EngineCore core(*model, *backend);
   const auto together = test::run_together(core, cases);
@@ -92,19 +90,20 @@ TEST(EngineCore, Bf16MatmulRequestsBatchedEqualRequestsAlone) {
   EXPECT_GT(core.counters().sequences_in_steps, 2 * core.counters().steps);
 }
 
+// The opt-in bf16 GEMM (--cpu-matmul bf16, backend/cpu/gemm_bf16.h) keeps the contract too: its
+// products have other bits than fp32's, but a row's bits still never depend on its batch.
+TEST(EngineCore, Bf16MatmulRequestsBatchedEqualRequestsAlone) {
+  if (!cpu::gemm_bf16_available()) GTEST_SKIP() << "this CPU has no AVX512-BF16";
+  test::ScopedMatmul dot(cpu::MatmulPrecision::kBf16);
+  expect_tiny_block_batched_equal_alone();
+}
+
 // The AMX GEMM (backend/cpu/gemm_amx.h; the default where the CPU has it, for matrices the tiny
 // models' are below — here on every matrix) keeps the contract too.
 TEST(EngineCore, AmxMatmulRequestsBatchedEqualRequestsAlone) {
   if (!cpu::gemm_amx_available()) GTEST_SKIP() << "this CPU (or kernel) offers no AMX-BF16";
-  auto model = Model::load(embedded("tiny-block"));
-  auto backend = make_cpu_backend(*model);
-  const auto cases = test::mixed_cases(*model, {"block", "s2d2", "ar"}, 16, 12);
   test::ScopedMatmul tiles(cpu::MatmulPrecision::kAmx, test::kAmxForAll);
-  const auto alone = test::run_alone(*model, *backend, cases);
-  EngineCore core(*model, *backend);
-  const auto together = test::run_together(core, cases);
-  expect_same(alone, together);
-  EXPECT_GT(core.counters().sequences_in_steps, 2 * core.counters().steps);
+  expect_tiny_block_batched_equal_alone();
 }
 
 // A pool too small for every request at once: the newest running sequences are preempted and

@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <numeric>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "backend/backend.h"
 #include "backend/cpu/gemm_amx.h"
@@ -41,24 +45,41 @@ std::vector<float> run_full(Backend& backend, const std::vector<int32_t>& ids,
   return backend.forward(std::span(&f, 1))[0].logits;
 }
 
+// One entry of a fixture's cases.json: the forward's inputs and transformers' logits.
+struct ParityCase {
+  std::string name;  // the logits file
+  std::vector<int32_t> ids, positions;
+  AttentionRule rule;
+  NpyArray ref;
+};
+
+std::vector<ParityCase> read_cases(const std::filesystem::path& dir) {
+  std::vector<ParityCase> out;
+  const auto cases = read_json_file(dir / "cases.json");  // (a temporary would die before the loop)
+  for (const auto& c : cases["cases"])
+    out.push_back({c["logits"].get<std::string>(), c["ids"].get<std::vector<int32_t>>(),
+                   c["positions"].get<std::vector<int32_t>>(), AttentionRule::parse(c["attention"]),
+                   read_npy(dir / c["logits"].get<std::string>())});
+  // A test looping over no case would pass without checking anything.
+  if (out.empty()) throw std::runtime_error(dir.string() + "/cases.json holds no case");
+  return out;
+}
+
 class FamilyParity : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(FamilyParity, MatchesTransformersOnEveryCase) {
   const auto dir = test::model_fixture(GetParam());
   auto model = Model::load(dir);
   auto backend = make_cpu_backend(*model);
-  const auto cases = read_json_file(dir / "cases.json");
-  EXPECT_EQ(cases["family"], model->config().family);
-  ASSERT_GE(cases["cases"].size(), 5u);
-  for (const auto& c : cases["cases"]) {
-    const auto ids = c["ids"].get<std::vector<int32_t>>();
-    const auto pos = c["positions"].get<std::vector<int32_t>>();
-    const auto rule = AttentionRule::parse(c["attention"]);
-    const NpyArray ref = read_npy(dir / c["logits"].get<std::string>());
-    ASSERT_EQ(ref.shape, (std::vector<int64_t>{int64_t(ids.size()), model->config().vocab_size}));
-    const auto ours = run_full(*backend, ids, pos, rule);
-    const double err = rel_error(ours, ref.f32);
-    EXPECT_LE(err, 1e-4) << GetParam() << " " << c["logits"] << " (" << rule.to_string() << ")";
+  EXPECT_EQ(read_json_file(dir / "cases.json")["family"], model->config().family);
+  const std::vector<ParityCase> cases = read_cases(dir);
+  ASSERT_GE(cases.size(), 5u);
+  for (const ParityCase& c : cases) {
+    ASSERT_EQ(c.ref.shape,
+              (std::vector<int64_t>{int64_t(c.ids.size()), model->config().vocab_size}));
+    const auto ours = run_full(*backend, c.ids, c.positions, c.rule);
+    const double err = rel_error(ours, c.ref.f32);
+    EXPECT_LE(err, 1e-4) << GetParam() << " " << c.name << " (" << c.rule.to_string() << ")";
   }
 }
 
@@ -70,25 +91,20 @@ TEST_P(FamilyParity, Fp32AndAmxMatmulsBothMatchTransformers) {
   const auto dir = test::model_fixture(GetParam());
   auto model = Model::load(dir);
   auto backend = make_cpu_backend(*model);
-  const auto cases = read_json_file(dir / "cases.json");
-  for (const auto& c : cases["cases"]) {
-    const auto ids = c["ids"].get<std::vector<int32_t>>();
-    const auto pos = c["positions"].get<std::vector<int32_t>>();
-    const auto rule = AttentionRule::parse(c["attention"]);
-    const NpyArray ref = read_npy(dir / c["logits"].get<std::string>());
+  for (const ParityCase& c : read_cases(dir)) {
     std::vector<float> fma, amx;
     {
       test::ScopedMatmul fp32(cpu::MatmulPrecision::kFp32);
-      fma = run_full(*backend, ids, pos, rule);
+      fma = run_full(*backend, c.ids, c.positions, c.rule);
     }
     {
       test::ScopedMatmul tiles(cpu::MatmulPrecision::kAmx, test::kAmxForAll);
-      amx = run_full(*backend, ids, pos, rule);
+      amx = run_full(*backend, c.ids, c.positions, c.rule);
     }
-    EXPECT_LE(rel_error(fma, ref.f32), 1e-4) << GetParam() << " " << c["logits"] << " fp32";
-    EXPECT_LE(rel_error(amx, ref.f32), 1e-4) << GetParam() << " " << c["logits"] << " amx";
-    EXPECT_LE(rel_error(amx, fma), 1e-5) << GetParam() << " " << c["logits"];
-    EXPECT_NE(amx, fma) << GetParam() << " " << c["logits"] << ": the tiles did not run";
+    EXPECT_LE(rel_error(fma, c.ref.f32), 1e-4) << GetParam() << " " << c.name << " fp32";
+    EXPECT_LE(rel_error(amx, c.ref.f32), 1e-4) << GetParam() << " " << c.name << " amx";
+    EXPECT_LE(rel_error(amx, fma), 1e-5) << GetParam() << " " << c.name;
+    EXPECT_NE(amx, fma) << GetParam() << " " << c.name << ": the tiles did not run";
   }
 }
 
@@ -100,22 +116,17 @@ TEST_P(FamilyParity, Bf16MatmulStaysNearTransformers) {
   const auto dir = test::model_fixture(GetParam());
   auto model = Model::load(dir);
   auto backend = make_cpu_backend(*model);
-  const auto cases = read_json_file(dir / "cases.json");
-  for (const auto& c : cases["cases"]) {
-    const auto ids = c["ids"].get<std::vector<int32_t>>();
-    const auto pos = c["positions"].get<std::vector<int32_t>>();
-    const auto rule = AttentionRule::parse(c["attention"]);
-    const NpyArray ref = read_npy(dir / c["logits"].get<std::string>());
-    const auto fp32 = run_full(*backend, ids, pos, rule);
+  for (const ParityCase& c : read_cases(dir)) {
+    const auto fp32 = run_full(*backend, c.ids, c.positions, c.rule);
     std::vector<float> bf16;
     {
       test::ScopedMatmul dot(cpu::MatmulPrecision::kBf16);
-      bf16 = run_full(*backend, ids, pos, rule);
+      bf16 = run_full(*backend, c.ids, c.positions, c.rule);
     }
-    const double err = rel_error(bf16, ref.f32);
-    EXPECT_LE(err, 1e-2) << GetParam() << " " << c["logits"];  // measured 0.29-0.52 %
+    const double err = rel_error(bf16, c.ref.f32);
+    EXPECT_LE(err, 1e-2) << GetParam() << " " << c.name;  // measured 0.29-0.52 %
     EXPECT_GT(rel_error(bf16, fp32), 1e-6) << "the bf16 products were not used";
-    RecordProperty(c["logits"].get<std::string>() + "_bf16_rel_error", std::to_string(err));
+    RecordProperty(c.name + "_bf16_rel_error", std::to_string(err));
   }
 }
 
