@@ -14,6 +14,15 @@ namespace {
 constexpr int kUnset = -1;
 std::atomic<int> g_precision{kUnset};  // a MatmulPrecision once set
 
+// `--cpu-matmul`'s words, both ways.
+struct PrecisionName {
+  MatmulPrecision precision;
+  const char* name;
+};
+constexpr PrecisionName kNames[] = {{MatmulPrecision::kFp32, "fp32"},
+                                    {MatmulPrecision::kAmx, "amx"},
+                                    {MatmulPrecision::kBf16, "bf16"}};
+
 }  // namespace
 
 void set_matmul_precision(MatmulPrecision precision, const char* what) {
@@ -35,21 +44,14 @@ MatmulPrecision matmul_precision() {
 }
 
 MatmulPrecision parse_matmul_precision(const char* text, const char* what) {
-  if (std::strcmp(text, "fp32") == 0) return MatmulPrecision::kFp32;
-  if (std::strcmp(text, "amx") == 0) return MatmulPrecision::kAmx;
-  if (std::strcmp(text, "bf16") == 0) return MatmulPrecision::kBf16;
+  for (const PrecisionName& p : kNames)
+    if (std::strcmp(text, p.name) == 0) return p.precision;
   fail(what, " must be fp32, amx or bf16 (got '", text, "')");
 }
 
 const char* matmul_precision_name(MatmulPrecision precision) {
-  switch (precision) {
-    case MatmulPrecision::kAmx:
-      return "amx";
-    case MatmulPrecision::kBf16:
-      return "bf16";
-    case MatmulPrecision::kFp32:
-      break;
-  }
+  for (const PrecisionName& p : kNames)
+    if (p.precision == precision) return p.name;
   return "fp32";
 }
 
