@@ -1068,17 +1068,20 @@ TEST(CudaAttentionBatch, HandedOverLseSelectsTheSameSets) {
 }
 
 // MAGE's few-query selection from the exact pass's raw scores (AttentionBatchSeq::
-// score_queries): the scores both kernels hand over equal the host's q . k over the prefix (one
-// and many splits, head_dim 128 / 64 / 16, two sequences of a batch with queries of their own),
-// the outputs keep their bits, and the score sums read from them equal those of the pass over K
-// on the same LSE up to fp32 summation order — so the same sets, but for a near-tie at the k-th.
+// score_queries): the scores every kernel hands over (the split kernels' consumers, the
+// warp-specialised kernel's producer) equal the host's q . k over the prefix (one and many
+// splits, head_dim 128 / 64 / 16, two sequences of a batch with queries of their own, GQA 7 with
+// a query's rows across two row blocks), the outputs keep their bits, and the score sums read
+// from them equal those of the pass over K on the same LSE up to fp32 summation order — so the
+// same sets, but for a near-tie at the k-th.
 TEST(CudaAttentionBatch, HandedOverScoresSumAsThePassOverKeys) {
   std::mt19937 rng(107);
-  int sets = 0, equal_sets = 0, multi_split = 0;
+  int sets = 0, equal_sets = 0, equal_sets_own_lse = 0, multi_split = 0;
   for (const SelectCase c :
        {SelectCase{32, 8, 128, 32, 6000, 512, 1}, SelectCase{32, 8, 128, 32, 20000, 1024, 4},
         SelectCase{32, 8, 128, 8, 3000, 256, 2}, SelectCase{8, 2, 64, 32, 2500, 300, 3},
-        SelectCase{32, 8, 16, 32, 4000, 512, 1}, SelectCase{4, 1, 16, 16, 1200, 64, 4}}) {
+        SelectCase{32, 8, 16, 32, 4000, 512, 1}, SelectCase{4, 1, 16, 16, 1200, 64, 4},
+        SelectCase{28, 4, 128, 37, 20000, 1024, 1}}) {
     SCOPED_TRACE(c.name());
     const int group = c.heads / c.kv;
     Pool pool(c.heads, c.kv, c.d, 16, (2 * c.n_cache + 2 * c.n_q) / 16 + 32, rng);
@@ -1090,10 +1093,16 @@ TEST(CudaAttentionBatch, HandedOverScoresSumAsThePassOverKeys) {
     s.score_queries = selection_query_rows(c.n_q, c.select);
     other.score_queries = selection_query_rows(c.n_q, std::max(1, c.select - 1));
     const HandOver with = run_hand_over(pool, {&s, &other});
+    // The scores alone (MAGE's few rows: their lse from the scores), the kernels' other instance.
+    s.prefix_lse = other.prefix_lse = false;
+    const HandOver scores_only = run_hand_over(pool, {&s, &other});
+    s.prefix_lse = other.prefix_lse = true;
     multi_split += with.plan.splits[0] > 1;
     for (const Seq* q : {&s, &other}) {
       const size_t i = q == &s ? 0 : 1;
       EXPECT_TRUE(with.out[i] == plain.out[i]) << "sequence " << i << ": the scores changed bits";
+      EXPECT_TRUE(scores_only.out[i] == plain.out[i]) << "sequence " << i << ": scores alone";
+      EXPECT_TRUE(scores_only.scores[i] == with.scores[i]) << "sequence " << i << ": scores alone";
       const int n = q->c.n_cache, rows = int(q->score_queries.size()) * group;
       const int64_t stride = cuda::batch_layout::prefix_score_stride(n);
       ASSERT_EQ(with.scores[i].size(), size_t(c.kv) * rows * stride);
@@ -1128,17 +1137,26 @@ TEST(CudaAttentionBatch, HandedOverScoresSumAsThePassOverKeys) {
     cuda::DeviceBuffer<int32_t> topk_ws(cuda::top_k_workspace_ints(n, c.kv), "top-k workspace");
     std::vector<std::vector<float>> sums;
     std::vector<std::vector<int32_t>> picks;
-    // From the scores with the lse merged in the sums (the forward's MAGE) and read (SparseD's),
-    // then over K.
+    // From the scores with the hand-over's lse merged in the sums and read (SparseD's), then
+    // over K, then with the lse from the scores themselves (the forward's MAGE).
     cuda::HandedScores hs;
     hs.raw = draw.get();
     hs.stride = cuda::batch_layout::prefix_score_stride(n);
-    for (const int way : {0, 1, 2}) {
+    cuda::DeviceBuffer<float> score_ml(
+        cuda::prefix_ml_from_scores_floats(n, int(s.score_queries.size()), c.heads), "ml");
+    for (const int way : {0, 1, 2, 3}) {
       DLLM_CUDA_CHECK(cudaMemset(scores.get(), 0xff, scores.size() * sizeof(float)));
       hs.prefix_ml = way == 0 ? dml.get() + with.plan.prefix_row[0] * 2 : nullptr;
       hs.splits = with.plan.splits[0];
       hs.n_q = c.n_q;
-      if (way < 2)
+      hs.ml_of_used_rows = false;
+      if (way == 3) {
+        cuda::mage_prefix_ml_from_scores(sp, hs, score_ml.get(), nullptr);
+        hs.prefix_ml = score_ml.get();
+        hs.splits = cuda::prefix_ml_chunks(n);
+        hs.ml_of_used_rows = true;
+      }
+      if (way != 2)
         cuda::mage_score_sum_from_scores(sp, hs, nullptr);
       else
         cuda::mage_score_sum(sp, nullptr);
@@ -1149,11 +1167,17 @@ TEST(CudaAttentionBatch, HandedOverScoresSumAsThePassOverKeys) {
     }
     EXPECT_EQ(sums[0], sums[1]) << "the lse merged in the sums != the merge kernel's";
     EXPECT_LE(rel_error(sums[0], sums[2]), 1e-5) << "score sums from the scores vs over K";
+    EXPECT_LE(rel_error(sums[3], sums[2]), 1e-5) << "lse from the scores: sums vs over K";
     sets += c.kv;
     equal_sets += identical_sets(picks[0], picks[2], sums[2], c.kv, n, c.k);
+    equal_sets_own_lse += identical_sets(picks[3], picks[2], sums[2], c.kv, n, c.k);
   }
-  std::printf("  scores handed over vs a pass over K: %d of %d sets identical\n", equal_sets, sets);
+  std::printf(
+      "  scores handed over vs a pass over K: %d of %d sets identical (lse from the scores: "
+      "%d)\n",
+      equal_sets, sets, equal_sets_own_lse);
   EXPECT_GE(equal_sets, sets - 3);
+  EXPECT_GE(equal_sets_own_lse, sets - 3);
   EXPECT_GT(multi_split, 2) << "the cases must cover sequences of several splits";
 }
 
@@ -1177,12 +1201,18 @@ TEST(CudaAttentionBatch, PlannerRejectsBadInput) {
   q.page_table = {};
   const std::vector<int32_t> unordered = {2, 1};
   q.score_queries = unordered;
-  EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);  // without prefix_lse
-  q.prefix_lse = true;
   EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);  // not ascending
+  q.prefix_lse = true;
+  EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);
   const std::vector<int32_t> past = {1, 4};
   q.score_queries = past;
   EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);  // past the queries
+  q.n_q = 5;
+  const std::vector<int32_t> too_many = {0, 1, 2, 3, 4};  // x 4 query heads: 20 score rows > 16
+  q.score_queries = too_many;
+  EXPECT_THROW(cuda::attention_batch_plan({&q, 1}, s, staging), Error);
+  q.score_queries = {too_many.data(), 4};
+  EXPECT_NO_THROW(cuda::attention_batch_plan({&q, 1}, s, staging));
 }
 
 }  // namespace

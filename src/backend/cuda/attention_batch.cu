@@ -149,7 +149,8 @@ bool deep_pipeline(int64_t blocks, int resident) {
 template <int D>
 void launch_mma(AttentionBatchKernelArgs a, int items, cudaStream_t stream) {
   const dim3 grid = attention_batch_grid(items, a), block(L::kMmaWarps * 32);
-  if (a.prefix_ml) {  // MAGE's selecting step: two stages (the same bits as four)
+  // MAGE's selecting step (a hand-over): two stages (the same bits as four)
+  if (a.prefix_ml || a.prefix_scores) {
     static_assert(kMmaBatchSmem<D, 2> <= 48 * 1024, "no shared-memory attribute to set");
     launch_pdl(mma_batch_kernel<D, 2, true>(), grid, block, kMmaBatchSmem<D, 2>, stream, a);
   } else if (deep_pipeline(int64_t{items} * a.kv_heads, mma_resident<D, kMmaDeepStages>())) {

@@ -59,6 +59,9 @@ constexpr int kScoreMapAt = 14;
 constexpr int kScoreQueries = 15;
 constexpr int kScoresAt = 16;
 constexpr int kSeqInts = 17;
+// The most raw-score rows (score_queries x the G query heads) a sequence hands over per KV head:
+// one block of the score sums holds their lse (mage_score_sum_from_scores).
+constexpr int kMaxHandedScoreRows = 16;
 // A row of raw prefix scores: the prefix's keys, padded to whole 16 bytes (the kernels store key
 // pairs as 8 bytes, the score sums load 4 keys at once).
 __host__ __device__ constexpr int64_t prefix_score_stride(int64_t n_prefix) {

@@ -87,14 +87,18 @@ bool takes_sm90_ws(const AttentionBatchSeq& q, int kind, int splits, const Atten
   return false;
 #endif
 }
+// MAGE's hand-over (prefix-only (m, l) or raw scores) is written by split blocks, one a split.
+bool hands_over(const AttentionBatchSeq& q) {
+  return q.prefix_lse || !q.score_queries.empty();
+}
 bool may_run_serial(const AttentionBatchSeq& q, int splits) {
-  return q.n_q > 0 && splits > 1 && splits <= L::kMaxSerialSplits && !q.prefix_lse;
+  return q.n_q > 0 && splits > 1 && splits <= L::kMaxSerialSplits && !hands_over(q);
 }
 
 // Split groups: the mma.sync kernel's items only (the Hopper kernel may merge its splits in the
-// kernel, one block per split), never a sequence that wants its prefix-only (m, l) per split.
+// kernel, one block per split), never a sequence that hands over.
 bool may_group(const AttentionBatchSeq& q, int kind) {
-  return kind == L::kMma && !q.prefix_lse;
+  return kind == L::kMma && !hands_over(q);
 }
 
 // kAuto's splits per split group (1: split blocks). DLLM_ATTN_BATCH_GROUP=G forces G (tuning
@@ -172,8 +176,6 @@ void check_sequence(const AttentionBatchSeq& q, size_t i) {
          "custom mask");
   if (q.kind == MaskKind::kBlockCausal && q.block_size <= 0)
     fail("attention_batch: sequence ", i, " is block-causal without a block size");
-  if (!q.score_queries.empty() && !q.prefix_lse)
-    fail("attention_batch: sequence ", i, " wants raw prefix scores without prefix_lse");
   for (size_t t = 0; t < q.score_queries.size(); ++t)
     if (q.score_queries[t] < 0 || q.score_queries[t] >= q.n_q ||
         (t > 0 && q.score_queries[t] <= q.score_queries[t - 1]))
@@ -310,6 +312,12 @@ AttentionBatchPlan attention_batch_plan(std::span<const AttentionBatchSeq> seqs,
   for (size_t i = 0; i < n; ++i) {
     const AttentionBatchSeq& q = seqs[i];
     check_sequence(q, i);
+    const int64_t score_rows =
+        static_cast<int64_t>(q.score_queries.size()) * (shape.heads / shape.kv_heads);
+    if (score_rows > L::kMaxHandedScoreRows)
+      fail("attention_batch: sequence ", i, " hands over ", q.score_queries.size(),
+           " score queries x ", shape.heads / shape.kv_heads, " query heads = ", score_rows,
+           " score rows per KV head; at most ", L::kMaxHandedScoreRows);
     const bool attended = q.n_q > 0 && !q.attended_elsewhere;  // else: the sparse prefill kernel's
     const int splits = attended ? attention_batch_splits(q.n_q, q.n_keys, shape) : 1;
     plan.splits.push_back(splits);

@@ -405,7 +405,8 @@ void sm90_attention_batch(AttentionBatchKernelArgs a, int items, bool merge, cud
   static const bool deep_enabled = env_switch_on("DLLM_ATTN_BATCH_DEEP");
   const dim3 grid = attention_batch_grid(items, a);
   const int64_t blocks = int64_t{items} * a.kv_heads;
-  if (a.prefix_ml) {  // MAGE's selecting step: kBatch's tiles (the same bits as the deep ones)
+  // MAGE's selecting step (a hand-over): kBatch's tiles (the same bits as the deep ones)
+  if (a.prefix_ml || a.prefix_scores) {
     batch_resident_blocks<kBatch>();
     launch_pdl(merge ? batch_kernel<kBatch, true, true>() : batch_kernel<kBatch, false, true>(),
                grid, dim3(kBatch.warpgroups * 128), kBatchSmem<kBatch>, stream, a);

@@ -142,8 +142,10 @@ __device__ __forceinline__ void produce(const AttentionSeqView& p, const Pipe& r
 // A consumer warpgroup: its 64 rows over the split's tiles, then their partial result
 // (write_split_partials(); one split: the output itself). It issues S of tile j and P V of tile j -
 // 1 back to back, waits for S alone, runs the softmax while P V runs, and rescales O once P V has
-// landed — the same multiplications in the same order as one tile after the other.
-template <bool PREFIX, bool BY_INDEX>
+// landed — the same multiplications in the same order as one tile after the other. PREFIX: MAGE's
+// hand-over (flash_tile.cuh) as the split kernel does it; with STATS the prefix-only (m, l) too,
+// without them the raw scores alone.
+template <bool PREFIX, bool STATS, bool BY_INDEX>
 __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& ring, int k_begin,
                                         int n_tiles, int k_end) {
   const int ct = threadIdx.x - 128;  // 0 .. 128 kConsumers - 1
@@ -192,10 +194,13 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
     wgmma::fence_registers(s_flat);
     sm90::mask_scores<kTileKeys, BY_INDEX>(p, s_flat, ring.positions(it), t0, k_end, n_cache,
                                            n_keys, row_a, row_b, lane);
-    if constexpr (PREFIX)
+    if constexpr (PREFIX && STATS)
       hand_over_tile(
           s, m, l, p, score_rows, warp, [&] { return p.split; }, g, group, R, ra, t0, n_cache,
           scale_log2, lane);
+    else if constexpr (PREFIX)
+      if (t0 < n_cache && warp_writes_scores(score_rows, warp))
+        write_prefix_scores(s, p, score_rows, warp, g, group, t0, n_cache, lane);
     softmax_tile_scores(s, m, l, scale_log2, alpha);
   };
 
@@ -232,7 +237,7 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
   }
   trigger_dependent_launch();
   write_split_partials(p, p.split, g, R, ra, m, l, o, lane);
-  if constexpr (PREFIX)
+  if constexpr (PREFIX && STATS)
     if (p.prefix_ml)
       prefix_stats_after_loop(m, l, k_begin, n_tiles, kTileKeys, n_cache, lane, p.prefix_ml,
                               p.split, p.kv_heads, g, R, ra);
@@ -240,12 +245,16 @@ __device__ __forceinline__ void consume(const AttentionSeqView& p, const Pipe& r
 
 // Grid attention_batch_grid() over the kSm90Ws list's capacity; padding items exit at once.
 // PREFIX: the launch holds a sequence that wants MAGE's hand-over (AttentionBatchKernelArgs::
-// prefix_ml); its other sequences skip it. BY_INDEX: it holds a block-causal sequence, whose cold
-// prefill is masked by index (sm90::mask_scores); every other sequence as in the plain instance.
-// An instance of its own: with the by-index mask in the instance causal prompts run, their
-// prefill came out 4 % slower (different code for the same work) while block-causal ones gained
-// 3-4 % (docs/benchmarks.md, 2026-12-01).
-template <bool PREFIX, bool BY_INDEX>
+// prefix_scores or prefix_ml); its other sequences skip it. STATS: some sequence wants the
+// prefix-only (m, l) (prefix_ml) — an instance of its own, as that code in the tile loop cost a
+// decoding launch ~12 % though it runs at one tile a split (Nsight Compute, 2026-12-01), and
+// MAGE's few selection rows take theirs from their raw scores (mage_prefix_ml_from_scores).
+// BY_INDEX: it holds a block-causal sequence, whose cold prefill is masked by index
+// (sm90::mask_scores); every other sequence as in the plain instance. An instance of its own: with
+// the by-index mask in the instance causal prompts run, their prefill came out 4 % slower
+// (different code for the same work) while block-causal ones gained 3-4 % (docs/benchmarks.md,
+// 2026-12-01).
+template <bool PREFIX, bool STATS, bool BY_INDEX>
 __global__ void __launch_bounds__(kThreads, 1)
     attention_ws_sm90_kernel(AttentionBatchKernelArgs a) {
 #if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -277,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (threadIdx.x < 128)
     produce(p, ring, k_begin, n_tiles, k_end);
   else
-    consume<PREFIX, BY_INDEX>(p, ring, k_begin, n_tiles, k_end);
+    consume<PREFIX, STATS, BY_INDEX>(p, ring, k_begin, n_tiles, k_end);
 #endif
 }
 
@@ -293,16 +302,18 @@ void sm90_ws_attention_batch(AttentionBatchKernelArgs a, int items, cudaStream_t
   static PerDevice<bool> configured;
   configured.get([] {
     for (auto* kernel :
-         {attention_ws_sm90_kernel<false, false>, attention_ws_sm90_kernel<true, false>,
-          attention_ws_sm90_kernel<false, true>})
+         {attention_ws_sm90_kernel<false, false, false>,
+          attention_ws_sm90_kernel<true, true, false>, attention_ws_sm90_kernel<true, false, false>,
+          attention_ws_sm90_kernel<false, false, true>})
       DLLM_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            static_cast<int>(Pipe::bytes)));
     return true;
   });
   const dim3 grid = attention_batch_grid(items, a);
-  auto* kernel = a.prefix_ml         ? attention_ws_sm90_kernel<true, false>
-                 : a.ws_block_causal ? attention_ws_sm90_kernel<false, true>
-                                     : attention_ws_sm90_kernel<false, false>;
+  auto* kernel = a.prefix_ml         ? attention_ws_sm90_kernel<true, true, false>
+                 : a.prefix_scores   ? attention_ws_sm90_kernel<true, false, false>
+                 : a.ws_block_causal ? attention_ws_sm90_kernel<false, false, true>
+                                     : attention_ws_sm90_kernel<false, false, false>;
   launch_pdl(kernel, grid, dim3(kThreads), Pipe::bytes, stream, a);
   DLLM_CUDA_LAUNCH_CHECK();
 }

@@ -318,16 +318,25 @@ class CudaBackend final : public Backend {
   // compute the LSE with a pass over K of its own instead (comparisons).
   bool mage_lse_handover_ = true;
   DeviceBuffer<float> sel_prefix_ml_;
-  // With a few selection rows (at most cuda::kMaxHandedScoreRows with their query heads) the
-  // exact pass also hands their raw prefix scores over (PlannedSequence::select_from_scores);
-  // DLLM_MAGE_SCORE_HANDOVER=0 has the score sums read K instead (comparisons). Their sums and
-  // top-k run on a stream of their own (score_stream_), beside the main stream: layer l's
-  // attention writes slot l % score_slots_ of sel_prefix_scores_ once the sums of the layer that
-  // used the slot before are done (score_slot_events_: a few µs against the slots' layers of
-  // ~0.2 ms each, so the main stream does not wait). DLLM_MAGE_SCORE_SLOTS sets the slots (tests).
+  // With a few selection rows (at most cuda::batch_layout::kMaxHandedScoreRows with their query
+  // heads) the exact pass also hands their raw prefix scores over
+  // (PlannedSequence::select_from_scores); DLLM_MAGE_SCORE_HANDOVER=0 has the score sums read K
+  // instead (comparisons). Their sums and top-k run on a stream of their own (score_stream_),
+  // beside the main stream: layer l's attention writes slot l % score_slots(plan) of
+  // sel_prefix_scores_ once the sums of the layer that used the slot before are done
+  // (score_slot_events_). The side stream, at the lowest priority, gets SMs only between the main
+  // stream's kernels and may fall a few layers behind: as many slots as fit kScoreSlotBytes, 4 to
+  // 16 (SDAR-8B's 128K step 1 with one query: 16 slots of 16 MB, 13.39 -> 13.13 ms against 4;
+  // docs/benchmarks.md, 2026-12-01). DLLM_MAGE_SCORE_SLOTS sets the slots (tests).
   bool mage_score_handover_ = true;
-  int score_slots_ = 4;
+  static constexpr int kMinScoreSlots = 4, kMaxScoreSlots = 16;
+  static constexpr int64_t kScoreSlotBytes = int64_t{256} << 20;
+  int score_slots_ = 0;  // DLLM_MAGE_SCORE_SLOTS, or 0: score_slots() sizes them
+  int score_slots(const ForwardPlan& plan) const;
   DeviceBuffer<float> sel_prefix_scores_;
+  // MAGE's rows' prefix-only (m, l) from their handed-over scores, per chunk of keys (one region:
+  // every selecting sequence's sums run in turn on the score stream).
+  DeviceBuffer<float> sel_score_ml_;
   cudaStream_t score_stream_ = nullptr;
   std::vector<cudaEvent_t> score_slot_events_;
   bool score_stream_used_ = false;  // this forward forked it (to join)

@@ -189,10 +189,10 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
         static_cast<size_t>(c.num_layers * plan.capacity.prefix_rows * 2), "sparse selection");
   if (plan.capacity.prefix_score_floats > 0)
     moved |= sel_prefix_scores_.ensure(
-        static_cast<size_t>(score_slots_ * plan.capacity.prefix_score_floats),
+        static_cast<size_t>(score_slots(plan) * plan.capacity.prefix_score_floats),
         "sparse selection scores");
   // Per lane, and Quest's one region: the most any sequence of the batch needs.
-  size_t lse = 0, ws = 0, quest_scores = 0, quest_topk = 0;
+  size_t lse = 0, ws = 0, quest_scores = 0, quest_topk = 0, score_ml = 0;
   for (const PlannedSequence& p : plan.seqs) {
     if (p.quest_select) {  // page scores, their top-k, the query signs
       const int64_t pages =
@@ -205,6 +205,10 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
     }
     if (!p.sparse_select) continue;
     const int rows_used = static_cast<int>(p.select_rows.size());
+    if (p.select_from_scores && !p.sparse_full_softmax)
+      score_ml = std::max(
+          score_ml, cuda::prefix_ml_from_scores_floats(static_cast<int>(p.sparse_prefix), rows_used,
+                                                       static_cast<int>(c.num_heads)));
     lse = std::max(lse, static_cast<size_t>(p.rows * c.num_heads));
     ws = std::max(ws, cuda::prefix_lse_workspace_floats(static_cast<int>(p.sparse_prefix),
                                                         rows_used, static_cast<int>(c.num_heads),
@@ -219,6 +223,7 @@ void CudaBackend::ensure_lane_buffers(const ForwardPlan& plan, bool moved) {
   const size_t regions = lanes + 1;
   if (lse) moved |= sel_lse_.ensure(regions * sel_lse_lane_, "sparse selection");
   if (ws) moved |= sel_ws_.ensure(regions * sel_ws_lane_, "sparse selection");
+  if (score_ml) moved |= sel_score_ml_.ensure(score_ml, "sparse selection");
   if (quest_scores) moved |= quest_scores_.ensure(quest_scores, "Quest page scores");
   if (quest_topk) moved |= quest_topk_ws_.ensure(quest_topk, "Quest top-k");
   if (plan.select_lanes > 0 && select_side_stream_)

@@ -229,13 +229,16 @@ void CudaBackend::stage(ForwardPlan& plan) {
     a.custom_mask_queries_only = p.mask_queries_only;
     // MAGE / SparseD selecting: the exact pass hands each row's prefix-only LSE over (§1.6),
     // unless a dLLM-Cache sequence makes the layers re-plan (the selection's own pass then).
-    a.prefix_lse = p.sparse_select && !plan.any_reuse && mage_lse_handover_;
-    // A few selection rows: their raw prefix scores too, for score sums without a pass over K.
+    const bool hand_over = p.sparse_select && !plan.any_reuse && mage_lse_handover_;
+    // A few selection rows: their raw prefix scores instead, for score sums without a pass over
+    // K; MAGE's rows then take their prefix-only LSE from those scores too
+    // (mage_prefix_ml_from_scores), SparseD's full softmax still from the hand-over.
     const int64_t group = config_.num_heads / config_.num_kv_heads;
-    p.select_from_scores =
-        a.prefix_lse && mage_score_handover_ &&
-        static_cast<int64_t>(p.select_rows.size()) * group <= cuda::kMaxHandedScoreRows;
+    p.select_from_scores = hand_over && mage_score_handover_ &&
+                           static_cast<int64_t>(p.select_rows.size()) * group <=
+                               cuda::batch_layout::kMaxHandedScoreRows;
     if (p.select_from_scores) a.score_queries = p.select_rows;
+    a.prefix_lse = hand_over && (!p.select_from_scores || p.sparse_full_softmax);
     a.keys_at_positions = p.cold_prefill && !p.reuse;
     plan.attention_seqs.push_back(a);
   }

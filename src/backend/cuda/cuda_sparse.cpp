@@ -362,9 +362,10 @@ void CudaBackend::enqueue_selection_lse(const ForwardPlan& plan, const PlannedSe
 }
 
 // A sequence whose exact pass handed its few selection rows' raw prefix scores over: its score
-// sums on stream s (the score stream, or the main one), from the layer's slot. MAGE's sums merge
-// the rows' lse themselves (one launch); SparseD's fold the block's keys in first, in the
-// region after the lanes' (Quest's selection on the main stream uses only sel_ws_'s).
+// sums on stream s (the score stream, or the main one), from the layer's slot. MAGE's rows'
+// prefix-only (m, l) come from the same scores in chunks (sel_score_ml_), which the sums merge;
+// SparseD's lse folds the block's keys in first, in the region after the lanes' (Quest's
+// selection on the main stream uses only sel_ws_'s).
 void CudaBackend::select_from_handed_scores(const ForwardPlan& plan, const PlannedSequence& p,
                                             int64_t layer, cudaStream_t s) {
   const size_t si = static_cast<size_t>(&p - plan.seqs.data());
@@ -382,29 +383,39 @@ void CudaBackend::select_from_handed_scores(const ForwardPlan& plan, const Plann
     enqueue_selection_lse(plan, p, layer, sp, lse, nullptr, s);
     if (profiled) op_end();
   } else {
-    hs.prefix_ml = layer_prefix_ml(plan, layer) + ap.prefix_row[si] * 2;
-    hs.splits = ap.splits[si];
-    hs.n_q = static_cast<int>(p.rows);
+    if (profiled) op_begin("sparse selection: prefix lse");
+    cuda::mage_prefix_ml_from_scores(sp, hs, sel_score_ml_.get(), s);
+    if (profiled) op_end();
+    hs.prefix_ml = sel_score_ml_.get();
+    hs.splits = cuda::prefix_ml_chunks(sp.n_prefix);
+    hs.ml_of_used_rows = true;
   }
   if (profiled) op_begin("sparse selection: score sums");
   cuda::mage_score_sum_from_scores(sp, hs, s);
   if (profiled) op_end();
 }
 
+int CudaBackend::score_slots(const ForwardPlan& plan) const {
+  if (score_slots_ > 0) return score_slots_;
+  const int64_t bytes = plan.capacity.prefix_score_floats * static_cast<int64_t>(sizeof(float));
+  const int64_t fit = bytes > 0 ? kScoreSlotBytes / bytes : kMaxScoreSlots;
+  return static_cast<int>(std::clamp<int64_t>(fit, kMinScoreSlots, kMaxScoreSlots));
+}
+
 float* CudaBackend::layer_prefix_scores(const ForwardPlan& plan, int64_t layer) {
   if (plan.capacity.prefix_score_floats == 0) return nullptr;
-  return sel_prefix_scores_.get() + (layer % score_slots_) * plan.capacity.prefix_score_floats;
+  return sel_prefix_scores_.get() + (layer % score_slots(plan)) * plan.capacity.prefix_score_floats;
 }
 
 // Layer `layer`'s attention writes the handed-over scores into the slot whose sums ran
-// score_slots_ layers before: the main stream waits for them (long done by then). An event
+// score_slots(plan) layers before: the main stream waits for them (long done by then). An event
 // never recorded (no sums in that slot yet) is no wait.
 void CudaBackend::wait_score_slot(const ForwardPlan& plan, int64_t layer) {
-  if (!select_side_stream_ || plan.capacity.prefix_score_floats == 0 || layer < score_slots_ ||
+  if (!select_side_stream_ || plan.capacity.prefix_score_floats == 0 || layer < score_slots(plan) ||
       score_slot_events_.empty())
     return;
   DLLM_CUDA_CHECK(cudaStreamWaitEvent(
-      lane_->stream, score_slot_events_[static_cast<size_t>(layer % score_slots_)]));
+      lane_->stream, score_slot_events_[static_cast<size_t>(layer % score_slots(plan))]));
 }
 
 // The selection's side streams and events, made with the first selection: the lanes, the score
@@ -420,7 +431,7 @@ void CudaBackend::ensure_select_streams() {
     DLLM_CUDA_CHECK(cudaStreamCreateWithPriority(&lane, cudaStreamNonBlocking, least));
   score_stream_ = select_streams_.back();
   select_events_.resize(static_cast<size_t>(c.num_layers + kSelectLanes + 1));
-  score_slot_events_.resize(static_cast<size_t>(score_slots_));
+  score_slot_events_.resize(static_cast<size_t>(std::max(score_slots_, kMaxScoreSlots)));
   for (auto* events : {&select_events_, &score_slot_events_})
     for (cudaEvent_t& e : *events)
       DLLM_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
@@ -441,8 +452,8 @@ void CudaBackend::enqueue_handed_score_sums(const ForwardPlan& plan, int64_t lay
   }
   if (!any || !select_side_stream_) return;
   score_stream_used_ = true;
-  DLLM_CUDA_CHECK(cudaEventRecord(score_slot_events_[static_cast<size_t>(layer % score_slots_)],
-                                  score_stream_));
+  DLLM_CUDA_CHECK(cudaEventRecord(
+      score_slot_events_[static_cast<size_t>(layer % score_slots(plan))], score_stream_));
 }
 
 void CudaBackend::enqueue_sparse_selection(const ForwardPlan& plan, int64_t layer) {

@@ -152,9 +152,10 @@ struct AttentionBatchSeq {
   // selection gets each row's prefix-only log-sum-exp without a pass of its own over K
   // (mage_prefix_lse_from_attention(), sparse_select.h). The outputs are the same bits either way.
   bool prefix_lse = false;
-  // MAGE's selection from a few queries (with prefix_lse): also write the raw scores q . k (before
-  // the scale) of these query rows (ascending indices into its n_q) over the prefix keys, for
-  // every query head, so that the selection's score sums read them instead of K
+  // MAGE's selection from a few queries (with or without prefix_lse; at most
+  // batch_layout::kMaxHandedScoreRows rows with their query heads): also write the raw scores q . k
+  // (before the scale) of these query rows (ascending indices into its n_q) over the prefix keys,
+  // for every query head, so that the selection's score sums read them instead of K
   // (mage_score_sum_from_scores(), sparse_select.h). Layout from AttentionBatchPlan::
   // prefix_scores_at: [kv_heads][score_queries.size() x G][batch_layout::prefix_score_stride(
   // n_keys - n_q)] floats. Every prefix key must be visible to every row (MAGE's rules: the cache

@@ -346,13 +346,15 @@ __global__ void fold_block_keys_kernel(ScoreSumParams p, BlockKeys b, float* lse
 constexpr int kFromScoresThreads = 256;
 __global__ void __launch_bounds__(kFromScoresThreads)
     score_sum_from_scores_kernel(ScoreSumParams p, HandedScores hs) {
-  __shared__ float lse2[kMaxHandedScoreRows];  // base 2
+  __shared__ float lse2[batch_layout::kMaxHandedScoreRows];  // base 2
   const int h = blockIdx.y, group = p.heads / p.kv_heads, R = p.n_rows_used * group;
   for (int i = static_cast<int>(threadIdx.x >> 5); i < R; i += kFromScoresThreads / 32) {
     const int r = p.rows_used[i / group];
-    const float row_lse = hs.prefix_ml ? warp_merged_lse(p, hs.prefix_ml, hs.splits, hs.n_q * group,
-                                                         h, r * group + i % group)
-                                       : p.lse[r * p.heads + h * group + i % group];
+    const float row_lse =
+        !hs.prefix_ml ? p.lse[r * p.heads + h * group + i % group]
+        : hs.ml_of_used_rows
+            ? warp_merged_lse(p, hs.prefix_ml, hs.splits, R, h, i)
+            : warp_merged_lse(p, hs.prefix_ml, hs.splits, hs.n_q * group, h, r * group + i % group);
     if ((threadIdx.x & 31) == 0) lse2[i] = row_lse * 1.4426950408889634f;
   }
   __syncthreads();
@@ -372,6 +374,48 @@ __global__ void __launch_bounds__(kFromScoresThreads)
 #pragma unroll
     for (int e = 0; e < 4; ++e)
       if (j + e < n) p.scores[h * n + j + e] = v[e] / static_cast<float>(R);
+  }
+}
+
+// Grid (chunks, KV heads), a warp a used row at a time: the row's (m, l) over the chunk's keys,
+// base 2 while summing (four keys a lane and step: one rescale for four), written as the
+// attention's hand-over writes them (m in natural-log units).
+constexpr int kMlWarps = 8;
+__device__ __forceinline__ void merge_max_sum2(float& m, float& l, float m2, float l2) {
+  const float mn = fmaxf(m, m2);
+  if (mn == -INFINITY) return;
+  l = l * exp2f(m - mn) + l2 * exp2f(m2 - mn);
+  m = mn;
+}
+__global__ void __launch_bounds__(kMlWarps * 32)
+    prefix_ml_from_scores_kernel(ScoreSumParams p, HandedScores hs, float* ml) {
+  const int h = blockIdx.y, R = p.n_rows_used * (p.heads / p.kv_heads);
+  const int lane = threadIdx.x & 31;
+  const float scale_log2 = p.scale * 1.4426950408889634f;
+  const int64_t j0 = int64_t{blockIdx.x} * kPrefixMlChunkKeys;
+  const int64_t j1 = min(int64_t{p.n_prefix}, j0 + kPrefixMlChunkKeys);
+  for (int r = static_cast<int>(threadIdx.x >> 5); r < R; r += kMlWarps) {
+    const float* row = hs.raw + (int64_t{h} * R + r) * hs.stride;
+    float m = -INFINITY, l = 0.0f;
+    for (int64_t j = j0 + lane * 4; j < j1; j += 32 * 4) {
+      const float4 s = *reinterpret_cast<const float4*>(row + j);  // the stride pads to 4
+      const float x[4] = {s.x * scale_log2, j + 1 < j1 ? s.y * scale_log2 : -INFINITY,
+                          j + 2 < j1 ? s.z * scale_log2 : -INFINITY,
+                          j + 3 < j1 ? s.w * scale_log2 : -INFINITY};
+      const float mn = fmaxf(m, fmaxf(fmaxf(x[0], x[1]), fmaxf(x[2], x[3])));  // x[0] is a key
+      l = l * exp2f(m - mn) + (exp2f(x[0] - mn) + exp2f(x[1] - mn)) +
+          (exp2f(x[2] - mn) + exp2f(x[3] - mn));
+      m = mn;
+    }
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+      merge_max_sum2(m, l, __shfl_down_sync(0xffffffffu, m, offset),
+                     __shfl_down_sync(0xffffffffu, l, offset));
+    if (lane == 0) {
+      float* out = ml + ((int64_t{blockIdx.x} * p.kv_heads + h) * R + r) * 2;
+      out[0] = m * 0.6931471805599453f;  // base 2 -> natural log
+      out[1] = l;
+    }
   }
 }
 
@@ -432,9 +476,9 @@ void mage_prefix_lse_from_attention(const ScoreSumParams& p, const float* prefix
 void mage_score_sum_from_scores(const ScoreSumParams& p, const HandedScores& hs,
                                 cudaStream_t stream) {
   const int R = p.n_rows_used * (p.heads / p.kv_heads);
-  if (R > kMaxHandedScoreRows)
+  if (R > batch_layout::kMaxHandedScoreRows)
     fail("mage_score_sum_from_scores: ", p.n_rows_used, " rows x ", p.heads / p.kv_heads,
-         " query heads per KV head exceed ", kMaxHandedScoreRows);
+         " query heads per KV head exceed ", batch_layout::kMaxHandedScoreRows);
   if (hs.stride % 4 != 0 || hs.stride < p.n_prefix)
     fail("mage_score_sum_from_scores: the row stride must be a multiple of 4 of at least ",
          p.n_prefix, " (got ", hs.stride, ")");
@@ -446,6 +490,30 @@ void mage_score_sum_from_scores(const ScoreSumParams& p, const HandedScores& hs,
   const int chunks = std::min((p.n_prefix + per_block - 1) / per_block,
                               std::max(1, 4 * device_sm_count() / p.kv_heads));
   score_sum_from_scores_kernel<<<dim3(chunks, p.kv_heads), kFromScoresThreads, 0, stream>>>(p, hs);
+  DLLM_CUDA_LAUNCH_CHECK();
+}
+
+int prefix_ml_chunks(int n_prefix) {
+  return std::max(1, (n_prefix + kPrefixMlChunkKeys - 1) / kPrefixMlChunkKeys);
+}
+
+size_t prefix_ml_from_scores_floats(int n_prefix, int n_rows_used, int heads) {
+  // kv_heads x (n_rows_used x G) rows = n_rows_used x heads
+  return static_cast<size_t>(prefix_ml_chunks(n_prefix)) * n_rows_used * heads * 2;
+}
+
+void mage_prefix_ml_from_scores(const ScoreSumParams& p, const HandedScores& hs, float* ml,
+                                cudaStream_t stream) {
+  const int R = p.n_rows_used * (p.heads / p.kv_heads);
+  if (R > batch_layout::kMaxHandedScoreRows)
+    fail("mage_prefix_ml_from_scores: ", p.n_rows_used, " rows x ", p.heads / p.kv_heads,
+         " query heads per KV head exceed ", batch_layout::kMaxHandedScoreRows);
+  if (hs.stride % 4 != 0 || hs.stride < p.n_prefix)
+    fail("mage_prefix_ml_from_scores: the row stride must be a multiple of 4 of at least ",
+         p.n_prefix, " (got ", hs.stride, ")");
+  if (p.n_prefix == 0 || R == 0) return;
+  prefix_ml_from_scores_kernel<<<dim3(prefix_ml_chunks(p.n_prefix), p.kv_heads), kMlWarps * 32, 0,
+                                 stream>>>(p, hs, ml);
   DLLM_CUDA_LAUNCH_CHECK();
 }
 

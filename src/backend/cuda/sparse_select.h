@@ -71,15 +71,29 @@ void mage_score_sum(const ScoreSumParams& p, cudaStream_t stream);
 // 128). The rows' lse: merged here from the attention's hand-over as
 // mage_prefix_lse_from_attention() merges it (the same bits), or with prefix_ml null read from
 // p.lse (SparseD's, folded first). p.q, k_cache and prefix are unused. At most
-// kMaxHandedScoreRows rows.
-constexpr int kMaxHandedScoreRows = 16;
+// batch_layout::kMaxHandedScoreRows rows.
 struct HandedScores {
   const float* raw = nullptr;        // [kv_heads][n_rows_used x G][stride], unscaled
   int64_t stride = 0;                // batch_layout::prefix_score_stride(the attention's prefix)
   const float* prefix_ml = nullptr;  // the sequence's first (m, l) row of the hand-over, or null
   int splits = 0, n_q = 0;           // its splits and query rows (with prefix_ml)
+  // prefix_ml holds the used rows' (m, l) alone ([splits][kv_heads][n_rows_used x G]: from
+  // mage_prefix_ml_from_scores), not every query row's as the attention's hand-over does.
+  bool ml_of_used_rows = false;
 };
 void mage_score_sum_from_scores(const ScoreSumParams& p, const HandedScores& hs,
+                                cudaStream_t stream);
+
+// The used rows' prefix-only (m, l) from their raw scores (hs.raw, hs.stride) in chunks of
+// kPrefixMlChunkKeys keys: ml [chunks][kv_heads][n_rows_used x G] pairs, (natural-log m, l) as
+// the attention's hand-over writes them, merged by mage_score_sum_from_scores with splits =
+// chunks and ml_of_used_rows. Why: the attention computing them too cost its warp-specialised
+// kernel ~12 % a decoding launch — the code in its tile loop, though it runs at one tile a split
+// (docs/benchmarks.md, 2026-12-01) —, while these are a read of the scores the sums read anyway.
+constexpr int kPrefixMlChunkKeys = 2048;
+int prefix_ml_chunks(int n_prefix);
+size_t prefix_ml_from_scores_floats(int n_prefix, int n_rows_used, int heads);
+void mage_prefix_ml_from_scores(const ScoreSumParams& p, const HandedScores& hs, float* ml,
                                 cudaStream_t stream);
 
 // Top-k per KV head (§1.6 step 3): out[h, 0..k) = the indices of the k largest scores[h, :]
