@@ -473,15 +473,24 @@ void mage_prefix_lse_from_attention(const ScoreSumParams& p, const float* prefix
   DLLM_CUDA_LAUNCH_CHECK();
 }
 
-void mage_score_sum_from_scores(const ScoreSumParams& p, const HandedScores& hs,
-                                cudaStream_t stream) {
+namespace {
+// The handed-over scores' rows (checked: at most kMaxHandedScoreRows, a stride the float4 loads
+// can take), for `who`'s error messages.
+int handed_score_rows(const ScoreSumParams& p, const HandedScores& hs, const char* who) {
   const int R = p.n_rows_used * (p.heads / p.kv_heads);
   if (R > batch_layout::kMaxHandedScoreRows)
-    fail("mage_score_sum_from_scores: ", p.n_rows_used, " rows x ", p.heads / p.kv_heads,
+    fail(who, ": ", p.n_rows_used, " rows x ", p.heads / p.kv_heads,
          " query heads per KV head exceed ", batch_layout::kMaxHandedScoreRows);
   if (hs.stride % 4 != 0 || hs.stride < p.n_prefix)
-    fail("mage_score_sum_from_scores: the row stride must be a multiple of 4 of at least ",
-         p.n_prefix, " (got ", hs.stride, ")");
+    fail(who, ": the row stride must be a multiple of 4 of at least ", p.n_prefix, " (got ",
+         hs.stride, ")");
+  return R;
+}
+}  // namespace
+
+void mage_score_sum_from_scores(const ScoreSumParams& p, const HandedScores& hs,
+                                cudaStream_t stream) {
+  const int R = handed_score_rows(p, hs, "mage_score_sum_from_scores");
   if (hs.prefix_ml && hs.splits <= 0)
     fail("mage_score_sum_from_scores: needs splits > 0 (got ", hs.splits, ")");
   if (p.n_prefix == 0 || R == 0) return;
@@ -504,13 +513,7 @@ size_t prefix_ml_from_scores_floats(int n_prefix, int n_rows_used, int heads) {
 
 void mage_prefix_ml_from_scores(const ScoreSumParams& p, const HandedScores& hs, float* ml,
                                 cudaStream_t stream) {
-  const int R = p.n_rows_used * (p.heads / p.kv_heads);
-  if (R > batch_layout::kMaxHandedScoreRows)
-    fail("mage_prefix_ml_from_scores: ", p.n_rows_used, " rows x ", p.heads / p.kv_heads,
-         " query heads per KV head exceed ", batch_layout::kMaxHandedScoreRows);
-  if (hs.stride % 4 != 0 || hs.stride < p.n_prefix)
-    fail("mage_prefix_ml_from_scores: the row stride must be a multiple of 4 of at least ",
-         p.n_prefix, " (got ", hs.stride, ")");
+  const int R = handed_score_rows(p, hs, "mage_prefix_ml_from_scores");
   if (p.n_prefix == 0 || R == 0) return;
   prefix_ml_from_scores_kernel<<<dim3(prefix_ml_chunks(p.n_prefix), p.kv_heads), kMlWarps * 32, 0,
                                  stream>>>(p, hs, ml);
